@@ -1,0 +1,228 @@
+//! kobo's durable store: one redb file, the table catalogue, the versioned codec
+//! and the group-commit writer.
+//!
+//! Layout:
+//! - [`tables`]: every table kobo keeps, and the composite-key builder.
+//! - [`codec`]: how values are encoded (a version byte, then JSON).
+//! - [`writer`]: the single writer thread; many callers' batches share one
+//!   durable redb commit (group commit) and each caller is acknowledged only
+//!   after that commit.
+//! - [`Store`] / [`ReadTxn`]: opening the file (with a clear error when another
+//!   process holds it) and MVCC reads from any thread.
+//!
+//! This crate knows nothing of HTTP, actix or the payments domain.
+
+pub mod codec;
+pub mod tables;
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable};
+use serde::de::DeserializeOwned;
+
+pub use codec::{decode, encode, CodecError};
+pub use tables::{KeyBuf, Table};
+pub use writer::{Batch, CommitError, Op, Writer, WriterMetrics};
+
+/// Errors of opening or reading the store. Write failures never surface as
+/// values: the writer stops the process instead (fail-stop), so memory is never
+/// ahead of disk.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the data directory {0} is in use by another kobo process (the store is locked)")]
+    Locked(PathBuf),
+    #[error("cannot create the data directory {path}: {source}")]
+    Directory {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("store error: {0}")]
+    Redb(String),
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+}
+
+macro_rules! redb_err {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StoreError {
+            fn from(e: $t) -> Self { StoreError::Redb(e.to_string()) }
+        }
+    )*};
+}
+redb_err!(
+    redb::StorageError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::CommitError
+);
+
+/// The opened store. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    db: Arc<Database>,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed) `<dir>/kobo.redb` and makes sure every table
+    /// exists, so readers never meet a missing table.
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Directory {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let path = dir.join("kobo.redb");
+        let db = match Database::create(&path) {
+            Ok(db) => db,
+            Err(DatabaseError::DatabaseAlreadyOpen) => return Err(StoreError::Locked(path)),
+            Err(e) => return Err(StoreError::Redb(e.to_string())),
+        };
+        let txn = db.begin_write()?;
+        for table in Table::ALL {
+            txn.open_table(table.def())?;
+        }
+        txn.commit()?;
+        Ok(Store {
+            db: Arc::new(db),
+            path,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A consistent snapshot for reads (MVCC: never blocks the writer).
+    pub fn read(&self) -> Result<ReadTxn, StoreError> {
+        Ok(ReadTxn {
+            txn: self.db.begin_read()?,
+        })
+    }
+
+    /// Starts the single writer thread. Call once per process.
+    pub fn start_writer(&self, metrics: WriterMetrics) -> Writer {
+        writer::start(self.db.clone(), metrics)
+    }
+}
+
+/// A read snapshot.
+pub struct ReadTxn {
+    txn: redb::ReadTransaction,
+}
+
+impl ReadTxn {
+    pub fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let t = self.txn.open_table(table.def())?;
+        Ok(t.get(key)?.map(|v| v.value().to_vec()))
+    }
+
+    pub fn get_decoded<T: DeserializeOwned>(
+        &self,
+        table: Table,
+        key: &[u8],
+    ) -> Result<Option<T>, StoreError> {
+        match self.get(table, key)? {
+            Some(bytes) => Ok(Some(decode(&bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Visits the keys starting with `prefix`, from the greatest down, starting
+    /// strictly below `before` when given. The visitor returns `false` to stop.
+    pub fn scan_prefix_rev(
+        &self,
+        table: Table,
+        prefix: &[u8],
+        before: Option<&[u8]>,
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        let t = self.txn.open_table(table.def())?;
+        let upper = match before {
+            Some(b) => b.to_vec(),
+            None => prefix_end(prefix),
+        };
+        let iter = if upper.is_empty() {
+            t.range::<&[u8]>(prefix..)?
+        } else {
+            t.range::<&[u8]>(prefix..upper.as_slice())?
+        };
+        for item in iter.rev() {
+            let (k, v) = item?;
+            if !visit(k.value(), v.value())? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Visits the keys starting with `prefix` in ascending order, starting at
+    /// `from` (inclusive) when given. The visitor returns `false` to stop.
+    pub fn scan_prefix(
+        &self,
+        table: Table,
+        prefix: &[u8],
+        from: Option<&[u8]>,
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
+        let t = self.txn.open_table(table.def())?;
+        let lower = from.unwrap_or(prefix).to_vec();
+        let upper = prefix_end(prefix);
+        let iter = if upper.is_empty() {
+            t.range::<&[u8]>(lower.as_slice()..)?
+        } else {
+            t.range::<&[u8]>(lower.as_slice()..upper.as_slice())?
+        };
+        for item in iter {
+            let (k, v) = item?;
+            if !visit(k.value(), v.value())? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The greatest key of a table, if any.
+    pub fn last_key(&self, table: Table) -> Result<Option<Vec<u8>>, StoreError> {
+        let t = self.txn.open_table(table.def())?;
+        let last = t.last()?.map(|(k, _)| k.value().to_vec());
+        Ok(last)
+    }
+}
+
+/// The smallest key greater than every key starting with `prefix`; empty when
+/// there is none (the prefix is all 0xff), meaning "unbounded".
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    Vec::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_end_carries_over_0xff() {
+        assert_eq!(prefix_end(&[1, 2]), vec![1, 3]);
+        assert_eq!(prefix_end(&[1, 0xff]), vec![2]);
+        assert_eq!(prefix_end(&[0xff, 0xff]), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn a_second_open_of_the_same_directory_is_refused_as_locked() {
+        let dir = tempfile::tempdir().unwrap();
+        let _first = Store::open(dir.path()).unwrap();
+        match Store::open(dir.path()) {
+            Err(StoreError::Locked(_)) => {}
+            Err(e) => panic!("expected Locked, got {e}"),
+            Ok(_) => panic!("expected Locked, got a second store"),
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The table catalogue and the composite-key builder.
+//!
+//! Every table maps bytes to bytes. Keys are built with [`KeyBuf`] from
+//! fixed-width big-endian parts, so byte order is the logical order (ids,
+//! sequences, times). Values are [`crate::codec`] encoded unless noted.
+
+use redb::TableDefinition;
+
+pub type Def = TableDefinition<'static, &'static [u8], &'static [u8]>;
+
+macro_rules! tables {
+    ($($variant:ident => $name:literal,)*) => {
+        /// Every table of the store.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Table { $($variant,)* }
+        impl Table {
+            pub const ALL: &'static [Table] = &[$(Table::$variant,)*];
+            pub fn name(self) -> &'static str {
+                match self { $(Table::$variant => $name,)* }
+            }
+            pub fn def(self) -> Def {
+                match self { $(Table::$variant => TableDefinition::new($name),)* }
+            }
+        }
+    };
+}
+
+tables! {
+    // name -> value (clock, sequences, admin token hash, ...)
+    Meta => "meta",
+    // merchant id -> Merchant
+    Merchants => "merchants",
+    // sha256(secret key) -> ApiKey
+    ApiKeys => "api_keys",
+    // brand id -> Brand; and merchant|mode|seq -> brand id
+    Brands => "brands",
+    BrandIndex => "brand_index",
+    // payment intent id -> PaymentIntent
+    PaymentIntents => "payment_intents",
+    // merchant|mode|seq -> id (newest-first lists)
+    PaymentIntentIndex => "payment_intent_index",
+    // merchant|mode|status|seq -> id
+    PaymentIntentStatusIndex => "payment_intent_status_index",
+    // merchant|mode|customer|seq -> id
+    PaymentIntentCustomerIndex => "payment_intent_customer_index",
+    // merchant|mode|reference -> id (uniqueness of reference)
+    PaymentIntentReferences => "payment_intent_references",
+    // short code -> payment intent id
+    CheckoutLinks => "checkout_links",
+    // payment intent id|attempt number -> ChargeAttempt
+    ChargeAttempts => "charge_attempts",
+    // ledger line id (global sequence) -> LedgerLine
+    LedgerLines => "ledger_lines",
+    // merchant|mode|line id -> () (a merchant's lines, in order)
+    LedgerIndex => "ledger_index",
+    // merchant|mode|brand|currency|bucket -> i64 balance
+    Balances => "balances",
+    // event id -> Event; merchant|mode|seq -> event id
+    Events => "events",
+    EventIndex => "event_index",
+    // due time (unix micros)|kind|id -> Timer
+    Timers => "timers",
+    // merchant|mode|key -> IdempotencyRecord
+    Idempotency => "idempotency",
+    // expiry (unix micros)|merchant|mode|key -> ()
+    IdempotencyExpiry => "idempotency_expiry",
+}
+
+/// Builds a composite key from fixed-width parts.
+#[derive(Default, Clone, Debug)]
+pub struct KeyBuf(Vec<u8>);
+
+impl KeyBuf {
+    pub fn new() -> Self {
+        KeyBuf(Vec::with_capacity(48))
+    }
+    pub fn bytes(mut self, b: &[u8]) -> Self {
+        self.0.extend_from_slice(b);
+        self
+    }
+    pub fn u8(mut self, v: u8) -> Self {
+        self.0.push(v);
+        self
+    }
+    pub fn u64(mut self, v: u64) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    /// A variable-length string part; terminated by 0 so that a shorter string
+    /// never prefixes a longer one's key range.
+    pub fn str(mut self, s: &str) -> Self {
+        self.0.extend_from_slice(s.as_bytes());
+        self.0.push(0);
+        self
+    }
+    pub fn build(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn big_endian_parts_sort_like_numbers() {
+        let a = KeyBuf::new().u8(1).u64(255).build();
+        let b = KeyBuf::new().u8(1).u64(256).build();
+        assert!(a < b);
+    }
+
+    #[test]
+    fn table_names_are_unique() {
+        let mut names: Vec<_> = Table::ALL.iter().map(|t| t.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Table::ALL.len());
+    }
+}
