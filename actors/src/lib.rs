@@ -1,1 +1,36 @@
+//! kobo's domain: pure state machines and the actors that run them.
+//!
+//! Layout:
+//! - [`money`]: currencies, channels, pricing, fee arithmetic.
+//! - [`merchant`]: merchants, settings, secret keys, brands.
+//! - [`payment_intent`]: the object, its pure state machine, its actor and
+//!   the create/commit service.
+//! - [`ledger`]: buckets, entries, the pure posting function and the ledger
+//!   actor (the only writer of balances).
+//! - [`registry`]: virtual actors (activation, passivation, bounded mailboxes).
+//! - [`timers`]: durable timers and the timer supervisor.
+//! - [`event`], [`idempotency`]: records written in the same batch as the
+//!   change they describe or guard.
+//! - [`query`]: read-only views straight from store snapshots.
+//! - [`admin`]: merchant creation, settings and key rolls.
+//! - [`clock`], [`provider`], [`runtime`], [`error`], [`ids`]: plumbing.
 
+pub mod admin;
+pub mod clock;
+pub mod error;
+pub mod event;
+pub mod idempotency;
+pub mod ids;
+pub mod ledger;
+pub mod merchant;
+pub mod money;
+pub mod payment_intent;
+pub mod provider;
+pub mod query;
+pub mod registry;
+pub mod runtime;
+pub mod timers;
+
+pub use error::{DomainError, DomainResult, ErrorKind};
+pub use ids::Mode;
+pub use runtime::{Config, Kobo};

@@ -49,10 +49,9 @@ tables! {
     CheckoutLinks => "checkout_links",
     // payment intent id|attempt number -> ChargeAttempt
     ChargeAttempts => "charge_attempts",
-    // ledger line id (global sequence) -> LedgerLine
+    // merchant|mode|line id -> LedgerLine (line ids come from one global
+    // increasing sequence; a merchant's lines read in order by prefix)
     LedgerLines => "ledger_lines",
-    // merchant|mode|line id -> () (a merchant's lines, in order)
-    LedgerIndex => "ledger_index",
     // merchant|mode|brand|currency|bucket -> i64 balance
     Balances => "balances",
     // event id -> Event; merchant|mode|seq -> event id

@@ -1,0 +1,192 @@
+//! Operator actions on merchants: create (with a default brand per mode and
+//! a key per mode), update settings, roll keys. Changes to one merchant are
+//! serialized by its merchant actor; creation needs none.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use futures_util::FutureExt;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use kobo_storage::{Batch, Table};
+
+use crate::error::{DomainError, DomainResult};
+use crate::ids::{scope_key, Mode};
+use crate::merchant::{key_hash, new_secret_key, ApiKey, Brand, Merchant, Settings};
+use crate::registry::{Activation, Registry, VirtualActor};
+use crate::runtime::Kobo;
+
+pub fn brand_index_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {
+    scope_key(merchant, mode).u64(seq).build()
+}
+
+fn add_brand(batch: &mut Batch, brand: &Brand) {
+    batch
+        .put(Table::Brands, brand.id.as_bytes().to_vec(), brand)
+        .put_raw(
+            Table::BrandIndex,
+            brand_index_key(brand.merchant, brand.mode, brand.seq),
+            brand.id.as_bytes().to_vec(),
+        )
+        .note_seq(brand.seq);
+}
+
+/// Creates a merchant. Returns the operator view with both secret keys (the
+/// only time they are shown, besides a roll).
+pub async fn create_merchant(kobo: &Arc<Kobo>, name: String, settings: Settings) -> DomainResult<Value> {
+    let now = kobo.clock.now();
+    let id = Uuid::new_v4();
+    let test_key = new_secret_key(Mode::Test);
+    let live_key = new_secret_key(Mode::Live);
+    let mut batch = Batch::new();
+    let mut brands = Vec::new();
+    for mode in [Mode::Test, Mode::Live] {
+        let brand = Brand {
+            id: Uuid::new_v4(),
+            merchant: id,
+            mode,
+            seq: kobo.seq.next(),
+            name: name.clone(),
+            default: true,
+            created_at: now,
+        };
+        add_brand(&mut batch, &brand);
+        brands.push(brand.id);
+    }
+    let merchant = Merchant {
+        id,
+        name,
+        created_at: now,
+        settings,
+        default_brand_test: brands[0],
+        default_brand_live: brands[1],
+        key_hash_test: key_hash(&test_key),
+        key_hash_live: key_hash(&live_key),
+    };
+    batch.put(Table::Merchants, id.as_bytes().to_vec(), &merchant);
+    for (mode, key) in [(Mode::Test, &test_key), (Mode::Live, &live_key)] {
+        batch.put(
+            Table::ApiKeys,
+            key_hash(key).into_bytes(),
+            &ApiKey {
+                merchant: id,
+                mode,
+                created_at: now,
+                revoked_at: None,
+            },
+        );
+    }
+    kobo.writer
+        .commit(batch)
+        .await
+        .map_err(|e| DomainError::internal(e.to_string()))?;
+    let mut view = merchant.to_api();
+    let o = view.as_object_mut().expect("object");
+    o.insert("test_secret_key".into(), Value::from(test_key));
+    o.insert("live_secret_key".into(), Value::from(live_key));
+    Ok(view)
+}
+
+pub fn load_merchant(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Merchant>> {
+    Ok(kobo
+        .store
+        .read()?
+        .get_decoded(Table::Merchants, id.as_bytes())?)
+}
+
+/// Serializes changes to one merchant.
+pub struct MerchantActor {
+    activation: Activation<Uuid>,
+}
+
+#[derive(Debug, Clone)]
+pub enum MerchantChange {
+    Settings(Value),
+    RollKey(Mode),
+}
+
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "DomainResult<Value>")]
+pub struct ChangeMerchant(pub MerchantChange);
+
+impl Actor for MerchantActor {
+    type Context = Context<Self>;
+}
+
+impl VirtualActor for MerchantActor {
+    type Key = Uuid;
+    const KIND: &'static str = "merchant";
+    fn activate(activation: Activation<Uuid>) -> Self {
+        MerchantActor { activation }
+    }
+    fn activation(&self) -> &Activation<Uuid> {
+        &self.activation
+    }
+    fn registry(kobo: &Kobo) -> &Registry<Self> {
+        &kobo.merchants
+    }
+}
+
+impl Handler<ChangeMerchant> for MerchantActor {
+    type Result = AtomicResponse<Self, DomainResult<Value>>;
+    fn handle(&mut self, msg: ChangeMerchant, _: &mut Context<Self>) -> Self::Result {
+        self.activation.touch();
+        let kobo = self.activation.kobo.clone();
+        let id = self.activation.key;
+        AtomicResponse::new(Box::pin(
+            std::panic::AssertUnwindSafe(change(kobo, id, msg.0))
+                .catch_unwind()
+                .into_actor(self)
+                .map(|r, act, _| {
+                    act.activation.rest();
+                    r.unwrap_or_else(|_| {
+                        act.activation.record_restart();
+                        Err(DomainError::internal("the merchant actor restarted"))
+                    })
+                }),
+        ))
+    }
+}
+
+async fn change(kobo: Arc<Kobo>, id: Uuid, change: MerchantChange) -> DomainResult<Value> {
+    let mut merchant =
+        load_merchant(&kobo, id)?.ok_or_else(|| DomainError::not_found("merchant", id))?;
+    let now = kobo.clock.now();
+    let mut batch = Batch::new();
+    let view = match change {
+        MerchantChange::Settings(patch) => {
+            merchant.settings = merchant.settings.patched(&patch)?;
+            merchant.to_api()
+        }
+        MerchantChange::RollKey(mode) => {
+            let key = new_secret_key(mode);
+            let old = match mode {
+                Mode::Test => std::mem::replace(&mut merchant.key_hash_test, key_hash(&key)),
+                Mode::Live => std::mem::replace(&mut merchant.key_hash_live, key_hash(&key)),
+            };
+            let read = kobo.store.read()?;
+            if let Some(mut old_key) = read.get_decoded::<ApiKey>(Table::ApiKeys, old.as_bytes())? {
+                old_key.revoked_at = Some(now);
+                batch.put(Table::ApiKeys, old.into_bytes(), &old_key);
+            }
+            batch.put(
+                Table::ApiKeys,
+                key_hash(&key).into_bytes(),
+                &ApiKey {
+                    merchant: id,
+                    mode,
+                    created_at: now,
+                    revoked_at: None,
+                },
+            );
+            json!({"object": "merchant_key", "mode": mode, "secret_key": key})
+        }
+    };
+    batch.put(Table::Merchants, id.as_bytes().to_vec(), &merchant);
+    kobo.writer
+        .commit(batch)
+        .await
+        .map_err(|e| DomainError::internal(e.to_string()))?;
+    Ok(view)
+}

@@ -1,0 +1,64 @@
+//! Modes and the byte forms of ids used in store keys.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Test keys see test data only; live keys live data only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Test,
+    Live,
+}
+
+impl Mode {
+    pub fn livemode(self) -> bool {
+        self == Mode::Live
+    }
+    pub fn byte(self) -> u8 {
+        match self {
+            Mode::Test => 0,
+            Mode::Live => 1,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Test => "test",
+            Mode::Live => "live",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "test" => Some(Mode::Test),
+            "live" => Some(Mode::Live),
+            _ => None,
+        }
+    }
+}
+
+/// The key prefix of everything a merchant owns in one mode.
+pub fn scope_key(merchant: Uuid, mode: Mode) -> kobo_storage::KeyBuf {
+    kobo_storage::KeyBuf::new()
+        .bytes(merchant.as_bytes())
+        .u8(mode.byte())
+}
+
+pub fn id_key(id: Uuid) -> Vec<u8> {
+    id.as_bytes().to_vec()
+}
+
+/// A random base62 string (keys, secrets, short links).
+pub fn random_base62(len: usize) -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut rng = rand::thread_rng();
+    (0..len)
+        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// Hex SHA-256, used to store secrets (API keys, client secrets) as hashes.
+pub fn sha256_hex(s: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(s.as_bytes()))
+}

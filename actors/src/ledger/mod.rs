@@ -1,0 +1,366 @@
+//! The ledger: buckets, entries and lines, and the pure posting function.
+//!
+//! A merchant's money in one mode is a set of balances keyed by
+//! (brand, currency, bucket). Money moves only by posting an entry: one or
+//! more lines sharing a type, a source and a time. [`post`] checks the entry
+//! and computes each line's `balance_after`; it never touches the store. The
+//! ledger actor ([`actor`]) is the only caller, so balances are checked and
+//! `balance_after` computed in one place.
+
+pub mod actor;
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use kobo_storage::KeyBuf;
+
+use crate::error::{DomainError, DomainResult};
+use crate::ids::{scope_key, Mode};
+use crate::money::Currency;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bucket {
+    Pending,
+    Available,
+    Reserve,
+    PayoutInFlight,
+    RefundInFlight,
+    DisputeHold,
+}
+
+impl Bucket {
+    pub const ALL: [Bucket; 6] = [
+        Bucket::Pending,
+        Bucket::Available,
+        Bucket::Reserve,
+        Bucket::PayoutInFlight,
+        Bucket::RefundInFlight,
+        Bucket::DisputeHold,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bucket::Pending => "pending",
+            Bucket::Available => "available",
+            Bucket::Reserve => "reserve",
+            Bucket::PayoutInFlight => "payout_in_flight",
+            Bucket::RefundInFlight => "refund_in_flight",
+            Bucket::DisputeHold => "dispute_hold",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Bucket> {
+        Bucket::ALL.into_iter().find(|b| b.as_str() == s)
+    }
+    pub fn byte(self) -> u8 {
+        self as u8
+    }
+}
+
+/// The type shared by the lines of one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryType {
+    Payment,
+    Release,
+    Payout,
+    Refund,
+    Dispute,
+    Conversion,
+    Correction,
+}
+
+impl EntryType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryType::Payment => "payment",
+            EntryType::Release => "release",
+            EntryType::Payout => "payout",
+            EntryType::Refund => "refund",
+            EntryType::Dispute => "dispute",
+            EntryType::Conversion => "conversion",
+            EntryType::Correction => "correction",
+        }
+    }
+    /// The balance-transaction filter groups (plural) and the types they match.
+    pub fn parse_group(s: &str) -> Option<&'static [EntryType]> {
+        Some(match s {
+            "payments" => &[EntryType::Payment],
+            "releases" => &[EntryType::Release],
+            "payouts" => &[EntryType::Payout],
+            "refunds" => &[EntryType::Refund],
+            "disputes" => &[EntryType::Dispute],
+            "conversions" => &[EntryType::Conversion, EntryType::Correction],
+            _ => return None,
+        })
+    }
+    /// Whether an entry of this type may bring money into the business or
+    /// take it out (a named external flow). Other entries only move money
+    /// between buckets and must sum to zero per currency.
+    fn crosses_the_boundary(self) -> bool {
+        !matches!(self, EntryType::Release)
+    }
+}
+
+/// One line to post.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LineSpec {
+    pub brand: Uuid,
+    pub currency: Currency,
+    pub bucket: Bucket,
+    pub amount: i64,
+    pub gross: Option<i64>,
+    pub fee: Option<i64>,
+}
+
+/// An entry to post.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EntrySpec {
+    pub entry_type: EntryType,
+    pub source: Uuid,
+    pub description: String,
+    pub lines: Vec<LineSpec>,
+    /// Buckets may go below zero for this entry (a flow that must happen
+    /// whatever the balance, such as a lost dispute).
+    pub allow_negative: bool,
+}
+
+/// One posted line: a balance transaction.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LedgerLine {
+    pub id: u64,
+    pub merchant: Uuid,
+    pub mode: Mode,
+    pub brand: Uuid,
+    pub currency: Currency,
+    pub bucket: Bucket,
+    pub amount: i64,
+    pub balance_after: i64,
+    pub entry_type: EntryType,
+    pub gross: Option<i64>,
+    pub fee: Option<i64>,
+    pub source: Uuid,
+    pub description: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl LedgerLine {
+    pub fn to_api(&self) -> Value {
+        json!({
+            "id": self.id.to_string(),
+            "object": "balance_transaction",
+            "livemode": self.mode.livemode(),
+            "type": self.entry_type.as_str(),
+            "amount": self.amount,
+            "currency": self.currency,
+            "bucket": self.bucket.as_str(),
+            "balance_after": self.balance_after,
+            "gross": self.gross,
+            "fee": self.fee,
+            "source": self.source,
+            "brand": self.brand,
+            "description": self.description,
+            "created_at": self.created_at,
+        })
+    }
+
+    pub fn store_key(&self) -> Vec<u8> {
+        line_key(self.merchant, self.mode, self.id)
+    }
+}
+
+pub fn line_key(merchant: Uuid, mode: Mode, id: u64) -> Vec<u8> {
+    scope_key(merchant, mode).u64(id).build()
+}
+
+pub type BalanceKey = (Uuid, Currency, Bucket);
+
+pub fn balance_store_key(merchant: Uuid, mode: Mode, key: BalanceKey) -> Vec<u8> {
+    balance_prefix(merchant, mode, Some(key.0))
+        .u8(key.1.byte())
+        .u8(key.2.byte())
+        .build()
+}
+
+pub fn balance_prefix(merchant: Uuid, mode: Mode, brand: Option<Uuid>) -> KeyBuf {
+    let k = scope_key(merchant, mode);
+    match brand {
+        Some(b) => k.bytes(b.as_bytes()),
+        None => k,
+    }
+}
+
+/// Stored value of one balance row.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct BalanceRow {
+    pub brand: Uuid,
+    pub currency: Currency,
+    pub bucket: Bucket,
+    pub amount: i64,
+}
+
+/// The posted result of an entry: its lines and the balances they leave.
+#[derive(Debug, Clone)]
+pub struct Posting {
+    pub lines: Vec<LedgerLine>,
+    pub balances: Vec<(BalanceKey, i64)>,
+}
+
+/// Checks `entry` against `balances` and computes its lines. Pure.
+pub fn post(
+    balances: &HashMap<BalanceKey, i64>,
+    merchant: Uuid,
+    mode: Mode,
+    entry: &EntrySpec,
+    mut next_id: impl FnMut() -> u64,
+    now: DateTime<Utc>,
+) -> DomainResult<Posting> {
+    if entry.lines.is_empty() {
+        return Err(DomainError::internal("a ledger entry needs at least one line"));
+    }
+    if !entry.entry_type.crosses_the_boundary() {
+        for c in Currency::ALL {
+            let sum: i64 = entry
+                .lines
+                .iter()
+                .filter(|l| l.currency == c)
+                .map(|l| l.amount)
+                .sum();
+            if sum != 0 {
+                return Err(DomainError::internal(format!(
+                    "a {} entry must balance; {} lines sum to {sum}",
+                    entry.entry_type.as_str(),
+                    c.as_str()
+                )));
+            }
+        }
+    }
+    let mut working: HashMap<BalanceKey, i64> = HashMap::new();
+    let mut lines = Vec::with_capacity(entry.lines.len());
+    for spec in &entry.lines {
+        let key = (spec.brand, spec.currency, spec.bucket);
+        let before = *working
+            .get(&key)
+            .unwrap_or_else(|| balances.get(&key).unwrap_or(&0));
+        let after = before
+            .checked_add(spec.amount)
+            .ok_or_else(|| DomainError::internal("balance overflow"))?;
+        if after < 0 && spec.amount < 0 && !entry.allow_negative {
+            return Err(DomainError::state(
+                "insufficient_funds",
+                format!(
+                    "the {} {} balance is {before}, short of {}",
+                    spec.currency.as_str(),
+                    spec.bucket.as_str(),
+                    -spec.amount
+                ),
+            ));
+        }
+        working.insert(key, after);
+        lines.push(LedgerLine {
+            id: next_id(),
+            merchant,
+            mode,
+            brand: spec.brand,
+            currency: spec.currency,
+            bucket: spec.bucket,
+            amount: spec.amount,
+            balance_after: after,
+            entry_type: entry.entry_type,
+            gross: spec.gross,
+            fee: spec.fee,
+            source: entry.source,
+            description: entry.description.clone(),
+            created_at: now,
+        });
+    }
+    Ok(Posting {
+        lines,
+        balances: working.into_iter().collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(bucket: Bucket, amount: i64) -> LineSpec {
+        LineSpec {
+            brand: Uuid::nil(),
+            currency: Currency::NGN,
+            bucket,
+            amount,
+            gross: None,
+            fee: None,
+        }
+    }
+
+    fn entry(t: EntryType, lines: Vec<LineSpec>) -> EntrySpec {
+        EntrySpec {
+            entry_type: t,
+            source: Uuid::nil(),
+            description: String::new(),
+            lines,
+            allow_negative: false,
+        }
+    }
+
+    #[test]
+    fn balance_after_follows_each_line() {
+        let mut balances = HashMap::new();
+        balances.insert((Uuid::nil(), Currency::NGN, Bucket::Pending), 500);
+        let mut id = 0;
+        let p = post(
+            &balances,
+            Uuid::nil(),
+            Mode::Test,
+            &entry(
+                EntryType::Release,
+                vec![line(Bucket::Pending, -300), line(Bucket::Available, 300)],
+            ),
+            || {
+                id += 1;
+                id
+            },
+            Utc::now(),
+        )
+        .unwrap();
+        assert_eq!(p.lines[0].balance_after, 200);
+        assert_eq!(p.lines[1].balance_after, 300);
+        assert_eq!(p.lines[0].id + 1, p.lines[1].id);
+    }
+
+    #[test]
+    fn an_entry_that_would_overdraw_a_bucket_is_refused() {
+        let e = post(
+            &HashMap::new(),
+            Uuid::nil(),
+            Mode::Test,
+            &entry(
+                EntryType::Release,
+                vec![line(Bucket::Pending, -1), line(Bucket::Available, 1)],
+            ),
+            || 1,
+            Utc::now(),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, "insufficient_funds");
+    }
+
+    #[test]
+    fn a_release_that_does_not_balance_is_a_programmer_error() {
+        let e = post(
+            &HashMap::new(),
+            Uuid::nil(),
+            Mode::Test,
+            &entry(EntryType::Release, vec![line(Bucket::Available, 1)]),
+            || 1,
+            Utc::now(),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, "internal_error");
+    }
+}

@@ -1,0 +1,413 @@
+//! Merchants, their settings, secret keys and brands.
+//!
+//! Secret keys are `svc_test_` / `svc_live_` + 40 base62 characters, stored
+//! only as a SHA-256 hash (table `api_keys`). Each merchant has a default brand
+//! per mode, created with it.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::error::{DomainError, DomainResult};
+use crate::ids::{random_base62, sha256_hex, Mode};
+use crate::money::{default_pricing, Currency, Pricing};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PaymentMethods {
+    pub card: bool,
+    pub bank_transfer: bool,
+    pub direct_debit: bool,
+}
+
+impl Default for PaymentMethods {
+    fn default() -> Self {
+        PaymentMethods {
+            card: true,
+            bank_transfer: true,
+            direct_debit: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PayoutTier {
+    #[default]
+    Starter,
+    Verified,
+    Enterprise,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PayoutLimits {
+    pub per_payout: i64,
+    pub daily: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SettlementDelayDays {
+    #[serde(rename = "NGN")]
+    pub ngn: u32,
+    #[serde(rename = "USD")]
+    pub usd: u32,
+}
+
+impl Default for SettlementDelayDays {
+    fn default() -> Self {
+        SettlementDelayDays { ngn: 1, usd: 7 }
+    }
+}
+
+impl SettlementDelayDays {
+    pub fn for_currency(&self, c: Currency) -> u32 {
+        match c {
+            Currency::NGN => self.ngn,
+            Currency::USD => self.usd,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ReserveTerms {
+    pub percent_bps: i64,
+    pub days: u32,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum UsdSettlement {
+    #[default]
+    Keep,
+    Convert,
+    Usdt,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AutoSettlement {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default)]
+    pub bank_account_id: Option<Uuid>,
+    #[serde(default)]
+    pub minimum: i64,
+    #[serde(default)]
+    pub usd: UsdSettlement,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UsdtSettings {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default)]
+    pub settle_wallet: Option<Uuid>,
+    #[serde(default)]
+    pub fee_bps: i64,
+}
+
+/// Merchant settings (CONTRACT section 2). Every field has a default.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default)]
+    pub live_approved: bool,
+    #[serde(default)]
+    pub card_api_enabled: bool,
+    #[serde(default)]
+    pub payment_methods: PaymentMethods,
+    #[serde(default = "default_pricing")]
+    pub pricing: Pricing,
+    #[serde(default)]
+    pub payout_approval_threshold: Option<i64>,
+    #[serde(default)]
+    pub payout_tier: PayoutTier,
+    #[serde(default)]
+    pub payout_limits: Option<PayoutLimits>,
+    #[serde(default)]
+    pub settlement_delay_days: SettlementDelayDays,
+    #[serde(default)]
+    pub reserve: Option<ReserveTerms>,
+    #[serde(default)]
+    pub auto_settlement: Option<AutoSettlement>,
+    #[serde(default)]
+    pub usdt: Option<UsdtSettings>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        serde_json::from_value(Value::Object(Map::new())).expect("all settings have defaults")
+    }
+}
+
+const SETTINGS_FIELDS: &[&str] = &[
+    "live_approved",
+    "card_api_enabled",
+    "payment_methods",
+    "pricing",
+    "payout_approval_threshold",
+    "payout_tier",
+    "payout_limits",
+    "settlement_delay_days",
+    "reserve",
+    "auto_settlement",
+    "usdt",
+];
+
+impl Settings {
+    /// Applies a partial update: named fields change, others stay. Nested
+    /// objects merge (JSON merge patch); `null` resets a field to its default.
+    /// Bad input changes nothing and names the field.
+    pub fn patched(&self, patch: &Value) -> DomainResult<Settings> {
+        let patch = patch
+            .as_object()
+            .ok_or_else(|| DomainError::invalid("settings", "settings must be an object"))?;
+        let mut current = serde_json::to_value(self).expect("settings serialize");
+        for (key, value) in patch {
+            if !SETTINGS_FIELDS.contains(&key.as_str()) {
+                return Err(DomainError::unknown(&format!("settings.{key}")));
+            }
+            let slot = current.as_object_mut().expect("object");
+            if key == "pricing" && value.is_object() {
+                // Pricing merges per currency and channel.
+                let mut merged = slot.get("pricing").cloned().unwrap_or(Value::Null);
+                merge_patch(&mut merged, value);
+                slot.insert(key.clone(), merged);
+            } else {
+                let mut merged = slot.get(key).cloned().unwrap_or(Value::Null);
+                merge_patch(&mut merged, value);
+                if merged.is_null() {
+                    slot.remove(key);
+                } else {
+                    slot.insert(key.clone(), merged);
+                }
+            }
+        }
+        let settings: Settings = serde_json::from_value(current).map_err(|e| {
+            let field = patch.keys().next().map(|k| k.as_str()).unwrap_or("settings");
+            let param = if patch.len() == 1 {
+                format!("settings.{field}")
+            } else {
+                "settings".to_string()
+            };
+            DomainError::invalid(&param, format!("invalid settings: {e}"))
+        })?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    pub fn validate(&self) -> DomainResult<()> {
+        for (currency, rules) in &self.pricing {
+            for (channel, rule) in rules {
+                rule.validate().map_err(|m| {
+                    DomainError::invalid(
+                        &format!(
+                            "settings.pricing.{}.{}",
+                            currency.as_str(),
+                            channel.as_str()
+                        ),
+                        m,
+                    )
+                })?;
+            }
+        }
+        if self.payout_approval_threshold.is_some_and(|t| t < 0) {
+            return Err(DomainError::invalid(
+                "settings.payout_approval_threshold",
+                "must not be negative",
+            ));
+        }
+        if let Some(l) = &self.payout_limits {
+            if l.per_payout < 0 || l.daily < 0 {
+                return Err(DomainError::invalid(
+                    "settings.payout_limits",
+                    "limits must not be negative",
+                ));
+            }
+        }
+        if let Some(r) = &self.reserve {
+            if !(0..=10_000).contains(&r.percent_bps) {
+                return Err(DomainError::invalid(
+                    "settings.reserve.percent_bps",
+                    "must be between 0 and 10000",
+                ));
+            }
+        }
+        if let Some(a) = &self.auto_settlement {
+            if a.minimum < 0 {
+                return Err(DomainError::invalid(
+                    "settings.auto_settlement.minimum",
+                    "must not be negative",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// RFC 7386 JSON merge patch.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = Value::Object(Map::new());
+            }
+            let t = target.as_object_mut().expect("object");
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Merchant {
+    pub id: Uuid,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+    pub settings: Settings,
+    pub default_brand_test: Uuid,
+    pub default_brand_live: Uuid,
+    pub key_hash_test: String,
+    pub key_hash_live: String,
+}
+
+impl Merchant {
+    pub fn default_brand(&self, mode: Mode) -> Uuid {
+        match mode {
+            Mode::Test => self.default_brand_test,
+            Mode::Live => self.default_brand_live,
+        }
+    }
+
+    /// The operator API's view (never includes keys).
+    pub fn to_api(&self) -> Value {
+        serde_json::json!({
+            "id": self.id,
+            "object": "merchant",
+            "name": self.name,
+            "created_at": self.created_at,
+            "settings": self.settings,
+        })
+    }
+}
+
+/// A stored secret key (the key itself is never stored).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApiKey {
+    pub merchant: Uuid,
+    pub mode: Mode,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+pub fn new_secret_key(mode: Mode) -> String {
+    format!("svc_{}_{}", mode.as_str(), random_base62(40))
+}
+
+/// Whether `s` has the shape of a secret key: prefix and 32+ base62 characters.
+pub fn secret_key_mode(s: &str) -> Option<Mode> {
+    let (mode, rest) = if let Some(r) = s.strip_prefix("svc_test_") {
+        (Mode::Test, r)
+    } else if let Some(r) = s.strip_prefix("svc_live_") {
+        (Mode::Live, r)
+    } else {
+        return None;
+    };
+    (rest.len() >= 32 && rest.bytes().all(|b| b.is_ascii_alphanumeric())).then_some(mode)
+}
+
+pub fn key_hash(secret: &str) -> String {
+    sha256_hex(secret)
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Brand {
+    pub id: Uuid,
+    pub merchant: Uuid,
+    pub mode: Mode,
+    pub seq: u64,
+    pub name: String,
+    pub default: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Brand {
+    pub fn to_api(&self) -> Value {
+        serde_json::json!({
+            "id": self.id,
+            "object": "brand",
+            "livemode": self.mode.livemode(),
+            "name": self.name,
+            "default": self.default,
+            "created_at": self.created_at,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_partial_update_changes_only_the_named_fields() {
+        let s = Settings::default();
+        let p = s
+            .patched(&json!({"live_approved": true, "payment_methods": {"card": false}}))
+            .unwrap();
+        assert!(p.live_approved);
+        assert!(!p.payment_methods.card);
+        assert!(p.payment_methods.bank_transfer);
+        assert_eq!(p.pricing, s.pricing);
+    }
+
+    #[test]
+    fn pricing_merges_per_channel() {
+        let s = Settings::default();
+        let p = s
+            .patched(&json!({"pricing": {"NGN": {"card": {"percent_bps": 100}}}}))
+            .unwrap();
+        let card = p.pricing[&Currency::NGN][&crate::money::Channel::Card];
+        assert_eq!(card.percent_bps, 100);
+        assert_eq!(card.flat, 10_000);
+        assert_eq!(
+            p.pricing[&Currency::NGN][&crate::money::Channel::BankTransfer],
+            s.pricing[&Currency::NGN][&crate::money::Channel::BankTransfer]
+        );
+    }
+
+    #[test]
+    fn unknown_and_invalid_settings_are_refused_with_their_param() {
+        let s = Settings::default();
+        let e = s.patched(&json!({"colour": "blue"})).unwrap_err();
+        assert_eq!(e.code, "parameter_unknown");
+        assert_eq!(e.param.as_deref(), Some("settings.colour"));
+        let e = s.patched(&json!({"payout_tier": "gold"})).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("settings.payout_tier"));
+        let e = s.patched(&json!({"reserve": {"percent_bps": 20000, "days": 3}})).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("settings.reserve.percent_bps"));
+    }
+
+    #[test]
+    fn secret_keys_have_their_mode_prefix_and_are_recognised() {
+        let k = new_secret_key(Mode::Live);
+        assert_eq!(secret_key_mode(&k), Some(Mode::Live));
+        assert_eq!(secret_key_mode("svc_test_short"), None);
+        assert_eq!(secret_key_mode("sk_test_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), None);
+    }
+}

@@ -1,0 +1,202 @@
+//! The payment intent actor: one per intent, activated on demand. It handles
+//! one command at a time to completion (the store has confirmed before the
+//! next command starts), so two transitions of one intent never race.
+//! A panic while handling drops the in-memory copy; the next message reloads
+//! the last durable snapshot (counted as a restart).
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use futures_util::FutureExt;
+use serde_json::Value;
+use uuid::Uuid;
+
+use kobo_storage::{Batch, Table};
+
+use crate::error::{DomainError, DomainResult};
+use crate::idempotency::IdempotencySave;
+use crate::ids::Mode;
+use crate::payment_intent::service::{commit_decision, load_attempt};
+use crate::payment_intent::{decide, Command, Effect, PaymentIntent};
+use crate::registry::{Activation, Registry, VirtualActor};
+use crate::runtime::Kobo;
+
+pub struct PaymentIntentActor {
+    activation: Activation<Uuid>,
+    state: Option<PaymentIntent>,
+}
+
+/// What a caller asks of a payment intent.
+#[derive(Debug, Clone)]
+pub enum Action {
+    Cancel,
+    BankTransfer,
+    /// Test helper: money arrives by transfer (default: the exact amount).
+    SimulateTransfer { amount: Option<i64> },
+    TestSucceed,
+    /// The abandonment timer stored under `timer_key` fired.
+    AbandonTimer { timer_key: Vec<u8> },
+}
+
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "DomainResult<Value>")]
+pub struct IntentMessage {
+    pub merchant: Uuid,
+    pub mode: Mode,
+    pub merchant_name: String,
+    /// Whether the merchant takes bank transfers (payment settings).
+    pub bank_transfer_enabled: bool,
+    pub action: Action,
+    pub idem: Option<IdempotencySave>,
+}
+
+impl Actor for PaymentIntentActor {
+    type Context = Context<Self>;
+}
+
+impl VirtualActor for PaymentIntentActor {
+    type Key = Uuid;
+    const KIND: &'static str = "payment_intent";
+    fn activate(activation: Activation<Uuid>) -> Self {
+        PaymentIntentActor {
+            activation,
+            state: None,
+        }
+    }
+    fn activation(&self) -> &Activation<Uuid> {
+        &self.activation
+    }
+    fn registry(kobo: &Kobo) -> &Registry<Self> {
+        &kobo.payment_intents
+    }
+}
+
+pub fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<PaymentIntent>> {
+    Ok(kobo
+        .store
+        .read()?
+        .get_decoded(Table::PaymentIntents, id.as_bytes())?)
+}
+
+impl Handler<IntentMessage> for PaymentIntentActor {
+    type Result = AtomicResponse<Self, DomainResult<Value>>;
+
+    fn handle(&mut self, msg: IntentMessage, _ctx: &mut Context<Self>) -> Self::Result {
+        self.activation.touch();
+        let kobo = self.activation.kobo.clone();
+        let id = self.activation.key;
+        let current = match &self.state {
+            Some(s) => Ok(Some(s.clone())),
+            None => load(&kobo, id),
+        };
+        let work = async move {
+            let intent = match current? {
+                Some(i) if i.merchant == msg.merchant && i.mode == msg.mode => i,
+                _ => return Err(DomainError::not_found("payment_intent", id)),
+            };
+            let view = process(&kobo, &intent, msg).await;
+            Ok((intent, view))
+        };
+        AtomicResponse::new(Box::pin(
+            std::panic::AssertUnwindSafe(work)
+                .catch_unwind()
+                .into_actor(self)
+                .map(|outcome, act, _ctx| {
+                    act.activation.rest();
+                    match outcome {
+                        Ok(Ok((_, Ok((after, view))))) => {
+                            act.state = Some(after);
+                            Ok(view)
+                        }
+                        Ok(Ok((before, Err(e)))) => {
+                            act.state = Some(before);
+                            Err(e)
+                        }
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => {
+                            act.state = None;
+                            act.activation.record_restart();
+                            Err(DomainError::internal("the payment intent actor restarted"))
+                        }
+                    }
+                }),
+        ))
+    }
+}
+
+async fn process(
+    kobo: &Arc<Kobo>,
+    intent: &PaymentIntent,
+    msg: IntentMessage,
+) -> DomainResult<(PaymentIntent, Value)> {
+    let now = kobo.clock.now();
+    let pending = match intent.pending_attempt {
+        Some(n) => load_attempt(kobo, intent.id, n)?,
+        None => None,
+    };
+    let mut batch = Batch::new();
+    let provider = kobo.providers.for_mode(msg.mode);
+    let issue = |intent: &PaymentIntent| -> DomainResult<Command> {
+        if !msg.bank_transfer_enabled {
+            return Err(DomainError::request(
+                "payment_method_unavailable",
+                None,
+                "bank transfer is turned off in this merchant's payment settings",
+            ));
+        }
+        let account = if intent.needs_transfer_account(now) {
+            Some(provider.issue_transfer_account(intent, &msg.merchant_name, now)?)
+        } else {
+            None
+        };
+        Ok(Command::StartBankTransfer { account })
+    };
+    let decision = match &msg.action {
+        Action::Cancel => decide(intent, pending.as_ref(), &Command::Cancel, now)?,
+        Action::TestSucceed => decide(intent, pending.as_ref(), &Command::TestSucceed, now)?,
+        Action::BankTransfer => decide(intent, pending.as_ref(), &issue(intent)?, now)?,
+        Action::AbandonTimer { timer_key } => {
+            batch.delete(Table::Timers, timer_key.clone());
+            decide(intent, pending.as_ref(), &Command::AbandonDue, now)?
+        }
+        Action::SimulateTransfer { amount } => {
+            // No account yet: the customer is given one first, as on checkout.
+            let mut started = None;
+            if intent.bank_transfer.is_none() {
+                started = Some(decide(intent, pending.as_ref(), &issue(intent)?, now)?);
+            }
+            let base = started.as_ref().map(|d| &d.intent).unwrap_or(intent);
+            let base_pending = started
+                .as_ref()
+                .and_then(|d| {
+                    d.effects.iter().rev().find_map(|e| match e {
+                        Effect::Attempt(a) => Some(a.clone()),
+                        _ => None,
+                    })
+                })
+                .or(pending.clone());
+            let amount = amount.unwrap_or_else(|| {
+                base.bank_transfer
+                    .as_ref()
+                    .map(|b| b.amount)
+                    .unwrap_or(base.amount)
+            });
+            let mut received = decide(
+                base,
+                base_pending.as_ref(),
+                &Command::TransferReceived { amount },
+                now,
+            )?;
+            if let Some(mut first) = started {
+                // Effects of both steps, in order; the later attempt update
+                // replaces the earlier insert of the same attempt.
+                first.effects.append(&mut received.effects);
+                first.intent = received.intent;
+                received = first;
+            }
+            received
+        }
+    };
+    let view = commit_decision(kobo, intent, &decision, msg.idem.as_ref(), batch, now).await?;
+    Ok((decision.intent, view))
+}

@@ -1,0 +1,286 @@
+//! Creating payment intents and turning decisions into store batches.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use kobo_storage::{Batch, CommitError, KeyBuf, Table};
+
+use crate::error::{DomainError, DomainResult};
+use crate::event::Event;
+use crate::idempotency::IdempotencySave;
+use crate::ids::{random_base62, scope_key, sha256_hex, Mode};
+use crate::ledger::actor::PostEntry;
+use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
+use crate::merchant::Merchant;
+use crate::money::{Currency, FeeBearer};
+use crate::payment_intent::{ChargeAttempt, Decision, Effect, PaymentIntent, Status};
+use crate::runtime::Kobo;
+use crate::timers::{Timer, TimerKind};
+
+/// A validated create request (the HTTP layer parses the body into this).
+#[derive(Debug, Clone)]
+pub struct CreatePaymentIntent {
+    pub amount: i64,
+    pub currency: Currency,
+    pub reference: Option<String>,
+    pub description: Option<String>,
+    pub customer_email: Option<String>,
+    pub metadata: Map<String, Value>,
+    pub fee_bearer: FeeBearer,
+    pub brand: Option<Uuid>,
+    pub customer: Option<Uuid>,
+    pub return_url: Option<String>,
+}
+
+pub fn list_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {
+    scope_key(merchant, mode).u64(seq).build()
+}
+
+pub fn status_prefix(merchant: Uuid, mode: Mode, status: Status) -> KeyBuf {
+    scope_key(merchant, mode).u8(status.byte())
+}
+
+pub fn customer_prefix(merchant: Uuid, mode: Mode, customer: Uuid) -> KeyBuf {
+    scope_key(merchant, mode).bytes(customer.as_bytes())
+}
+
+pub fn reference_key(merchant: Uuid, mode: Mode, reference: &str) -> Vec<u8> {
+    scope_key(merchant, mode).str(reference).build()
+}
+
+pub fn attempt_key(intent: Uuid, number: u32) -> Vec<u8> {
+    KeyBuf::new()
+        .bytes(intent.as_bytes())
+        .u64(number as u64)
+        .build()
+}
+
+/// Creates a payment intent: one batch with the object, its list indexes,
+/// the reference claim, the checkout link and the saved response.
+pub async fn create(
+    kobo: &Arc<Kobo>,
+    merchant: &Merchant,
+    mode: Mode,
+    params: CreatePaymentIntent,
+    idem: Option<&IdempotencySave>,
+) -> DomainResult<Value> {
+    let now = kobo.clock.now();
+    let brand = match params.brand {
+        Some(b) => {
+            let read = kobo.store.read()?;
+            let found: Option<crate::merchant::Brand> =
+                read.get_decoded(Table::Brands, b.as_bytes())?;
+            match found {
+                Some(brand) if brand.merchant == merchant.id && brand.mode == mode => b,
+                _ => return Err(DomainError::not_found("brand", b).with_param("brand")),
+            }
+        }
+        None => merchant.default_brand(mode),
+    };
+    let pricing = merchant
+        .settings
+        .pricing
+        .get(&params.currency)
+        .cloned()
+        .unwrap_or_default();
+    let id = Uuid::new_v4();
+    let client_secret = format!("pi_{}_secret_{}", id.simple(), random_base62(24));
+    let checkout_code = random_base62(10);
+    let seq = kobo.seq.next();
+    let intent = PaymentIntent {
+        id,
+        merchant: merchant.id,
+        mode,
+        seq,
+        amount: params.amount,
+        currency: params.currency,
+        status: Status::Created,
+        reference: params.reference,
+        description: params.description,
+        customer_email: params.customer_email,
+        brand,
+        customer: params.customer,
+        payment_link: None,
+        metadata: params.metadata,
+        fee_bearer: params.fee_bearer,
+        pricing,
+        channel: None,
+        failure_code: None,
+        created_at: now,
+        updated_at: now,
+        paid_at: None,
+        canceled_at: None,
+        return_url: params.return_url,
+        client_secret_hash: sha256_hex(&client_secret),
+        checkout_code: checkout_code.clone(),
+        bank_transfer: None,
+        next_action: None,
+        abandon_due: None,
+        attempts: 0,
+        pending_attempt: None,
+        version: 1,
+    };
+    let checkout_url = format!("{}/c/{}", kobo.config.base_url, checkout_code);
+    let view = intent.to_api(Some(super::CreatedSecrets {
+        checkout_url: &checkout_url,
+        client_secret: &client_secret,
+    }));
+
+    let mut batch = Batch::new();
+    batch
+        .put(Table::PaymentIntents, id.as_bytes().to_vec(), &intent)
+        .put_raw(
+            Table::PaymentIntentIndex,
+            list_key(merchant.id, mode, seq),
+            id.as_bytes().to_vec(),
+        )
+        .put_raw(
+            Table::PaymentIntentStatusIndex,
+            status_prefix(merchant.id, mode, Status::Created).u64(seq).build(),
+            id.as_bytes().to_vec(),
+        )
+        .require_absent(Table::CheckoutLinks, checkout_code.as_bytes().to_vec())
+        .put_raw(
+            Table::CheckoutLinks,
+            checkout_code.as_bytes().to_vec(),
+            id.as_bytes().to_vec(),
+        )
+        .note_seq(seq);
+    if let Some(c) = intent.customer {
+        batch.put_raw(
+            Table::PaymentIntentCustomerIndex,
+            customer_prefix(merchant.id, mode, c).u64(seq).build(),
+            id.as_bytes().to_vec(),
+        );
+    }
+    if let Some(r) = &intent.reference {
+        let key = reference_key(merchant.id, mode, r);
+        batch
+            .require_absent(Table::PaymentIntentReferences, key.clone())
+            .put_raw(Table::PaymentIntentReferences, key, id.as_bytes().to_vec());
+    }
+    if let Some(idem) = idem {
+        idem.add_to(&mut batch, 201, &view.to_string(), now);
+    }
+    match kobo.writer.commit(batch).await {
+        Ok(()) => Ok(view),
+        Err(CommitError::Conflict { table, .. })
+            if table == Table::PaymentIntentReferences.name() =>
+        {
+            Err(DomainError::state(
+                "duplicate_reference",
+                "a payment intent with this reference already exists",
+            )
+            .with_param("reference"))
+        }
+        Err(CommitError::Conflict { .. }) => Err(DomainError::internal(
+            "a generated checkout link collided; retry with the same Idempotency-Key",
+        )),
+        Err(CommitError::Closed) => Err(DomainError::internal("the store writer stopped")),
+    }
+}
+
+/// Saves a decision: the new state, its index moves, attempts, events,
+/// timers and the saved response in one batch; through the intent's ledger
+/// when money moves. Returns the response body.
+pub async fn commit_decision(
+    kobo: &Arc<Kobo>,
+    before: &PaymentIntent,
+    decision: &Decision,
+    idem: Option<&IdempotencySave>,
+    mut batch: Batch,
+    now: DateTime<Utc>,
+) -> DomainResult<Value> {
+    let after = &decision.intent;
+    let view = after.to_api(None);
+    if after != before {
+        batch.put(Table::PaymentIntents, after.id.as_bytes().to_vec(), after);
+    }
+    if after.status != before.status {
+        batch
+            .delete(
+                Table::PaymentIntentStatusIndex,
+                status_prefix(after.merchant, after.mode, before.status)
+                    .u64(after.seq)
+                    .build(),
+            )
+            .put_raw(
+                Table::PaymentIntentStatusIndex,
+                status_prefix(after.merchant, after.mode, after.status)
+                    .u64(after.seq)
+                    .build(),
+                after.id.as_bytes().to_vec(),
+            );
+    }
+    let mut capture = None;
+    for effect in &decision.effects {
+        match effect {
+            Effect::Event(t) => Event {
+                id: Uuid::new_v4(),
+                merchant: after.merchant,
+                mode: after.mode,
+                seq: kobo.seq.next(),
+                event_type: t.to_string(),
+                created_at: now,
+                object: view.clone(),
+            }
+            .add_to(&mut batch),
+            Effect::Attempt(a) => {
+                batch.put(Table::ChargeAttempts, attempt_key(a.payment_intent, a.number), a);
+            }
+            Effect::ScheduleAbandon(due) => {
+                Timer::new(TimerKind::PaymentIntentAbandon, after.id, after.merchant, after.mode)
+                    .schedule(&mut batch, *due);
+            }
+            Effect::CancelAbandon(due) => {
+                batch.delete(
+                    Table::Timers,
+                    Timer::key(*due, TimerKind::PaymentIntentAbandon, after.id),
+                );
+            }
+            Effect::Capture { gross, fee, net } => capture = Some((*gross, *fee, *net)),
+        }
+    }
+    if let Some(idem) = idem {
+        idem.add_to(&mut batch, 200, &view.to_string(), now);
+    }
+    match capture {
+        Some((gross, fee, net)) => {
+            let entry = EntrySpec {
+                entry_type: EntryType::Payment,
+                source: after.id,
+                description: format!("payment {}", after.reference.as_deref().unwrap_or("")).trim_end().to_string(),
+                lines: vec![LineSpec {
+                    brand: after.brand,
+                    currency: after.currency,
+                    bucket: Bucket::Pending,
+                    amount: net,
+                    gross: Some(gross),
+                    fee: Some(fee),
+                }],
+                allow_negative: false,
+            };
+            kobo.ledgers
+                .send(kobo, (after.merchant, after.mode), PostEntry { entry, with: batch })
+                .await??;
+        }
+        None if !batch.is_empty() => kobo
+            .writer
+            .commit(batch)
+            .await
+            .map_err(|e| DomainError::internal(e.to_string()))?,
+        None => {}
+    }
+    Ok(view)
+}
+
+/// Reads one charge attempt.
+pub fn load_attempt(kobo: &Kobo, intent: Uuid, number: u32) -> DomainResult<Option<ChargeAttempt>> {
+    Ok(kobo
+        .store
+        .read()?
+        .get_decoded(Table::ChargeAttempts, &attempt_key(intent, number))?)
+}

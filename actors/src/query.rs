@@ -1,0 +1,329 @@
+//! Read-only views straight from store snapshots (MVCC: consistent, never
+//! blocking the writer). Writes never happen here.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, NaiveDate, TimeZone, Utc};
+use chrono_tz::Africa::Lagos;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use kobo_storage::{decode, ReadTxn, Table};
+
+use crate::error::{DomainError, DomainResult};
+use crate::ids::{scope_key, Mode};
+use crate::ledger::{balance_prefix, line_key, BalanceRow, Bucket, EntryType, LedgerLine};
+use crate::merchant::{key_hash, secret_key_mode, ApiKey, Brand, Merchant};
+use crate::money::Currency;
+use crate::payment_intent::service::{attempt_key, customer_prefix, status_prefix};
+use crate::payment_intent::{ChargeAttempt, PaymentIntent, Status};
+use crate::runtime::Kobo;
+
+/// Who is calling.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub merchant: Merchant,
+    pub mode: Mode,
+    /// Set when the bearer was a payment intent's client secret: the only
+    /// object it may act on.
+    pub client_secret_for: Option<Uuid>,
+}
+
+/// Resolves a bearer token: a secret key, or a payment intent's client secret.
+pub fn authenticate(kobo: &Kobo, bearer: &str) -> DomainResult<Principal> {
+    let read = kobo.store.read()?;
+    let unauthenticated = || DomainError::unauthenticated("invalid, unknown or revoked API key");
+    if secret_key_mode(bearer).is_some() {
+        let key: ApiKey = read
+            .get_decoded(Table::ApiKeys, key_hash(bearer).as_bytes())?
+            .ok_or_else(unauthenticated)?;
+        if key.revoked_at.is_some() {
+            return Err(unauthenticated());
+        }
+        let merchant: Merchant = read
+            .get_decoded(Table::Merchants, key.merchant.as_bytes())?
+            .ok_or_else(unauthenticated)?;
+        return Ok(Principal {
+            merchant,
+            mode: key.mode,
+            client_secret_for: None,
+        });
+    }
+    // pi_<32 hex>_secret_<24 base62>
+    let id = bearer
+        .strip_prefix("pi_")
+        .and_then(|r| r.split_once("_secret_"))
+        .and_then(|(id, _)| Uuid::try_parse(id).ok())
+        .ok_or_else(unauthenticated)?;
+    let intent: PaymentIntent = read
+        .get_decoded(Table::PaymentIntents, id.as_bytes())?
+        .ok_or_else(unauthenticated)?;
+    if intent.client_secret_hash != crate::ids::sha256_hex(bearer) {
+        return Err(unauthenticated());
+    }
+    let merchant: Merchant = read
+        .get_decoded(Table::Merchants, intent.merchant.as_bytes())?
+        .ok_or_else(unauthenticated)?;
+    Ok(Principal {
+        merchant,
+        mode: intent.mode,
+        client_secret_for: Some(intent.id),
+    })
+}
+
+pub fn payment_intent(kobo: &Kobo, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<PaymentIntent> {
+    let read = kobo.store.read()?;
+    let found: Option<PaymentIntent> = read.get_decoded(Table::PaymentIntents, id.as_bytes())?;
+    match found {
+        Some(i) if i.merchant == merchant && i.mode == mode => Ok(i),
+        _ => Err(DomainError::not_found("payment_intent", id)),
+    }
+}
+
+/// A page of a newest-first list.
+pub struct Page {
+    pub data: Vec<Value>,
+    pub has_more: bool,
+}
+
+impl Page {
+    pub fn to_api(&self) -> Value {
+        json!({"object": "list", "data": self.data, "has_more": self.has_more})
+    }
+}
+
+pub struct IntentFilter {
+    pub limit: usize,
+    pub starting_after: Option<Uuid>,
+    pub status: Option<Status>,
+    pub customer: Option<Uuid>,
+}
+
+/// Newest first. The cursor is the last id of the previous page; its place
+/// (creation sequence) is fixed, so pages never skip or repeat an item even
+/// while new intents are created.
+pub fn list_payment_intents(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+    f: &IntentFilter,
+) -> DomainResult<Page> {
+    let read = kobo.store.read()?;
+    let (table, prefix) = match (f.status, f.customer) {
+        (Some(s), _) => (
+            Table::PaymentIntentStatusIndex,
+            status_prefix(merchant, mode, s).build(),
+        ),
+        (None, Some(c)) => (
+            Table::PaymentIntentCustomerIndex,
+            customer_prefix(merchant, mode, c).build(),
+        ),
+        (None, None) => (Table::PaymentIntentIndex, scope_key(merchant, mode).build()),
+    };
+    let before = match f.starting_after {
+        Some(id) => {
+            let cursor: Option<PaymentIntent> =
+                read.get_decoded(Table::PaymentIntents, id.as_bytes())?;
+            match cursor {
+                Some(c) if c.merchant == merchant && c.mode == mode => {
+                    let mut k = prefix.clone();
+                    k.extend_from_slice(&c.seq.to_be_bytes());
+                    Some(k)
+                }
+                _ => {
+                    return Err(DomainError::invalid(
+                        "starting_after",
+                        format!("no such payment_intent: {id}"),
+                    ))
+                }
+            }
+        }
+        None => None,
+    };
+    let mut data = Vec::new();
+    let mut has_more = false;
+    read.scan_prefix_rev(table, &prefix, before.as_deref(), |_, v| {
+        let id = Uuid::from_slice(v).map_err(|_| kobo_storage::StoreError::Redb("bad index".into()))?;
+        let intent: PaymentIntent = match read.get_decoded(Table::PaymentIntents, id.as_bytes())? {
+            Some(i) => i,
+            None => return Ok(true),
+        };
+        // The status index is exact; the customer filter also applies when
+        // listing by status.
+        if f.customer.is_some_and(|c| intent.customer != Some(c)) {
+            return Ok(true);
+        }
+        if data.len() == f.limit {
+            has_more = true;
+            return Ok(false);
+        }
+        data.push(intent.to_api(None));
+        Ok(true)
+    })?;
+    Ok(Page { data, has_more })
+}
+
+pub fn charge_attempts(kobo: &Kobo, intent: &PaymentIntent) -> DomainResult<Page> {
+    let read = kobo.store.read()?;
+    let mut data = Vec::new();
+    read.scan_prefix(
+        Table::ChargeAttempts,
+        &attempt_key(intent.id, 0)[..16],
+        None,
+        |_, v| {
+            let a: ChargeAttempt = decode(v)?;
+            data.push(a.to_api());
+            Ok(true)
+        },
+    )?;
+    Ok(Page {
+        data,
+        has_more: false,
+    })
+}
+
+pub fn brand(kobo: &Kobo, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<Brand> {
+    let read = kobo.store.read()?;
+    match read.get_decoded::<Brand>(Table::Brands, id.as_bytes())? {
+        Some(b) if b.merchant == merchant && b.mode == mode => Ok(b),
+        _ => Err(DomainError::not_found("brand", id)),
+    }
+}
+
+/// `GET /v1/balance`: every bucket, one entry per currency, zeros included;
+/// a brand's own money, or the whole business (sum of brands).
+pub fn balance(kobo: &Kobo, merchant: Uuid, mode: Mode, brand: Option<Uuid>) -> DomainResult<Value> {
+    let read = kobo.store.read()?;
+    let mut sums: BTreeMap<(Bucket, Currency), i64> = BTreeMap::new();
+    read.scan_prefix(
+        Table::Balances,
+        &balance_prefix(merchant, mode, brand).build(),
+        None,
+        |_, v| {
+            let row: BalanceRow = decode(v)?;
+            *sums.entry((row.bucket, row.currency)).or_default() += row.amount;
+            Ok(true)
+        },
+    )?;
+    let mut out = json!({
+        "object": "balance",
+        "livemode": mode.livemode(),
+        "brand": brand,
+    });
+    let o = out.as_object_mut().expect("object");
+    for bucket in Bucket::ALL {
+        let entries: Vec<Value> = Currency::ALL
+            .iter()
+            .map(|c| json!({"currency": c, "amount": sums.get(&(bucket, *c)).copied().unwrap_or(0)}))
+            .collect();
+        o.insert(bucket.as_str().to_string(), Value::Array(entries));
+    }
+    Ok(out)
+}
+
+/// Filters of balance transactions and statement exports.
+#[derive(Debug, Clone, Default)]
+pub struct LineFilter {
+    pub brand: Option<Uuid>,
+    pub currency: Option<Currency>,
+    pub bucket: Option<Bucket>,
+    pub types: Option<Vec<EntryType>>,
+    /// Inclusive Lagos dates.
+    pub from: Option<NaiveDate>,
+    pub to: Option<NaiveDate>,
+}
+
+fn lagos_midnight(d: NaiveDate) -> DateTime<Utc> {
+    Lagos
+        .from_local_datetime(&d.and_hms_opt(0, 0, 0).expect("midnight"))
+        .single()
+        .expect("Lagos has no DST")
+        .with_timezone(&Utc)
+}
+
+impl LineFilter {
+    fn window(&self) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>) {
+        (
+            self.from.map(lagos_midnight),
+            self.to.and_then(|d| d.succ_opt()).map(lagos_midnight),
+        )
+    }
+    fn matches(&self, l: &LedgerLine) -> bool {
+        self.brand.is_none_or(|b| l.brand == b)
+            && self.currency.is_none_or(|c| l.currency == c)
+            && self.bucket.is_none_or(|b| l.bucket == b)
+            && self.types.as_ref().is_none_or(|t| t.contains(&l.entry_type))
+    }
+}
+
+/// Visits matching lines newest first, below `before` (a line id).
+/// Lines of one merchant are in time order, so the scan stops at `from`.
+fn scan_lines(
+    read: &ReadTxn,
+    merchant: Uuid,
+    mode: Mode,
+    f: &LineFilter,
+    before: Option<u64>,
+    mut visit: impl FnMut(LedgerLine) -> bool,
+) -> DomainResult<()> {
+    let prefix = scope_key(merchant, mode).build();
+    let before_key = before.map(|id| line_key(merchant, mode, id));
+    let (start, end) = f.window();
+    read.scan_prefix_rev(Table::LedgerLines, &prefix, before_key.as_deref(), |_, v| {
+        let line: LedgerLine = decode(v)?;
+        if start.is_some_and(|s| line.created_at < s) {
+            return Ok(false);
+        }
+        if end.is_some_and(|e| line.created_at >= e) || !f.matches(&line) {
+            return Ok(true);
+        }
+        Ok(visit(line))
+    })?;
+    Ok(())
+}
+
+pub fn balance_transactions(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+    f: &LineFilter,
+    limit: usize,
+    starting_after: Option<u64>,
+) -> DomainResult<Page> {
+    let read = kobo.store.read()?;
+    let mut data = Vec::new();
+    let mut has_more = false;
+    scan_lines(&read, merchant, mode, f, starting_after, |line| {
+        if data.len() == limit {
+            has_more = true;
+            return false;
+        }
+        data.push(line.to_api());
+        true
+    })?;
+    Ok(Page { data, has_more })
+}
+
+/// Up to `max` matching lines, oldest first, and whether more matched
+/// (the oldest are then left out: narrow the dates for them).
+pub fn statement_lines(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+    f: &LineFilter,
+    max: usize,
+) -> DomainResult<(Vec<LedgerLine>, bool)> {
+    let read = kobo.store.read()?;
+    let mut lines = Vec::new();
+    let mut truncated = false;
+    scan_lines(&read, merchant, mode, f, None, |line| {
+        if lines.len() == max {
+            truncated = true;
+            return false;
+        }
+        lines.push(line);
+        true
+    })?;
+    lines.reverse();
+    Ok((lines, truncated))
+}

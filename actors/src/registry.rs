@@ -1,0 +1,243 @@
+//! Virtual actors: a registry per kind activates an actor on its first message
+//! and passivates it after it has been idle, so memory stays bounded however
+//! many objects the store holds.
+//!
+//! Invariants:
+//! - At most one live activation per key. Lookups, activation and
+//!   passivation happen under the registry's lock; an actor is removed from
+//!   the registry before it stops, and only while no message is queued for it
+//!   (the queued count is raised under the same lock by every sender). So a
+//!   message is never delivered to a stopping actor; if one ever meets a
+//!   closed mailbox anyway, the registry forgets that activation and retries
+//!   on a fresh one (the message was not processed).
+//! - Mailboxes are bounded: a send to an actor with `mailbox_capacity`
+//!   messages already queued is refused with `overloaded` (HTTP 503 +
+//!   Retry-After) instead of queueing without limit.
+//! - The registry lock guards only the address map, never domain state.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::{Actor, Addr, AsyncContext, Context, Handler, MailboxError, Message};
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use crate::error::{DomainError, DomainResult};
+use crate::runtime::Kobo;
+
+/// How often an actor checks whether it has been idle long enough to stop.
+pub const IDLE_CHECK: Duration = Duration::from_secs(1);
+
+pub trait VirtualActor: Actor<Context = Context<Self>> {
+    type Key: Copy + Eq + Hash + Send + Sync + fmt::Debug + Unpin + 'static;
+    const KIND: &'static str;
+    fn activate(activation: Activation<Self::Key>) -> Self;
+    fn activation(&self) -> &Activation<Self::Key>;
+    fn registry(kobo: &Kobo) -> &Registry<Self>;
+    /// False while the actor has work the store has not confirmed.
+    fn can_passivate(&self) -> bool {
+        true
+    }
+}
+
+/// What every activation knows about itself.
+pub struct Activation<K> {
+    pub key: K,
+    pub generation: u64,
+    pub kobo: Arc<Kobo>,
+    queued: Arc<AtomicUsize>,
+    stats: Arc<KindStats>,
+    last_active: Instant,
+}
+
+impl<K> Activation<K> {
+    /// Call at the start of every message.
+    pub fn touch(&mut self) {
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+        self.stats.messages.fetch_add(1, Ordering::Relaxed);
+        self.last_active = Instant::now();
+    }
+    /// Call when work finishes (so idleness counts from then).
+    pub fn rest(&mut self) {
+        self.last_active = Instant::now();
+    }
+    /// An actor recovered from a panic by dropping its memory and reloading
+    /// its last durable snapshot.
+    pub fn record_restart(&self) {
+        self.stats.restarts.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Starts the idle watch of a freshly started actor.
+pub fn watch_idle<A: VirtualActor>(ctx: &mut Context<A>) {
+    ctx.run_interval(IDLE_CHECK, |act: &mut A, ctx: &mut Context<A>| {
+        let a = act.activation();
+        if a.last_active.elapsed() < a.kobo.config.actor_idle || !act.can_passivate() {
+            return;
+        }
+        if A::registry(&a.kobo).try_passivate(a.key, a.generation) {
+            actix::ActorContext::stop(ctx);
+        }
+    });
+}
+
+#[derive(Default)]
+pub struct KindStats {
+    activations: AtomicU64,
+    passivations: AtomicU64,
+    restarts: AtomicU64,
+    messages: AtomicU64,
+}
+
+struct Slot<A: Actor> {
+    addr: Addr<A>,
+    generation: u64,
+    queued: Arc<AtomicUsize>,
+}
+
+pub struct Registry<A: VirtualActor> {
+    slots: Mutex<HashMap<A::Key, Slot<A>>>,
+    next_generation: AtomicU64,
+    stats: Arc<KindStats>,
+    mailbox_capacity: usize,
+}
+
+/// One kind's health, for `/admin/v1/actors` and `/metrics`.
+#[derive(Debug, Clone, Serialize)]
+pub struct KindSnapshot {
+    pub kind: &'static str,
+    pub live: usize,
+    pub mailbox_depth: usize,
+    pub mailbox_depth_max: usize,
+    pub mailbox_capacity: usize,
+    pub activations: u64,
+    pub passivations: u64,
+    pub restarts: u64,
+    pub messages: u64,
+}
+
+impl<A: VirtualActor> Registry<A> {
+    pub fn new(mailbox_capacity: usize) -> Self {
+        Registry {
+            slots: Mutex::new(HashMap::new()),
+            next_generation: AtomicU64::new(1),
+            stats: Arc::new(KindStats::default()),
+            mailbox_capacity,
+        }
+    }
+
+    fn lease(&self, kobo: &Arc<Kobo>, key: A::Key) -> DomainResult<(Addr<A>, u64, Arc<AtomicUsize>)> {
+        let mut slots = self.slots.lock();
+        if let Some(slot) = slots.get(&key) {
+            if slot.addr.connected() {
+                if slot.queued.load(Ordering::Acquire) >= self.mailbox_capacity {
+                    return Err(DomainError::overloaded(A::KIND));
+                }
+                slot.queued.fetch_add(1, Ordering::AcqRel);
+                return Ok((slot.addr.clone(), slot.generation, slot.queued.clone()));
+            }
+            slots.remove(&key);
+        }
+        let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+        let queued = Arc::new(AtomicUsize::new(1));
+        let activation = Activation {
+            key,
+            generation,
+            kobo: kobo.clone(),
+            queued: queued.clone(),
+            stats: self.stats.clone(),
+            last_active: Instant::now(),
+        };
+        let capacity = self.mailbox_capacity;
+        let addr = A::create(move |ctx| {
+            ctx.set_mailbox_capacity(capacity + 1);
+            watch_idle(ctx);
+            A::activate(activation)
+        });
+        self.stats.activations.fetch_add(1, Ordering::Relaxed);
+        slots.insert(
+            key,
+            Slot {
+                addr: addr.clone(),
+                generation,
+                queued: queued.clone(),
+            },
+        );
+        Ok((addr, generation, queued))
+    }
+
+    /// Sends `msg` to the actor for `key`, activating it if needed.
+    pub async fn send<M>(&self, kobo: &Arc<Kobo>, key: A::Key, msg: M) -> DomainResult<M::Result>
+    where
+        M: Message + Send + Clone + 'static,
+        M::Result: Send,
+        A: Handler<M>,
+        A::Context: actix::dev::ToEnvelope<A, M>,
+    {
+        for _ in 0..3 {
+            let (addr, generation, queued) = self.lease(kobo, key)?;
+            match addr.send(msg.clone()).await {
+                Ok(result) => return Ok(result),
+                Err(MailboxError::Closed) => {
+                    queued.fetch_sub(1, Ordering::AcqRel);
+                    self.forget(key, generation);
+                }
+                Err(MailboxError::Timeout) => {
+                    return Err(DomainError::internal(format!("{} timed out", A::KIND)))
+                }
+            }
+        }
+        Err(DomainError::internal(format!(
+            "{} {key:?} could not be activated",
+            A::KIND
+        )))
+    }
+
+    /// Removes the activation if it is still `generation` and nothing is
+    /// queued for it. The caller stops the actor when this returns true.
+    pub fn try_passivate(&self, key: A::Key, generation: u64) -> bool {
+        let mut slots = self.slots.lock();
+        match slots.get(&key) {
+            Some(slot)
+                if slot.generation == generation && slot.queued.load(Ordering::Acquire) == 0 =>
+            {
+                slots.remove(&key);
+                self.stats.passivations.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn forget(&self, key: A::Key, generation: u64) {
+        let mut slots = self.slots.lock();
+        if slots.get(&key).is_some_and(|s| s.generation == generation) {
+            slots.remove(&key);
+        }
+    }
+
+    pub fn snapshot(&self) -> KindSnapshot {
+        let slots = self.slots.lock();
+        let depths = slots.values().map(|s| s.queued.load(Ordering::Relaxed));
+        let (mut total, mut max) = (0, 0);
+        for d in depths {
+            total += d;
+            max = max.max(d);
+        }
+        KindSnapshot {
+            kind: A::KIND,
+            live: slots.len(),
+            mailbox_depth: total,
+            mailbox_depth_max: max,
+            mailbox_capacity: self.mailbox_capacity,
+            activations: self.stats.activations.load(Ordering::Relaxed),
+            passivations: self.stats.passivations.load(Ordering::Relaxed),
+            restarts: self.stats.restarts.load(Ordering::Relaxed),
+            messages: self.stats.messages.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! The shared context every actor and handler reaches: store, writer, clock,
+//! sequences, registries, providers and configuration.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kobo_storage::{writer::u64_from, writer::META_SEQ_HIGH_WATER, Store, Table, Writer};
+
+use crate::admin::MerchantActor;
+use crate::clock::Clock;
+use crate::error::DomainResult;
+use crate::ledger::actor::LedgerActor;
+use crate::payment_intent::actor::PaymentIntentActor;
+use crate::provider::Providers;
+use crate::registry::{KindSnapshot, Registry};
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Prefix of checkout and other links.
+    pub base_url: String,
+    /// An actor idle this long is passivated.
+    pub actor_idle: Duration,
+    /// Queued messages per actor before senders get 503.
+    pub mailbox_capacity: usize,
+}
+
+/// One increasing sequence for object order and ledger line ids. Its high
+/// water mark is persisted by the writer with every batch that uses it.
+pub struct Sequence(AtomicU64);
+
+impl Sequence {
+    pub fn next(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+pub struct Kobo {
+    pub store: Store,
+    pub writer: Writer,
+    pub clock: Clock,
+    pub seq: Sequence,
+    pub config: Config,
+    pub providers: Providers,
+    pub payment_intents: Registry<PaymentIntentActor>,
+    pub ledgers: Registry<LedgerActor>,
+    pub merchants: Registry<MerchantActor>,
+}
+
+impl Kobo {
+    pub fn new(store: Store, writer: Writer, clock: Clock, config: Config) -> DomainResult<Arc<Kobo>> {
+        let high_water = store
+            .read()?
+            .get(Table::Meta, META_SEQ_HIGH_WATER)?
+            .map(|v| u64_from(&v))
+            .unwrap_or(0);
+        let capacity = config.mailbox_capacity;
+        Ok(Arc::new(Kobo {
+            store,
+            writer,
+            clock,
+            seq: Sequence(AtomicU64::new(high_water)),
+            config,
+            providers: Providers::sandbox_only(),
+            payment_intents: Registry::new(capacity),
+            ledgers: Registry::new(capacity),
+            merchants: Registry::new(capacity),
+        }))
+    }
+
+    pub fn actor_health(&self) -> Vec<KindSnapshot> {
+        vec![
+            self.payment_intents.snapshot(),
+            self.ledgers.snapshot(),
+            self.merchants.snapshot(),
+        ]
+    }
+}

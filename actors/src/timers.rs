@@ -1,0 +1,254 @@
+//! Durable timers and the timer supervisor.
+//!
+//! A timer is a row `(due time, kind, id)` in table `timers`, written in the
+//! same batch as the change that needs it (and deleted in the batch of the
+//! change that makes it moot). The supervisor wakes on a tick (system clock)
+//! or when the manual clock is advanced, and sends each due timer to its
+//! actor, in due order; timers with the same due time run concurrently.
+//! With the manual clock, the clock is set to each due time before its timers
+//! run, so what they write carries that time. The supervisor also prunes
+//! idempotency keys older than 24 hours on every pass.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use chrono::{DateTime, Utc};
+use futures_util::future::join_all;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use kobo_storage::{decode, Batch, KeyBuf, Table};
+
+use crate::clock::{from_micros, micros};
+use crate::error::{DomainError, DomainResult};
+use crate::ids::Mode;
+use crate::payment_intent::actor::{Action, IntentMessage};
+use crate::runtime::Kobo;
+
+/// How many timers of one due time are dispatched at once.
+pub const TIMER_FANOUT_MAX: usize = 512;
+/// How many expired idempotency keys one pass prunes.
+pub const PRUNE_MAX: usize = 10_000;
+/// The meta key holding the manual clock's time.
+pub const META_MANUAL_CLOCK: &[u8] = b"manual_clock";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimerKind {
+    PaymentIntentAbandon,
+}
+
+impl TimerKind {
+    fn byte(self) -> u8 {
+        match self {
+            TimerKind::PaymentIntentAbandon => 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Timer {
+    pub kind: TimerKind,
+    pub target: Uuid,
+    pub merchant: Uuid,
+    pub mode: Mode,
+}
+
+impl Timer {
+    pub fn new(kind: TimerKind, target: Uuid, merchant: Uuid, mode: Mode) -> Self {
+        Timer {
+            kind,
+            target,
+            merchant,
+            mode,
+        }
+    }
+    pub fn key(due: DateTime<Utc>, kind: TimerKind, target: Uuid) -> Vec<u8> {
+        KeyBuf::new()
+            .u64(micros(due))
+            .u8(kind.byte())
+            .bytes(target.as_bytes())
+            .build()
+    }
+    pub fn schedule(&self, batch: &mut Batch, due: DateTime<Utc>) {
+        batch.put(Table::Timers, Timer::key(due, self.kind, self.target), self);
+    }
+}
+
+fn due_of(key: &[u8]) -> DateTime<Utc> {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&key[..8]);
+    from_micros(u64::from_be_bytes(b) as i64)
+}
+
+/// Timers due at or before `limit`, all sharing the earliest due time.
+fn next_due_group(
+    kobo: &Kobo,
+    limit: DateTime<Utc>,
+) -> DomainResult<Option<(DateTime<Utc>, Vec<(Vec<u8>, Timer)>)>> {
+    let read = kobo.store.read()?;
+    let mut group: Vec<(Vec<u8>, Timer)> = Vec::new();
+    let mut due_time = None;
+    read.scan_prefix(Table::Timers, &[], None, |k, v| {
+        let due = due_of(k);
+        if due > limit || due_time.is_some_and(|d| d != due) || group.len() >= TIMER_FANOUT_MAX {
+            return Ok(false);
+        }
+        due_time = Some(due);
+        group.push((k.to_vec(), decode(v)?));
+        Ok(true)
+    })?;
+    Ok(due_time.map(|d| (d, group)))
+}
+
+pub fn timers_due(kobo: &Kobo, limit: DateTime<Utc>) -> DomainResult<u64> {
+    let read = kobo.store.read()?;
+    let mut n = 0;
+    read.scan_prefix(Table::Timers, &[], None, |k, _| {
+        if due_of(k) > limit {
+            return Ok(false);
+        }
+        n += 1;
+        Ok(true)
+    })?;
+    Ok(n)
+}
+
+async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
+    let outcome: DomainResult<()> = match timer.kind {
+        TimerKind::PaymentIntentAbandon => {
+            let merchant_name = String::new();
+            kobo.payment_intents
+                .send(
+                    kobo,
+                    timer.target,
+                    IntentMessage {
+                        merchant: timer.merchant,
+                        mode: timer.mode,
+                        merchant_name,
+                        bank_transfer_enabled: true,
+                        action: Action::AbandonTimer {
+                            timer_key: key.clone(),
+                        },
+                        idem: None,
+                    },
+                )
+                .await
+                .and_then(|r| r.map(|_| ()))
+        }
+    };
+    if let Err(e) = outcome {
+        // The actor could not take it (its object is gone, or it failed):
+        // drop the timer so one bad row cannot stall every later one.
+        tracing::warn!(error = %e, kind = ?timer.kind, target = %timer.target, "timer dropped");
+        let mut b = Batch::new();
+        b.delete(Table::Timers, key);
+        let _ = kobo.writer.commit(b).await;
+    }
+}
+
+/// Runs every timer due at or before `limit`, in due order. With the manual
+/// clock the clock steps to each due time first.
+pub async fn run_due(kobo: &Arc<Kobo>, limit: DateTime<Utc>) -> DomainResult<u64> {
+    let mut fired = 0u64;
+    while let Some((due, group)) = next_due_group(kobo, limit)? {
+        kobo.clock.set(due);
+        fired += group.len() as u64;
+        join_all(group.into_iter().map(|(k, t)| fire(kobo, k, t))).await;
+    }
+    let read = kobo.store.read()?;
+    let prune = crate::idempotency::prune_batch(&read, kobo.clock.now(), PRUNE_MAX)?;
+    if !prune.is_empty() {
+        kobo.writer
+            .commit(prune)
+            .await
+            .map_err(|e| DomainError::internal(e.to_string()))?;
+    }
+    Ok(fired)
+}
+
+/// Owns the timers: ticks with the system clock, and serializes manual
+/// advances so timers run one pass at a time.
+pub struct TimerSupervisor {
+    kobo: Arc<Kobo>,
+}
+
+impl TimerSupervisor {
+    pub fn new(kobo: Arc<Kobo>) -> Self {
+        TimerSupervisor { kobo }
+    }
+}
+
+impl Actor for TimerSupervisor {
+    type Context = Context<Self>;
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // Catch up on whatever came due while the server was down.
+        ctx.notify(Tick);
+        if !self.kobo.clock.is_manual() {
+            ctx.run_interval(Duration::from_secs(1), |_, ctx| ctx.notify(Tick));
+        }
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Tick;
+
+impl Handler<Tick> for TimerSupervisor {
+    type Result = AtomicResponse<Self, ()>;
+    fn handle(&mut self, _: Tick, _: &mut Context<Self>) -> Self::Result {
+        let kobo = self.kobo.clone();
+        AtomicResponse::new(Box::pin(
+            async move {
+                let now = kobo.clock.now();
+                if let Err(e) = run_due(&kobo, now).await {
+                    tracing::error!(error = %e, "timer pass failed");
+                }
+            }
+            .into_actor(self),
+        ))
+    }
+}
+
+/// Advance the manual clock to `to`, running every timer due on the way.
+#[derive(Message)]
+#[rtype(result = "DomainResult<DateTime<Utc>>")]
+pub struct Advance {
+    pub to: DateTime<Utc>,
+}
+
+impl Handler<Advance> for TimerSupervisor {
+    type Result = AtomicResponse<Self, DomainResult<DateTime<Utc>>>;
+    fn handle(&mut self, msg: Advance, _: &mut Context<Self>) -> Self::Result {
+        let kobo = self.kobo.clone();
+        AtomicResponse::new(Box::pin(
+            async move {
+                if !kobo.clock.is_manual() {
+                    return Err(DomainError::state(
+                        "clock_not_manual",
+                        "the server runs on the system clock; start it with --clock manual",
+                    ));
+                }
+                if msg.to < kobo.clock.now() {
+                    return Err(DomainError::invalid("to", "the clock never moves back"));
+                }
+                run_due(&kobo, msg.to).await?;
+                kobo.clock.set(msg.to);
+                let now = kobo.clock.now();
+                let mut b = Batch::new();
+                b.put_raw(
+                    Table::Meta,
+                    META_MANUAL_CLOCK.to_vec(),
+                    micros(now).to_be_bytes().to_vec(),
+                );
+                kobo.writer
+                    .commit(b)
+                    .await
+                    .map_err(|e| DomainError::internal(e.to_string()))?;
+                Ok(now)
+            }
+            .into_actor(self),
+        ))
+    }
+}
