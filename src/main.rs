@@ -1,1 +1,98 @@
-fn main(){}
+//! `kobo`: the payments service binary (HTTP API, operator API, CLI).
+//!
+//! Layout:
+//! - [`server`]: `kobo serve`: opens the store, starts the writer, actors
+//!   and timers, binds the HTTP server, shuts down gracefully.
+//! - [`api`]: routes, errors, authentication and idempotency.
+//! - [`telemetry`]: logs with request ids, Prometheus metrics.
+
+mod api;
+mod server;
+mod telemetry;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(
+    name = "kobo",
+    version,
+    about = "kobo: payments, balances and payouts for Nigerian businesses"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the service.
+    Serve(ServeArgs),
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum ClockKind {
+    System,
+    Manual,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, env = "KOBO_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Data directory (holds the embedded store); created if missing.
+    #[arg(long, env = "KOBO_DATA", default_value = "./data")]
+    pub data: PathBuf,
+    /// Prefix of checkout and other links; default http://<bound address>.
+    #[arg(long, env = "KOBO_BASE_URL")]
+    pub base_url: Option<String>,
+    /// Operator token; generated and kept in <data>/admin-token when absent.
+    #[arg(long, env = "KOBO_ADMIN_TOKEN")]
+    pub admin_token: Option<String>,
+    /// `manual` moves only through POST /admin/v1/clock/advance.
+    #[arg(long, env = "KOBO_CLOCK", value_enum, default_value = "system")]
+    pub clock: ClockKind,
+    /// Deliver webhooks for HOST to IP instead of DNS (repeatable).
+    #[arg(long = "webhook-resolve", value_name = "HOST=IP")]
+    pub webhook_resolve: Vec<String>,
+    /// Extra PEM root certificate trusted for webhook deliveries.
+    #[arg(long = "webhook-ca", value_name = "FILE")]
+    pub webhook_ca: Option<PathBuf>,
+    /// Nigerian public holidays, one YYYY-MM-DD a line (overrides the built-in list).
+    #[arg(long, value_name = "FILE")]
+    pub holidays: Option<PathBuf>,
+    /// Log format on stderr.
+    #[arg(long, env = "KOBO_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// HTTP worker threads (default: one per core).
+    #[arg(long, env = "KOBO_WORKERS")]
+    pub workers: Option<usize>,
+    /// Seconds an idle actor stays in memory.
+    #[arg(long, env = "KOBO_ACTOR_IDLE_SECS", default_value_t = 30)]
+    pub actor_idle_secs: u64,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => {
+            telemetry::init_logging(args.log_format == LogFormat::Json);
+            let code = match actix_web::rt::System::new().block_on(server::serve(args)) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("kobo: {e:#}");
+                    1
+                }
+            };
+            std::process::exit(code);
+        }
+    }
+}

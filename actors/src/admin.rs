@@ -34,7 +34,11 @@ fn add_brand(batch: &mut Batch, brand: &Brand) {
 
 /// Creates a merchant. Returns the operator view with both secret keys (the
 /// only time they are shown, besides a roll).
-pub async fn create_merchant(kobo: &Arc<Kobo>, name: String, settings: Settings) -> DomainResult<Value> {
+pub async fn create_merchant(
+    kobo: &Arc<Kobo>,
+    name: String,
+    settings: Settings,
+) -> DomainResult<Value> {
     let now = kobo.clock.now();
     let id = Uuid::new_v4();
     let test_key = new_secret_key(Mode::Test);

@@ -193,7 +193,11 @@ impl Settings {
             }
         }
         let settings: Settings = serde_json::from_value(current).map_err(|e| {
-            let field = patch.keys().next().map(|k| k.as_str()).unwrap_or("settings");
+            let field = patch
+                .keys()
+                .next()
+                .map(|k| k.as_str())
+                .unwrap_or("settings");
             let param = if patch.len() == 1 {
                 format!("settings.{field}")
             } else {
@@ -399,7 +403,9 @@ mod tests {
         assert_eq!(e.param.as_deref(), Some("settings.colour"));
         let e = s.patched(&json!({"payout_tier": "gold"})).unwrap_err();
         assert_eq!(e.param.as_deref(), Some("settings.payout_tier"));
-        let e = s.patched(&json!({"reserve": {"percent_bps": 20000, "days": 3}})).unwrap_err();
+        let e = s
+            .patched(&json!({"reserve": {"percent_bps": 20000, "days": 3}}))
+            .unwrap_err();
         assert_eq!(e.param.as_deref(), Some("settings.reserve.percent_bps"));
     }
 
@@ -408,6 +414,9 @@ mod tests {
         let k = new_secret_key(Mode::Live);
         assert_eq!(secret_key_mode(&k), Some(Mode::Live));
         assert_eq!(secret_key_mode("svc_test_short"), None);
-        assert_eq!(secret_key_mode("sk_test_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), None);
+        assert_eq!(
+            secret_key_mode("sk_test_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
+            None
+        );
     }
 }

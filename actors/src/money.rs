@@ -230,7 +230,10 @@ mod tests {
 
     #[test]
     fn dollar_card_fee_is_3_9_percent() {
-        assert_eq!(rule(Currency::USD, Channel::Card).fee_and_vat(10_000), (390, 29));
+        assert_eq!(
+            rule(Currency::USD, Channel::Card).fee_and_vat(10_000),
+            (390, 29)
+        );
     }
 
     #[test]

@@ -71,7 +71,12 @@ pub fn authenticate(kobo: &Kobo, bearer: &str) -> DomainResult<Principal> {
     })
 }
 
-pub fn payment_intent(kobo: &Kobo, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<PaymentIntent> {
+pub fn payment_intent(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+    id: Uuid,
+) -> DomainResult<PaymentIntent> {
     let read = kobo.store.read()?;
     let found: Option<PaymentIntent> = read.get_decoded(Table::PaymentIntents, id.as_bytes())?;
     match found {
@@ -143,7 +148,8 @@ pub fn list_payment_intents(
     let mut data = Vec::new();
     let mut has_more = false;
     read.scan_prefix_rev(table, &prefix, before.as_deref(), |_, v| {
-        let id = Uuid::from_slice(v).map_err(|_| kobo_storage::StoreError::Redb("bad index".into()))?;
+        let id =
+            Uuid::from_slice(v).map_err(|_| kobo_storage::StoreError::Redb("bad index".into()))?;
         let intent: PaymentIntent = match read.get_decoded(Table::PaymentIntents, id.as_bytes())? {
             Some(i) => i,
             None => return Ok(true),
@@ -192,7 +198,12 @@ pub fn brand(kobo: &Kobo, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<
 
 /// `GET /v1/balance`: every bucket, one entry per currency, zeros included;
 /// a brand's own money, or the whole business (sum of brands).
-pub fn balance(kobo: &Kobo, merchant: Uuid, mode: Mode, brand: Option<Uuid>) -> DomainResult<Value> {
+pub fn balance(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+    brand: Option<Uuid>,
+) -> DomainResult<Value> {
     let read = kobo.store.read()?;
     let mut sums: BTreeMap<(Bucket, Currency), i64> = BTreeMap::new();
     read.scan_prefix(
@@ -214,7 +225,9 @@ pub fn balance(kobo: &Kobo, merchant: Uuid, mode: Mode, brand: Option<Uuid>) -> 
     for bucket in Bucket::ALL {
         let entries: Vec<Value> = Currency::ALL
             .iter()
-            .map(|c| json!({"currency": c, "amount": sums.get(&(bucket, *c)).copied().unwrap_or(0)}))
+            .map(
+                |c| json!({"currency": c, "amount": sums.get(&(bucket, *c)).copied().unwrap_or(0)}),
+            )
             .collect();
         o.insert(bucket.as_str().to_string(), Value::Array(entries));
     }
@@ -252,7 +265,10 @@ impl LineFilter {
         self.brand.is_none_or(|b| l.brand == b)
             && self.currency.is_none_or(|c| l.currency == c)
             && self.bucket.is_none_or(|b| l.bucket == b)
-            && self.types.as_ref().is_none_or(|t| t.contains(&l.entry_type))
+            && self
+                .types
+                .as_ref()
+                .is_none_or(|t| t.contains(&l.entry_type))
     }
 }
 
@@ -269,16 +285,21 @@ fn scan_lines(
     let prefix = scope_key(merchant, mode).build();
     let before_key = before.map(|id| line_key(merchant, mode, id));
     let (start, end) = f.window();
-    read.scan_prefix_rev(Table::LedgerLines, &prefix, before_key.as_deref(), |_, v| {
-        let line: LedgerLine = decode(v)?;
-        if start.is_some_and(|s| line.created_at < s) {
-            return Ok(false);
-        }
-        if end.is_some_and(|e| line.created_at >= e) || !f.matches(&line) {
-            return Ok(true);
-        }
-        Ok(visit(line))
-    })?;
+    read.scan_prefix_rev(
+        Table::LedgerLines,
+        &prefix,
+        before_key.as_deref(),
+        |_, v| {
+            let line: LedgerLine = decode(v)?;
+            if start.is_some_and(|s| line.created_at < s) {
+                return Ok(false);
+            }
+            if end.is_some_and(|e| line.created_at >= e) || !f.matches(&line) {
+                return Ok(true);
+            }
+            Ok(visit(line))
+        },
+    )?;
     Ok(())
 }
 

@@ -130,7 +130,11 @@ impl<A: VirtualActor> Registry<A> {
         }
     }
 
-    fn lease(&self, kobo: &Arc<Kobo>, key: A::Key) -> DomainResult<(Addr<A>, u64, Arc<AtomicUsize>)> {
+    fn lease(
+        &self,
+        kobo: &Arc<Kobo>,
+        key: A::Key,
+    ) -> DomainResult<(Addr<A>, u64, Arc<AtomicUsize>)> {
         let mut slots = self.slots.lock();
         if let Some(slot) = slots.get(&key) {
             if slot.addr.connected() {

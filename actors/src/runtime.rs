@@ -48,7 +48,12 @@ pub struct Kobo {
 }
 
 impl Kobo {
-    pub fn new(store: Store, writer: Writer, clock: Clock, config: Config) -> DomainResult<Arc<Kobo>> {
+    pub fn new(
+        store: Store,
+        writer: Writer,
+        clock: Clock,
+        config: Config,
+    ) -> DomainResult<Arc<Kobo>> {
         let high_water = store
             .read()?
             .get(Table::Meta, META_SEQ_HIGH_WATER)?

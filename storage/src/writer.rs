@@ -53,7 +53,12 @@ impl Batch {
         self.ops.push(Op::Put(table, key, value));
         self
     }
-    pub fn put<T: Serialize + ?Sized>(&mut self, table: Table, key: Vec<u8>, value: &T) -> &mut Self {
+    pub fn put<T: Serialize + ?Sized>(
+        &mut self,
+        table: Table,
+        key: Vec<u8>,
+        value: &T,
+    ) -> &mut Self {
         self.put_raw(table, key, encode(value))
     }
     pub fn delete(&mut self, table: Table, key: Vec<u8>) -> &mut Self {
@@ -121,19 +126,20 @@ impl WriterMetrics {
                     "kobo_store_batches_per_commit",
                     "How many batches shared one commit (group commit)",
                 )
-                .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0]),
+                .buckets(vec![
+                    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0,
+                ]),
             )
             .unwrap(),
             commit_seconds: Histogram::with_opts(
                 HistogramOpts::new("kobo_store_commit_seconds", "Time to apply and commit")
-                    .buckets(vec![0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5]),
+                    .buckets(vec![
+                        0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5,
+                    ]),
             )
             .unwrap(),
-            queue_depth: IntGauge::new(
-                "kobo_store_queue_depth",
-                "Batches waiting for the writer",
-            )
-            .unwrap(),
+            queue_depth: IntGauge::new("kobo_store_queue_depth", "Batches waiting for the writer")
+                .unwrap(),
         }
     }
     pub fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
@@ -247,7 +253,9 @@ fn run(
                 std::process::abort();
             }
         };
-        metrics.commit_seconds.observe(started.elapsed().as_secs_f64());
+        metrics
+            .commit_seconds
+            .observe(started.elapsed().as_secs_f64());
         metrics.commits.inc();
         metrics.batches.inc_by(group.len() as u64);
         metrics.batches_per_commit.observe(group.len() as f64);
@@ -310,7 +318,9 @@ fn apply_and_commit(
         outcomes.push(Ok(()));
     }
     if high_water > 0 {
-        let mut meta = txn.open_table(Table::Meta.def()).map_err(|e| e.to_string())?;
+        let mut meta = txn
+            .open_table(Table::Meta.def())
+            .map_err(|e| e.to_string())?;
         let current = meta
             .get(META_SEQ_HIGH_WATER)
             .map_err(|e| e.to_string())?

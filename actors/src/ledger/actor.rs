@@ -66,7 +66,11 @@ impl VirtualActor for LedgerActor {
 }
 
 /// Reads a merchant's balances in one mode.
-pub fn load_balances(kobo: &Kobo, merchant: Uuid, mode: Mode) -> DomainResult<HashMap<BalanceKey, i64>> {
+pub fn load_balances(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+) -> DomainResult<HashMap<BalanceKey, i64>> {
     let read = kobo.store.read()?;
     let mut out = HashMap::new();
     read.scan_prefix(
@@ -114,7 +118,9 @@ impl Handler<PostEntry> for LedgerActor {
         };
         let mut batch = msg.with;
         for line in &posting.lines {
-            batch.put(Table::LedgerLines, line.store_key(), line).note_seq(line.id);
+            batch
+                .put(Table::LedgerLines, line.store_key(), line)
+                .note_seq(line.id);
         }
         for (key, amount) in &posting.balances {
             balances.insert(*key, *amount);

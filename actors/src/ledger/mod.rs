@@ -219,7 +219,9 @@ pub fn post(
     now: DateTime<Utc>,
 ) -> DomainResult<Posting> {
     if entry.lines.is_empty() {
-        return Err(DomainError::internal("a ledger entry needs at least one line"));
+        return Err(DomainError::internal(
+            "a ledger entry needs at least one line",
+        ));
     }
     if !entry.entry_type.crosses_the_boundary() {
         for c in Currency::ALL {

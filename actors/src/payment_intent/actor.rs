@@ -32,10 +32,14 @@ pub enum Action {
     Cancel,
     BankTransfer,
     /// Test helper: money arrives by transfer (default: the exact amount).
-    SimulateTransfer { amount: Option<i64> },
+    SimulateTransfer {
+        amount: Option<i64>,
+    },
     TestSucceed,
     /// The abandonment timer stored under `timer_key` fired.
-    AbandonTimer { timer_key: Vec<u8> },
+    AbandonTimer {
+        timer_key: Vec<u8>,
+    },
 }
 
 #[derive(Debug, Clone, Message)]

@@ -261,7 +261,9 @@ impl PaymentIntent {
     }
 
     fn transfer_account_open(&self, now: DateTime<Utc>) -> bool {
-        self.bank_transfer.as_ref().is_some_and(|b| b.expires_at > now)
+        self.bank_transfer
+            .as_ref()
+            .is_some_and(|b| b.expires_at > now)
     }
 
     /// Whether a bank-transfer request must issue a new account.
@@ -287,7 +289,9 @@ pub enum Command {
         account: Option<BankTransferAccount>,
     },
     /// Money arrived in the intent's transfer account.
-    TransferReceived { amount: i64 },
+    TransferReceived {
+        amount: i64,
+    },
     /// Test helper: make it successful.
     TestSucceed,
     /// The abandonment timer fired.
@@ -299,7 +303,11 @@ pub enum Command {
 pub enum Effect {
     Event(&'static str),
     /// Money arrived: post the capture to the ledger.
-    Capture { gross: i64, fee: i64, net: i64 },
+    Capture {
+        gross: i64,
+        fee: i64,
+        net: i64,
+    },
     ScheduleAbandon(DateTime<Utc>),
     CancelAbandon(DateTime<Utc>),
     /// Save (insert or update) a charge attempt.
@@ -489,7 +497,7 @@ pub fn decide(
             succeed(&mut next, &mut effects, now);
         }
         Command::AbandonDue => {
-            next.abandon_due = None;
+            // A stale or early timer changes nothing (the live due time stays).
             let due_reached = intent.abandon_due.is_some_and(|d| d <= now);
             if intent.status != Status::Processing || !due_reached {
                 return Ok(Decision {
@@ -497,6 +505,7 @@ pub fn decide(
                     effects,
                 });
             }
+            next.abandon_due = None;
             next.status = Status::Abandoned;
             next.next_action = None;
             effects.push(Effect::Event(event::PAYMENT_INTENT_ABANDONED));

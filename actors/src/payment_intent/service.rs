@@ -139,7 +139,9 @@ pub async fn create(
         )
         .put_raw(
             Table::PaymentIntentStatusIndex,
-            status_prefix(merchant.id, mode, Status::Created).u64(seq).build(),
+            status_prefix(merchant.id, mode, Status::Created)
+                .u64(seq)
+                .build(),
             id.as_bytes().to_vec(),
         )
         .require_absent(Table::CheckoutLinks, checkout_code.as_bytes().to_vec())
@@ -229,11 +231,20 @@ pub async fn commit_decision(
             }
             .add_to(&mut batch),
             Effect::Attempt(a) => {
-                batch.put(Table::ChargeAttempts, attempt_key(a.payment_intent, a.number), a);
+                batch.put(
+                    Table::ChargeAttempts,
+                    attempt_key(a.payment_intent, a.number),
+                    a,
+                );
             }
             Effect::ScheduleAbandon(due) => {
-                Timer::new(TimerKind::PaymentIntentAbandon, after.id, after.merchant, after.mode)
-                    .schedule(&mut batch, *due);
+                Timer::new(
+                    TimerKind::PaymentIntentAbandon,
+                    after.id,
+                    after.merchant,
+                    after.mode,
+                )
+                .schedule(&mut batch, *due);
             }
             Effect::CancelAbandon(due) => {
                 batch.delete(
@@ -252,7 +263,9 @@ pub async fn commit_decision(
             let entry = EntrySpec {
                 entry_type: EntryType::Payment,
                 source: after.id,
-                description: format!("payment {}", after.reference.as_deref().unwrap_or("")).trim_end().to_string(),
+                description: format!("payment {}", after.reference.as_deref().unwrap_or(""))
+                    .trim_end()
+                    .to_string(),
                 lines: vec![LineSpec {
                     brand: after.brand,
                     currency: after.currency,
@@ -264,7 +277,11 @@ pub async fn commit_decision(
                 allow_negative: false,
             };
             kobo.ledgers
-                .send(kobo, (after.merchant, after.mode), PostEntry { entry, with: batch })
+                .send(
+                    kobo,
+                    (after.merchant, after.mode),
+                    PostEntry { entry, with: batch },
+                )
                 .await??;
         }
         None if !batch.is_empty() => kobo

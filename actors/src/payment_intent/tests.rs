@@ -1,0 +1,1111 @@
+//! Unit tests of the pure payment-intent state machine [`decide`]
+//! (service-api.md "States and transitions / Payment intent", CONTRACT
+//! sections 4 and 5).
+
+use super::*;
+
+use chrono::TimeZone;
+
+use crate::error::ErrorKind;
+use crate::money::default_pricing;
+
+/// ₦10,000: the card and bank-transfer prices differ at this amount
+/// (card 1.5% + ₦100 = ₦250 + VAT; bank transfer 1% = ₦100 + VAT).
+const AMOUNT: i64 = 1_000_000;
+
+/// Minutes after a fixed origin.
+fn t(min: i64) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2025, 3, 3, 9, 0, 0).unwrap() + Duration::minutes(min)
+}
+
+/// The "now" of most tests. Every fixture's history happens before it.
+fn now() -> DateTime<Utc> {
+    t(100)
+}
+
+const BEARERS: [FeeBearer; 2] = [FeeBearer::Merchant, FeeBearer::Customer];
+
+fn account(amount: i64, issued: DateTime<Utc>) -> BankTransferAccount {
+    BankTransferAccount {
+        account_number: "0123456789".into(),
+        bank_name: "Kobo Sandbox Bank".into(),
+        account_name: "Test Merchant".into(),
+        amount,
+        expires_at: issued + transfer_account_lifetime(),
+    }
+}
+
+fn attempt(
+    intent: &PaymentIntent,
+    number: u32,
+    channel: Channel,
+    status: AttemptStatus,
+    amount: Option<i64>,
+    at: DateTime<Utc>,
+) -> ChargeAttempt {
+    ChargeAttempt {
+        id: Uuid::new_v4(),
+        number,
+        payment_intent: intent.id,
+        mode: intent.mode,
+        channel,
+        status,
+        card: None,
+        failure_code: None,
+        amount,
+        created_at: at,
+    }
+}
+
+/// A freshly created intent (created at t(0)).
+fn created(currency: Currency, bearer: FeeBearer, amount: i64) -> PaymentIntent {
+    PaymentIntent {
+        id: Uuid::new_v4(),
+        merchant: Uuid::new_v4(),
+        mode: Mode::Test,
+        seq: 7,
+        amount,
+        currency,
+        status: Status::Created,
+        reference: Some("order-1".into()),
+        description: None,
+        customer_email: Some("ada@example.com".into()),
+        brand: Uuid::new_v4(),
+        customer: None,
+        payment_link: None,
+        metadata: Map::new(),
+        fee_bearer: bearer,
+        pricing: default_pricing()[&currency].clone(),
+        channel: None,
+        failure_code: None,
+        created_at: t(0),
+        updated_at: t(0),
+        paid_at: None,
+        canceled_at: None,
+        return_url: None,
+        client_secret_hash: "hash".into(),
+        checkout_code: "code".into(),
+        bank_transfer: None,
+        next_action: None,
+        abandon_due: None,
+        attempts: 0,
+        pending_attempt: None,
+        version: 1,
+    }
+}
+
+/// An intent in `status` whose history happened before [`now`], with its
+/// stored pending attempt (if any). Naira intents pay by bank transfer where
+/// it makes sense; dollar intents by card.
+fn fixture(
+    status: Status,
+    currency: Currency,
+    bearer: FeeBearer,
+) -> (PaymentIntent, Option<ChargeAttempt>) {
+    let mut pi = created(currency, bearer, AMOUNT);
+    let ngn = currency == Currency::NGN;
+    let mut pending = None;
+    match status {
+        Status::Created => {}
+        Status::Processing => {
+            // Started paying at t(90): account open until t(120), abandon due t(120).
+            pi.status = Status::Processing;
+            pi.attempts = 1;
+            pi.pending_attempt = Some(1);
+            pi.abandon_due = Some(t(90) + abandon_after());
+            pi.updated_at = t(90);
+            pi.version = 2;
+            if ngn {
+                pi.channel = Some(Channel::BankTransfer);
+                pi.bank_transfer = Some(account(pi.transfer_amount(), t(90)));
+                pending = Some(attempt(
+                    &pi,
+                    1,
+                    Channel::BankTransfer,
+                    AttemptStatus::Pending,
+                    Some(pi.transfer_amount()),
+                    t(90),
+                ));
+            } else {
+                pi.channel = Some(Channel::Card);
+                pi.next_action = Some(NextAction {
+                    action_type: "otp".into(),
+                    message: None,
+                    input: Some("otp".into()),
+                    url: None,
+                });
+                pending = Some(attempt(
+                    &pi,
+                    1,
+                    Channel::Card,
+                    AttemptStatus::Pending,
+                    None,
+                    t(90),
+                ));
+            }
+        }
+        Status::Failed => {
+            // NGN: given an account at t(10) (expired t(40)), then a card
+            // declined at t(50). USD: a card declined at t(50).
+            pi.status = Status::Failed;
+            pi.channel = Some(Channel::Card);
+            pi.failure_code = Some("card_declined".into());
+            pi.updated_at = t(50);
+            if ngn {
+                pi.bank_transfer = Some(account(pi.transfer_amount(), t(10)));
+                pi.attempts = 2;
+                pi.version = 4;
+            } else {
+                pi.attempts = 1;
+                pi.version = 3;
+            }
+        }
+        Status::Abandoned => {
+            // Started paying at t(10), abandoned at t(40); the attempt is
+            // still pending (late money counts).
+            pi.status = Status::Abandoned;
+            pi.attempts = 1;
+            pi.pending_attempt = Some(1);
+            pi.updated_at = t(40);
+            pi.version = 3;
+            let channel = if ngn {
+                Channel::BankTransfer
+            } else {
+                Channel::Card
+            };
+            pi.channel = Some(channel);
+            if ngn {
+                pi.bank_transfer = Some(account(pi.transfer_amount(), t(10)));
+            }
+            let amount = ngn.then(|| pi.transfer_amount());
+            pending = Some(attempt(
+                &pi,
+                1,
+                channel,
+                AttemptStatus::Pending,
+                amount,
+                t(10),
+            ));
+        }
+        Status::Successful => {
+            pi.status = Status::Successful;
+            pi.attempts = 1;
+            pi.paid_at = Some(t(20));
+            pi.updated_at = t(20);
+            pi.version = 3;
+            if ngn {
+                pi.channel = Some(Channel::BankTransfer);
+                pi.bank_transfer = Some(account(pi.transfer_amount(), t(10)));
+            } else {
+                pi.channel = Some(Channel::Card);
+            }
+        }
+        Status::Canceled => {
+            pi.status = Status::Canceled;
+            pi.canceled_at = Some(t(20));
+            pi.updated_at = t(20);
+            pi.version = 2;
+        }
+    }
+    (pi, pending)
+}
+
+fn ngn(status: Status, bearer: FeeBearer) -> (PaymentIntent, Option<ChargeAttempt>) {
+    fixture(status, Currency::NGN, bearer)
+}
+
+/// Every change bumps the version by one and sets `updated_at` to now.
+#[track_caller]
+fn assert_touched(before: &PaymentIntent, after: &PaymentIntent, now: DateTime<Utc>) {
+    assert_eq!(
+        after.version,
+        before.version + 1,
+        "version must go up by one"
+    );
+    assert_eq!(after.updated_at, now, "updated_at must be now");
+}
+
+#[track_caller]
+fn assert_err(r: DomainResult<Decision>, kind: ErrorKind, code: &str) {
+    match r {
+        Ok(d) => panic!(
+            "expected {code}, got {:?} with {:?}",
+            d.intent.status, d.effects
+        ),
+        Err(e) => {
+            assert_eq!(e.kind, kind, "{e}");
+            assert_eq!(e.code, code, "{e}");
+        }
+    }
+}
+
+#[track_caller]
+fn assert_unexpected_state(r: DomainResult<Decision>) {
+    assert_err(r, ErrorKind::State, "payment_intent_unexpected_state");
+}
+
+/// The capture an intent of `amount` paid on `channel` must post:
+/// `fee` is fee + VAT at that channel's price from the default pricing.
+fn expected_capture(amount: i64, bearer: FeeBearer, channel: Channel) -> Effect {
+    let rule = default_pricing()[&Currency::NGN][&channel];
+    let f = fees(amount, &rule, bearer);
+    let gross = match bearer {
+        FeeBearer::Merchant => amount,
+        FeeBearer::Customer => amount + f.fee + f.vat,
+    };
+    Effect::Capture {
+        gross,
+        fee: f.fee + f.vat,
+        net: f.net,
+    }
+}
+
+fn captures(effects: &[Effect]) -> Vec<&Effect> {
+    effects
+        .iter()
+        .filter(|e| matches!(e, Effect::Capture { .. }))
+        .collect()
+}
+
+fn events(effects: &[Effect]) -> Vec<&'static str> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Event(t) => Some(*t),
+            _ => None,
+        })
+        .collect()
+}
+
+fn attempts_of(effects: &[Effect]) -> Vec<&ChargeAttempt> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Attempt(a) => Some(a),
+            _ => None,
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------- fixtures
+
+#[test]
+fn fixtures_are_consistent() {
+    for currency in Currency::ALL {
+        for bearer in BEARERS {
+            for status in Status::ALL {
+                let (pi, pending) = fixture(status, currency, bearer);
+                assert_eq!(pi.status, status);
+                assert_eq!(pi.pending_attempt.is_some(), pending.is_some());
+                if let Some(p) = &pending {
+                    assert_eq!(Some(p.number), pi.pending_attempt);
+                    assert!(p.number <= pi.attempts);
+                }
+                assert!(pi.updated_at < now());
+            }
+        }
+    }
+    // The NGN processing intent's account is open at now; the others' are not.
+    assert!(!ngn(Status::Processing, FeeBearer::Merchant)
+        .0
+        .needs_transfer_account(now()));
+    for s in Status::ALL {
+        if s != Status::Processing {
+            assert!(ngn(s, FeeBearer::Merchant).0.needs_transfer_account(now()));
+        }
+    }
+}
+
+// ---------------------------------------------------------------- Cancel
+
+#[test]
+fn cancel_is_allowed_only_from_created_failed_and_abandoned() {
+    let table = [
+        (Status::Created, true),
+        (Status::Processing, false),
+        (Status::Successful, false),
+        (Status::Failed, true),
+        (Status::Abandoned, true),
+        (Status::Canceled, false),
+    ];
+    assert_eq!(table.len(), Status::ALL.len());
+    for currency in Currency::ALL {
+        for bearer in BEARERS {
+            for (status, allowed) in table {
+                let (pi, pending) = fixture(status, currency, bearer);
+                let r = decide(&pi, pending.as_ref(), &Command::Cancel, now());
+                if !allowed {
+                    assert_unexpected_state(r);
+                    continue;
+                }
+                let d = r.unwrap_or_else(|e| panic!("cancel from {status:?}: {e}"));
+                let after = &d.intent;
+                assert_eq!(after.status, Status::Canceled, "from {status:?}");
+                assert_eq!(after.canceled_at, Some(now()));
+                assert_eq!(after.next_action, None);
+                assert_eq!(after.pending_attempt, None);
+                assert_eq!(after.abandon_due, None);
+                assert_eq!(after.paid_at, None);
+                assert_eq!(after.amount, pi.amount);
+                assert_touched(&pi, after, now());
+                assert_eq!(events(&d.effects), vec![event::PAYMENT_INTENT_CANCELED]);
+                assert!(captures(&d.effects).is_empty());
+                // A pending attempt is canceled with the payment.
+                let mut expected = Vec::new();
+                if let Some(p) = &pending {
+                    let mut p = p.clone();
+                    p.status = AttemptStatus::Canceled;
+                    expected.push(Effect::Attempt(p));
+                }
+                expected.push(Effect::Event(event::PAYMENT_INTENT_CANCELED));
+                assert_eq!(d.effects, expected, "from {status:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn cancel_drops_a_pending_abandonment_timer() {
+    // A failed intent whose abandonment timer is still set.
+    let (mut pi, _) = ngn(Status::Failed, FeeBearer::Merchant);
+    pi.abandon_due = Some(t(130));
+    let d = decide(&pi, None, &Command::Cancel, now()).unwrap();
+    assert_eq!(d.intent.abandon_due, None);
+    assert_eq!(
+        d.effects,
+        vec![
+            Effect::CancelAbandon(t(130)),
+            Effect::Event(event::PAYMENT_INTENT_CANCELED)
+        ]
+    );
+}
+
+#[test]
+fn refused_cancel_reports_the_current_status() {
+    let (pi, pending) = ngn(Status::Processing, FeeBearer::Merchant);
+    let e = decide(&pi, pending.as_ref(), &Command::Cancel, now()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::State);
+    assert!(e.message.contains("processing"), "{}", e.message);
+}
+
+// ---------------------------------------------------------------- StartBankTransfer
+
+#[test]
+fn bank_transfer_takes_naira_only() {
+    for bearer in BEARERS {
+        for status in Status::ALL {
+            let (pi, pending) = fixture(status, Currency::USD, bearer);
+            for account in [None, Some(account(pi.amount, now()))] {
+                let r = decide(
+                    &pi,
+                    pending.as_ref(),
+                    &Command::StartBankTransfer { account },
+                    now(),
+                );
+                assert_err(r, ErrorKind::InvalidRequest, "payment_method_unavailable");
+            }
+        }
+    }
+}
+
+#[test]
+fn start_bank_transfer_moves_created_failed_abandoned_to_processing() {
+    for bearer in BEARERS {
+        for status in [Status::Created, Status::Failed, Status::Abandoned] {
+            let (pi, pending) = ngn(status, bearer);
+            assert!(pi.needs_transfer_account(now()));
+            let acc = account(pi.transfer_amount(), now());
+            let d = decide(
+                &pi,
+                pending.as_ref(),
+                &Command::StartBankTransfer {
+                    account: Some(acc.clone()),
+                },
+                now(),
+            )
+            .unwrap_or_else(|e| panic!("{status:?}: {e}"));
+            let after = &d.intent;
+            let due = now() + Duration::minutes(30);
+            assert_eq!(after.status, Status::Processing, "from {status:?}");
+            assert_eq!(after.channel, Some(Channel::BankTransfer));
+            assert_eq!(after.bank_transfer.as_ref(), Some(&acc));
+            assert_eq!(after.failure_code, None);
+            assert_eq!(after.next_action, None);
+            assert_eq!(after.abandon_due, Some(due));
+            assert_eq!(after.attempts, pi.attempts + 1);
+            assert_eq!(after.pending_attempt, Some(pi.attempts + 1));
+            assert_eq!(after.paid_at, None);
+            assert_touched(&pi, after, now());
+            // Now the account is open, asking again needs none.
+            assert!(!after.needs_transfer_account(now()));
+
+            // Effects: the new pending attempt, then the abandonment timer.
+            assert!(events(&d.effects).is_empty());
+            assert!(captures(&d.effects).is_empty());
+            let atts = attempts_of(&d.effects);
+            assert_eq!(atts.len(), 1);
+            let a = atts[0];
+            assert_eq!(a.number, pi.attempts + 1);
+            assert_eq!(a.payment_intent, pi.id);
+            assert_eq!(a.mode, pi.mode);
+            assert_eq!(a.channel, Channel::BankTransfer);
+            assert_eq!(a.status, AttemptStatus::Pending);
+            assert_eq!(a.failure_code, None);
+            assert_eq!(a.amount, Some(acc.amount));
+            assert_eq!(a.created_at, now());
+            if let Some(p) = &pending {
+                assert_ne!(a.id, p.id, "a new attempt, not the old one");
+            }
+            assert_eq!(d.effects.last(), Some(&Effect::ScheduleAbandon(due)));
+            assert_eq!(d.effects.len(), 2, "{:?}", d.effects);
+        }
+    }
+}
+
+#[test]
+fn customer_bearer_transfer_amount_is_amount_plus_bank_transfer_fee_and_vat() {
+    let pi = created(Currency::NGN, FeeBearer::Customer, AMOUNT);
+    // 1% of ₦10,000 = ₦100 (10_000 kobo), VAT 750.
+    assert_eq!(pi.transfer_amount(), AMOUNT + 10_000 + 750);
+    let pi = created(Currency::NGN, FeeBearer::Merchant, AMOUNT);
+    assert_eq!(pi.transfer_amount(), AMOUNT);
+}
+
+#[test]
+fn asking_again_while_the_account_is_open_changes_nothing() {
+    for bearer in BEARERS {
+        let (pi, pending) = ngn(Status::Processing, bearer);
+        for at in [now(), t(119)] {
+            assert!(!pi.needs_transfer_account(at));
+            let d = decide(
+                &pi,
+                pending.as_ref(),
+                &Command::StartBankTransfer { account: None },
+                at,
+            )
+            .unwrap();
+            assert_eq!(d.intent, pi, "the intent is unchanged");
+            assert!(d.effects.is_empty(), "{:?}", d.effects);
+        }
+    }
+}
+
+#[test]
+fn an_expired_account_is_replaced_while_processing() {
+    let (pi, pending) = ngn(Status::Processing, FeeBearer::Merchant);
+    let at = t(125); // the t(90) account expired at t(120)
+    assert!(pi.needs_transfer_account(at));
+    let old_due = pi.abandon_due.unwrap();
+    let acc = account(pi.transfer_amount(), at);
+    let d = decide(
+        &pi,
+        pending.as_ref(),
+        &Command::StartBankTransfer {
+            account: Some(acc.clone()),
+        },
+        at,
+    )
+    .unwrap();
+    assert_eq!(d.intent.status, Status::Processing);
+    assert_eq!(d.intent.bank_transfer, Some(acc));
+    assert_eq!(d.intent.attempts, 2);
+    assert_eq!(d.intent.pending_attempt, Some(2));
+    assert_eq!(d.intent.abandon_due, Some(at + abandon_after()));
+    assert_touched(&pi, &d.intent, at);
+    assert_eq!(attempts_of(&d.effects).len(), 1);
+    assert_eq!(
+        d.effects[1..],
+        [
+            Effect::CancelAbandon(old_due),
+            Effect::ScheduleAbandon(at + Duration::minutes(30))
+        ]
+    );
+}
+
+#[test]
+fn start_bank_transfer_without_an_account_when_one_is_needed_is_an_internal_error() {
+    for status in [Status::Created, Status::Failed, Status::Abandoned] {
+        let (pi, pending) = ngn(status, FeeBearer::Merchant);
+        let r = decide(
+            &pi,
+            pending.as_ref(),
+            &Command::StartBankTransfer { account: None },
+            now(),
+        );
+        assert_err(r, ErrorKind::Internal, "internal_error");
+    }
+}
+
+#[test]
+fn start_bank_transfer_is_refused_when_successful_or_canceled() {
+    for bearer in BEARERS {
+        for status in [Status::Successful, Status::Canceled] {
+            let (pi, pending) = ngn(status, bearer);
+            for account in [None, Some(account(pi.transfer_amount(), now()))] {
+                let r = decide(
+                    &pi,
+                    pending.as_ref(),
+                    &Command::StartBankTransfer { account },
+                    now(),
+                );
+                assert_unexpected_state(r);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- TransferReceived
+
+#[test]
+fn exact_transfer_makes_the_payment_successful_with_bank_transfer_fees() {
+    // (amount, bearer, gross, fee + vat, net), worked by hand at the NGN
+    // bank-transfer price (1%, half up, capped at ₦300; VAT 7.5%).
+    let table = [
+        (1_000_000, FeeBearer::Merchant, 1_000_000, 10_750, 989_250),
+        (1_000_000, FeeBearer::Customer, 1_010_750, 10_750, 1_000_000),
+        // Capped: ₦300 fee, ₦22.50 VAT.
+        (
+            100_000_000,
+            FeeBearer::Merchant,
+            100_000_000,
+            32_250,
+            99_967_750,
+        ),
+        (
+            100_000_000,
+            FeeBearer::Customer,
+            100_032_250,
+            32_250,
+            100_000_000,
+        ),
+        // 1% of 150 kobo is 1.5 -> 2; VAT on 2 rounds to 0.
+        (150, FeeBearer::Merchant, 150, 2, 148),
+        (150, FeeBearer::Customer, 152, 2, 150),
+    ];
+    for (amount, bearer, gross, fee, net) in table {
+        let mut pi = created(Currency::NGN, bearer, amount);
+        // Processing on a transfer account issued at t(90).
+        pi.status = Status::Processing;
+        pi.channel = Some(Channel::BankTransfer);
+        pi.bank_transfer = Some(account(pi.transfer_amount(), t(90)));
+        pi.attempts = 1;
+        pi.pending_attempt = Some(1);
+        pi.abandon_due = Some(t(120));
+        pi.version = 2;
+        let pending = attempt(
+            &pi,
+            1,
+            Channel::BankTransfer,
+            AttemptStatus::Pending,
+            Some(pi.transfer_amount()),
+            t(90),
+        );
+        assert_eq!(pi.transfer_amount(), gross, "{amount} {bearer:?}");
+
+        let d = decide(
+            &pi,
+            Some(&pending),
+            &Command::TransferReceived { amount: gross },
+            now(),
+        )
+        .unwrap();
+        let after = &d.intent;
+        assert_eq!(after.status, Status::Successful);
+        assert_eq!(after.paid_at, Some(now()));
+        assert_eq!(after.channel, Some(Channel::BankTransfer));
+        assert_eq!(after.pending_attempt, None);
+        assert_eq!(after.abandon_due, None);
+        assert_eq!(after.failure_code, None);
+        assert_eq!(
+            after.attempts, 1,
+            "the pending attempt is settled, not a new one"
+        );
+        assert_touched(&pi, after, now());
+
+        let mut settled = pending.clone();
+        settled.status = AttemptStatus::Successful;
+        assert_eq!(
+            d.effects,
+            vec![
+                Effect::Attempt(settled),
+                Effect::CancelAbandon(t(120)),
+                Effect::Capture { gross, fee, net },
+                Effect::Event(event::PAYMENT_INTENT_SUCCESSFUL),
+            ],
+            "{amount} {bearer:?}"
+        );
+        assert_eq!(
+            d.effects[2],
+            expected_capture(amount, bearer, Channel::BankTransfer)
+        );
+        // The bearer rules.
+        match bearer {
+            FeeBearer::Merchant => {
+                assert_eq!(gross, amount);
+                assert_eq!(fee + net, amount);
+            }
+            FeeBearer::Customer => {
+                assert_eq!(net, amount);
+                assert_eq!(gross, amount + fee);
+            }
+        }
+        // `fees` is now final, at the bank-transfer price (it was a card-price
+        // estimate before).
+        let bt = default_pricing()[&Currency::NGN][&Channel::BankTransfer];
+        let card = default_pricing()[&Currency::NGN][&Channel::Card];
+        assert_eq!(pi.fees(), fees(amount, &card, bearer), "estimate before");
+        let f = after.fees();
+        assert_eq!(f, fees(amount, &bt, bearer), "final after");
+        assert_eq!(f.fee + f.vat, fee);
+        assert_eq!(f.net, net);
+        // What the customer was charged follows the bank-transfer price.
+        assert_eq!(after.amount_charged()["total"], gross);
+    }
+}
+
+#[test]
+fn bank_transfer_fees_differ_from_the_card_estimate() {
+    // Guards the test above: at AMOUNT the two prices give different numbers.
+    for bearer in BEARERS {
+        assert_ne!(
+            expected_capture(AMOUNT, bearer, Channel::BankTransfer),
+            expected_capture(AMOUNT, bearer, Channel::Card)
+        );
+    }
+}
+
+#[test]
+fn a_different_amount_is_returned_and_records_a_failed_attempt() {
+    for bearer in BEARERS {
+        for status in [Status::Processing, Status::Abandoned, Status::Failed] {
+            let (pi, pending) = ngn(status, bearer);
+            let expected = pi.bank_transfer.as_ref().unwrap().amount;
+            for sent in [expected - 1, expected + 1, 1] {
+                let d = decide(
+                    &pi,
+                    pending.as_ref(),
+                    &Command::TransferReceived { amount: sent },
+                    now(),
+                )
+                .unwrap();
+                let after = &d.intent;
+                assert_eq!(after.status, status, "status unchanged");
+                assert_eq!(after.paid_at, None);
+                assert_eq!(after.pending_attempt, pi.pending_attempt);
+                assert_eq!(after.abandon_due, pi.abandon_due);
+                assert_eq!(after.bank_transfer, pi.bank_transfer);
+                assert_eq!(after.channel, pi.channel);
+                assert_eq!(after.failure_code, pi.failure_code);
+                assert_eq!(after.attempts, pi.attempts + 1);
+                assert_touched(&pi, after, now());
+                // Only the failed attempt: no capture, no event, no timer.
+                assert_eq!(d.effects.len(), 1, "{:?}", d.effects);
+                let a = attempts_of(&d.effects)[0];
+                assert_eq!(a.status, AttemptStatus::Failed);
+                assert_eq!(a.failure_code.as_deref(), Some("amount_mismatch"));
+                assert_eq!(a.channel, Channel::BankTransfer);
+                assert_eq!(a.amount, Some(sent));
+                assert_eq!(a.number, pi.attempts + 1);
+                assert_eq!(a.payment_intent, pi.id);
+                assert_eq!(a.created_at, now());
+                // With everything else equal, the intent itself is otherwise unchanged.
+                let mut same = after.clone();
+                same.attempts = pi.attempts;
+                same.version = pi.version;
+                same.updated_at = pi.updated_at;
+                assert_eq!(same, pi);
+            }
+        }
+    }
+}
+
+#[test]
+fn late_money_after_abandoned_makes_the_payment_successful() {
+    for bearer in BEARERS {
+        let (pi, pending) = ngn(Status::Abandoned, bearer);
+        // The account expired at t(40); money lands at t(100).
+        assert!(pi.bank_transfer.as_ref().unwrap().expires_at < now());
+        let d = decide(
+            &pi,
+            pending.as_ref(),
+            &Command::TransferReceived {
+                amount: pi.transfer_amount(),
+            },
+            now(),
+        )
+        .unwrap();
+        assert_eq!(d.intent.status, Status::Successful);
+        assert_eq!(d.intent.paid_at, Some(now()));
+        assert_eq!(d.intent.pending_attempt, None);
+        assert_eq!(d.intent.attempts, pi.attempts);
+        assert_touched(&pi, &d.intent, now());
+        let mut settled = pending.clone().unwrap();
+        settled.status = AttemptStatus::Successful;
+        assert_eq!(
+            d.effects,
+            vec![
+                Effect::Attempt(settled),
+                expected_capture(AMOUNT, bearer, Channel::BankTransfer),
+                Effect::Event(event::PAYMENT_INTENT_SUCCESSFUL),
+            ]
+        );
+    }
+}
+
+#[test]
+fn late_money_after_failed_makes_the_payment_successful() {
+    for bearer in BEARERS {
+        // A card was declined after the account was given; no pending attempt.
+        let (pi, pending) = ngn(Status::Failed, bearer);
+        assert!(pending.is_none());
+        assert_eq!(pi.channel, Some(Channel::Card));
+        let d = decide(
+            &pi,
+            None,
+            &Command::TransferReceived {
+                amount: pi.transfer_amount(),
+            },
+            now(),
+        )
+        .unwrap();
+        let after = &d.intent;
+        assert_eq!(after.status, Status::Successful);
+        assert_eq!(
+            after.channel,
+            Some(Channel::BankTransfer),
+            "took the payment"
+        );
+        assert_eq!(after.failure_code, None);
+        assert_eq!(after.paid_at, Some(now()));
+        assert_eq!(after.attempts, pi.attempts + 1);
+        assert_touched(&pi, after, now());
+        let atts = attempts_of(&d.effects);
+        assert_eq!(atts.len(), 1);
+        assert_eq!(atts[0].status, AttemptStatus::Successful);
+        assert_eq!(atts[0].channel, Channel::BankTransfer);
+        assert_eq!(atts[0].number, pi.attempts + 1);
+        assert_eq!(atts[0].amount, Some(pi.transfer_amount()));
+        assert_eq!(
+            captures(&d.effects),
+            vec![&expected_capture(AMOUNT, bearer, Channel::BankTransfer)]
+        );
+        assert_eq!(events(&d.effects), vec![event::PAYMENT_INTENT_SUCCESSFUL]);
+        // Final fees at the bank-transfer price, not the card's.
+        let bt = default_pricing()[&Currency::NGN][&Channel::BankTransfer];
+        assert_eq!(after.fees(), fees(AMOUNT, &bt, bearer));
+    }
+}
+
+#[test]
+fn money_while_processing_on_another_channel_adds_a_successful_attempt() {
+    // Paying by card (pending card attempt), but money arrives on the
+    // account given earlier.
+    let (mut pi, _) = ngn(Status::Processing, FeeBearer::Merchant);
+    pi.channel = Some(Channel::Card);
+    pi.attempts = 2;
+    pi.pending_attempt = Some(2);
+    let card = attempt(&pi, 2, Channel::Card, AttemptStatus::Pending, None, t(95));
+    let d = decide(
+        &pi,
+        Some(&card),
+        &Command::TransferReceived {
+            amount: pi.transfer_amount(),
+        },
+        now(),
+    )
+    .unwrap();
+    assert_eq!(d.intent.status, Status::Successful);
+    assert_eq!(d.intent.channel, Some(Channel::BankTransfer));
+    assert_eq!(d.intent.attempts, 3);
+    let atts = attempts_of(&d.effects);
+    assert_eq!(atts.len(), 1);
+    assert_eq!(atts[0].number, 3);
+    assert_eq!(atts[0].channel, Channel::BankTransfer);
+    assert_eq!(atts[0].status, AttemptStatus::Successful);
+    assert_eq!(
+        captures(&d.effects),
+        vec![&expected_capture(
+            AMOUNT,
+            FeeBearer::Merchant,
+            Channel::BankTransfer
+        )]
+    );
+}
+
+#[test]
+fn exact_money_is_refused_when_successful_or_canceled() {
+    for bearer in BEARERS {
+        for status in [Status::Successful, Status::Canceled] {
+            let (mut pi, pending) = ngn(status, bearer);
+            // A canceled intent may have had an account before it was canceled.
+            pi.bank_transfer = Some(account(pi.transfer_amount(), t(10)));
+            let r = decide(
+                &pi,
+                pending.as_ref(),
+                &Command::TransferReceived {
+                    amount: pi.transfer_amount(),
+                },
+                now(),
+            );
+            assert_unexpected_state(r);
+        }
+    }
+}
+
+#[test]
+fn money_without_an_account_is_refused() {
+    for status in [Status::Created, Status::Canceled] {
+        let (pi, pending) = ngn(status, FeeBearer::Merchant);
+        assert!(pi.bank_transfer.is_none());
+        let r = decide(
+            &pi,
+            pending.as_ref(),
+            &Command::TransferReceived { amount: AMOUNT },
+            now(),
+        );
+        assert_err(r, ErrorKind::State, "bank_transfer_not_started");
+    }
+}
+
+// ---------------------------------------------------------------- TestSucceed
+
+#[test]
+fn test_succeed_from_every_non_successful_status_captures() {
+    for currency in Currency::ALL {
+        for bearer in BEARERS {
+            for status in Status::ALL {
+                let (pi, pending) = fixture(status, currency, bearer);
+                let r = decide(&pi, pending.as_ref(), &Command::TestSucceed, now());
+                if status == Status::Successful {
+                    assert_unexpected_state(r);
+                    continue;
+                }
+                let d = r.unwrap_or_else(|e| panic!("{status:?}: {e}"));
+                let after = &d.intent;
+                let channel = pi.channel.unwrap_or(Channel::Card);
+                assert_eq!(after.status, Status::Successful, "from {status:?}");
+                assert_eq!(after.channel, Some(channel));
+                assert_eq!(after.paid_at, Some(now()));
+                assert_eq!(after.canceled_at, None);
+                assert_eq!(after.failure_code, None);
+                assert_eq!(after.next_action, None);
+                assert_eq!(after.pending_attempt, None);
+                assert_eq!(after.abandon_due, None);
+                assert_touched(&pi, after, now());
+
+                let rule = pi.pricing[&channel];
+                let f = fees(AMOUNT, &rule, bearer);
+                let (_, _, gross) = pi.charge_on(channel);
+                let capture = Effect::Capture {
+                    gross,
+                    fee: f.fee + f.vat,
+                    net: f.net,
+                };
+                let mut expected = Vec::new();
+                if let Some(p) = &pending {
+                    let mut p = p.clone();
+                    p.status = AttemptStatus::Successful;
+                    expected.push(Effect::Attempt(p));
+                }
+                if let Some(due) = pi.abandon_due {
+                    expected.push(Effect::CancelAbandon(due));
+                }
+                expected.push(capture);
+                expected.push(Effect::Event(event::PAYMENT_INTENT_SUCCESSFUL));
+                assert_eq!(d.effects, expected, "{currency:?} {bearer:?} {status:?}");
+                assert_eq!(after.fees(), f);
+                match bearer {
+                    FeeBearer::Merchant => {
+                        assert_eq!(gross, AMOUNT);
+                        assert_eq!(f.fee + f.vat + f.net, AMOUNT);
+                    }
+                    FeeBearer::Customer => {
+                        assert_eq!(f.net, AMOUNT);
+                        assert_eq!(gross, AMOUNT + f.fee + f.vat);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn test_succeed_on_a_fresh_intent_is_a_card_payment() {
+    // ₦10,000 by card: 1.5% + ₦100 = ₦250 (25_000 kobo), VAT 1_875.
+    let pi = created(Currency::NGN, FeeBearer::Merchant, AMOUNT);
+    let d = decide(&pi, None, &Command::TestSucceed, now()).unwrap();
+    assert_eq!(d.intent.channel, Some(Channel::Card));
+    assert_eq!(
+        captures(&d.effects),
+        vec![&Effect::Capture {
+            gross: AMOUNT,
+            fee: 26_875,
+            net: AMOUNT - 26_875
+        }]
+    );
+    let pi = created(Currency::NGN, FeeBearer::Customer, AMOUNT);
+    let d = decide(&pi, None, &Command::TestSucceed, now()).unwrap();
+    assert_eq!(
+        captures(&d.effects),
+        vec![&Effect::Capture {
+            gross: AMOUNT + 26_875,
+            fee: 26_875,
+            net: AMOUNT
+        }]
+    );
+    // USD card 3.9%: 39_000 cents fee, 2_925 VAT.
+    let pi = created(Currency::USD, FeeBearer::Merchant, AMOUNT);
+    let d = decide(&pi, None, &Command::TestSucceed, now()).unwrap();
+    assert_eq!(
+        captures(&d.effects),
+        vec![&Effect::Capture {
+            gross: AMOUNT,
+            fee: 41_925,
+            net: AMOUNT - 41_925
+        }]
+    );
+}
+
+// ---------------------------------------------------------------- AbandonDue
+
+#[test]
+fn abandon_due_abandons_a_processing_payment_once_due() {
+    for currency in Currency::ALL {
+        for bearer in BEARERS {
+            let (pi, pending) = fixture(Status::Processing, currency, bearer);
+            let due = pi.abandon_due.unwrap();
+            for at in [due, due + Duration::seconds(1), due + Duration::hours(2)] {
+                let d = decide(&pi, pending.as_ref(), &Command::AbandonDue, at).unwrap();
+                let after = &d.intent;
+                assert_eq!(after.status, Status::Abandoned);
+                assert_eq!(after.abandon_due, None);
+                assert_eq!(after.next_action, None);
+                assert_eq!(after.paid_at, None);
+                // The attempt stays pending: late money still counts.
+                assert_eq!(after.pending_attempt, pi.pending_attempt);
+                assert_eq!(after.bank_transfer, pi.bank_transfer);
+                assert_touched(&pi, after, at);
+                assert_eq!(
+                    d.effects,
+                    vec![Effect::Event(event::PAYMENT_INTENT_ABANDONED)]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn abandon_due_does_nothing_when_not_processing() {
+    for currency in Currency::ALL {
+        for bearer in BEARERS {
+            for status in Status::ALL {
+                if status == Status::Processing {
+                    continue;
+                }
+                let (pi, pending) = fixture(status, currency, bearer);
+                let d = decide(&pi, pending.as_ref(), &Command::AbandonDue, now()).unwrap();
+                assert_eq!(d.intent, pi, "{status:?} unchanged");
+                assert!(d.effects.is_empty(), "{:?}", d.effects);
+            }
+        }
+    }
+}
+
+#[test]
+fn abandon_due_does_nothing_when_processing_without_a_timer() {
+    let (mut pi, pending) = ngn(Status::Processing, FeeBearer::Merchant);
+    pi.abandon_due = None;
+    let d = decide(&pi, pending.as_ref(), &Command::AbandonDue, now()).unwrap();
+    assert_eq!(d.intent, pi);
+    assert!(d.effects.is_empty());
+}
+
+// BUG: `decide(AbandonDue)` before the due time clears `abandon_due`
+// (`next.abandon_due = None` runs before the early return) but returns the
+// intent untouched (same version, same updated_at). `commit_decision` saves it
+// anyway because `after != before`. So (1) a changed intent is stored without
+// a version bump, and (2) worse, a stale timer that reaches the actor early
+// (e.g. an old timer message racing a rescheduling StartBankTransfer) wipes
+// the live `abandon_due`; when the real timer fires at the due time,
+// `due_reached` is false and the payment is never abandoned. Expected: no
+// change at all. This test fails until `decide` is fixed.
+#[test]
+fn abandon_due_before_the_due_time_changes_nothing() {
+    for currency in Currency::ALL {
+        for bearer in BEARERS {
+            let (pi, pending) = fixture(Status::Processing, currency, bearer);
+            let due = pi.abandon_due.unwrap();
+            for at in [now(), due - Duration::seconds(1)] {
+                let d = decide(&pi, pending.as_ref(), &Command::AbandonDue, at).unwrap();
+                assert!(d.effects.is_empty(), "{:?}", d.effects);
+                assert_eq!(d.intent.status, Status::Processing);
+                assert_eq!(
+                    d.intent.abandon_due,
+                    Some(due),
+                    "BUG: an early AbandonDue must not clear the live abandonment timer"
+                );
+                assert_eq!(d.intent, pi, "no change at all");
+                // And the real timer, later, still abandons it.
+                let later = decide(&d.intent, pending.as_ref(), &Command::AbandonDue, due).unwrap();
+                assert_eq!(later.intent.status, Status::Abandoned);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- every move
+
+/// Every command against every status, both bearers, both currencies and
+/// several clock readings: whatever `decide` returns, a changed intent has its
+/// version bumped by one and `updated_at == now`, and an unchanged one carries
+/// no effects.
+// BUG: fails on the AbandonDue-before-due case (see
+// `abandon_due_before_the_due_time_changes_nothing`): the intent changes
+// (`abandon_due` cleared) without a version bump.
+#[test]
+fn every_change_bumps_the_version_and_sets_updated_at() {
+    let mut checked = 0;
+    for currency in Currency::ALL {
+        for bearer in BEARERS {
+            for status in Status::ALL {
+                let (pi, pending) = fixture(status, currency, bearer);
+                let exact = pi.bank_transfer.as_ref().map_or(AMOUNT, |b| b.amount);
+                for at in [now(), t(120), t(200)] {
+                    let commands = [
+                        Command::Cancel,
+                        Command::StartBankTransfer {
+                            account: Some(account(pi.transfer_amount(), at)),
+                        },
+                        Command::StartBankTransfer { account: None },
+                        Command::TransferReceived { amount: exact },
+                        Command::TransferReceived { amount: exact + 1 },
+                        Command::TestSucceed,
+                        Command::AbandonDue,
+                    ];
+                    for cmd in &commands {
+                        let Ok(d) = decide(&pi, pending.as_ref(), cmd, at) else {
+                            continue;
+                        };
+                        checked += 1;
+                        let ctx = format!("{currency:?} {bearer:?} {status:?} {cmd:?} at {at}");
+                        if d.intent == pi {
+                            assert!(d.effects.is_empty(), "{ctx}: {:?}", d.effects);
+                        } else {
+                            assert_eq!(d.intent.version, pi.version + 1, "{ctx}");
+                            assert_eq!(d.intent.updated_at, at, "{ctx}");
+                            // Fields the state machine must never touch.
+                            assert_eq!(d.intent.id, pi.id, "{ctx}");
+                            assert_eq!(d.intent.amount, pi.amount, "{ctx}");
+                            assert_eq!(d.intent.currency, pi.currency, "{ctx}");
+                            assert_eq!(d.intent.fee_bearer, pi.fee_bearer, "{ctx}");
+                            assert_eq!(d.intent.pricing, pi.pricing, "{ctx}");
+                            assert_eq!(d.intent.created_at, pi.created_at, "{ctx}");
+                            assert_eq!(d.intent.seq, pi.seq, "{ctx}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} decisions checked");
+}

@@ -1,0 +1,382 @@
+//! The HTTP layer: one place that turns errors into responses, reads
+//! bodies, authenticates, and runs idempotent POSTs. Route modules are thin:
+//! parse the request into a typed command, send it to the owning actor (or
+//! read a snapshot), render the reply.
+
+pub mod admin;
+pub mod balance;
+pub mod body;
+pub mod ops;
+pub mod payment_intents;
+pub mod test_helpers;
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+
+use actix::Addr;
+use actix_web::http::header::{HeaderValue, CONTENT_TYPE};
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use futures_util::StreamExt;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use kobo_actors::idempotency::{self, IdempotencySave, MAX_KEY_LEN};
+use kobo_actors::query::{self, Principal};
+use kobo_actors::timers::TimerSupervisor;
+use kobo_actors::{DomainError, ErrorKind, Kobo, Mode};
+use kobo_storage::Batch;
+
+use crate::telemetry::Metrics;
+
+/// Largest accepted request body.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+pub struct AppState {
+    pub kobo: Arc<Kobo>,
+    pub admin_token: String,
+    pub timers: Addr<TimerSupervisor>,
+    pub metrics: Metrics,
+    /// Idempotency keys whose first request is still running.
+    in_flight: Mutex<HashSet<(Uuid, Mode, String)>>,
+}
+
+impl AppState {
+    pub fn new(
+        kobo: Arc<Kobo>,
+        admin_token: String,
+        timers: Addr<TimerSupervisor>,
+        metrics: Metrics,
+    ) -> Self {
+        AppState {
+            kobo,
+            admin_token,
+            timers,
+            metrics,
+            in_flight: Mutex::new(HashSet::new()),
+        }
+    }
+}
+
+pub type State = web::Data<AppState>;
+
+/// The one mapping from domain errors to HTTP.
+#[derive(Debug)]
+pub struct ApiError(pub DomainError);
+
+impl From<DomainError> for ApiError {
+    fn from(e: DomainError) -> Self {
+        ApiError(e)
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+pub fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::InvalidRequest => StatusCode::BAD_REQUEST,
+        ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorKind::Forbidden => StatusCode::FORBIDDEN,
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::State => StatusCode::CONFLICT,
+        ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::Idempotency => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+fn type_of(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::InvalidRequest | ErrorKind::NotFound | ErrorKind::TooLarge => {
+            "invalid_request_error"
+        }
+        ErrorKind::Unauthenticated | ErrorKind::Forbidden => "authentication_error",
+        ErrorKind::State => "state_error",
+        ErrorKind::Idempotency => "idempotency_error",
+        ErrorKind::Overloaded | ErrorKind::Internal => "api_error",
+    }
+}
+
+pub fn error_body(e: &DomainError) -> Value {
+    json!({"error": {
+        "type": type_of(e.kind),
+        "code": e.code,
+        "message": e.message,
+        "param": e.param,
+    }})
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        status_of(self.0.kind)
+    }
+    fn error_response(&self) -> HttpResponse {
+        if self.0.kind == ErrorKind::Internal {
+            tracing::error!(code = %self.0.code, message = %self.0.message, "request failed");
+        }
+        let mut r = HttpResponse::build(self.status_code());
+        if self.0.kind == ErrorKind::Overloaded {
+            r.insert_header(("Retry-After", "1"));
+        }
+        r.json(error_body(&self.0))
+    }
+}
+
+pub type ApiResult<T = HttpResponse> = Result<T, ApiError>;
+
+pub fn json_response(status: u16, body: &Value) -> HttpResponse {
+    HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK)).json(body)
+}
+
+/// Reads the body, refusing more than [`MAX_BODY_BYTES`] with 413.
+pub async fn read_body(mut payload: web::Payload) -> ApiResult<web::Bytes> {
+    let mut buf = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|e| match e {
+            actix_web::error::PayloadError::Overflow => too_large(),
+            other => ApiError(DomainError::invalid(
+                "body",
+                format!("unreadable body: {other}"),
+            )),
+        })?;
+        if buf.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(too_large());
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
+
+fn too_large() -> ApiError {
+    ApiError(DomainError::new(
+        ErrorKind::TooLarge,
+        "body_too_large",
+        format!("the body is larger than {MAX_BODY_BYTES} bytes"),
+    ))
+}
+
+fn bearer(req: &HttpRequest) -> Option<&str> {
+    let h = req.headers().get("authorization")?.to_str().ok()?;
+    let (scheme, token) = h.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Authenticates a `/v1` call with a secret key. A payment intent's client
+/// secret is refused here (401): it only works where [`authenticate_for`]
+/// lets it.
+pub fn authenticate(req: &HttpRequest, state: &AppState) -> ApiResult<Principal> {
+    authenticate_for(req, state, None)
+}
+
+/// Authenticates with a secret key, or with the client secret of
+/// `intent` when given.
+pub fn authenticate_for(
+    req: &HttpRequest,
+    state: &AppState,
+    intent: Option<&str>,
+) -> ApiResult<Principal> {
+    let token = bearer(req).ok_or_else(|| {
+        ApiError(DomainError::unauthenticated(
+            "send your secret key as `Authorization: Bearer <key>`",
+        ))
+    })?;
+    let principal = query::authenticate(&state.kobo, token)?;
+    if let Some(scope) = principal.client_secret_for {
+        let allowed = intent.is_some_and(|i| Uuid::try_parse(i).ok() == Some(scope));
+        if !allowed {
+            return Err(ApiError(DomainError::unauthenticated(
+                "a client secret acts only on its own payment intent",
+            )));
+        }
+    }
+    Ok(principal)
+}
+
+/// Test helpers answer 404 to live keys.
+pub fn require_test_mode(p: &Principal) -> ApiResult<()> {
+    if p.mode == Mode::Live {
+        return Err(ApiError(DomainError::new(
+            ErrorKind::NotFound,
+            "resource_missing",
+            "test helpers exist only in test mode",
+        )));
+    }
+    Ok(())
+}
+
+pub fn parse_id(raw: &str, what: &str) -> ApiResult<Uuid> {
+    Uuid::try_parse(raw).map_err(|_| ApiError(DomainError::not_found(what, raw)))
+}
+
+/// What an idempotent operation produced.
+pub struct Reply {
+    pub status: u16,
+    pub body: Value,
+    /// The operation saved its response itself, in the batch of its effect.
+    pub saved: bool,
+}
+
+impl Reply {
+    /// A response the operation already saved with its effect.
+    pub fn saved(status: u16, body: Value) -> Self {
+        Reply {
+            status,
+            body,
+            saved: true,
+        }
+    }
+}
+
+struct InFlight<'a> {
+    state: &'a AppState,
+    key: (Uuid, Mode, String),
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.state.in_flight.lock().remove(&self.key);
+    }
+}
+
+fn replay(status: u16, body: &str) -> HttpResponse {
+    let mut r = HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
+    r.insert_header(("Idempotent-Replayed", "true"));
+    r.insert_header((CONTENT_TYPE, HeaderValue::from_static("application/json")));
+    r.body(body.to_string())
+}
+
+/// Runs a POST under its Idempotency-Key: a replay answers the saved
+/// response; a different request with the same key 422; a key whose first
+/// request is still running 409. 2xx and 4xx answers are saved (an effect's
+/// answer in the effect's own batch); 5xx saves nothing.
+pub async fn idempotent<F, Fut>(
+    req: &HttpRequest,
+    state: &AppState,
+    principal: &Principal,
+    body: &[u8],
+    run: F,
+) -> ApiResult
+where
+    F: FnOnce(IdempotencySave) -> Fut,
+    Fut: Future<Output = ApiResult<Reply>>,
+{
+    let key = match req.headers().get("idempotency-key") {
+        None => {
+            return Err(ApiError(
+                DomainError::new(
+                    ErrorKind::InvalidRequest,
+                    "parameter_missing",
+                    "every POST needs an Idempotency-Key header",
+                )
+                .with_param("Idempotency-Key"),
+            ))
+        }
+        Some(v) => v.to_str().ok().map(str::to_string).unwrap_or_default(),
+    };
+    if key.is_empty() || key.len() > MAX_KEY_LEN {
+        return Err(ApiError(DomainError::invalid(
+            "Idempotency-Key",
+            format!("the Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters"),
+        )));
+    }
+    let mut h = Sha256::new();
+    h.update(req.method().as_str().as_bytes());
+    h.update(b" ");
+    h.update(req.path().as_bytes());
+    h.update(b"\n");
+    h.update(body);
+    let fingerprint = hex::encode(h.finalize());
+    let merchant = principal.merchant.id;
+    let mode = principal.mode;
+    let kobo = &state.kobo;
+
+    let flight_key = (merchant, mode, key.clone());
+    {
+        let mut in_flight = state.in_flight.lock();
+        if !in_flight.insert(flight_key.clone()) {
+            return Err(ApiError(DomainError::state(
+                "idempotency_key_in_use",
+                "a request with this Idempotency-Key is still running; retry when it has finished",
+            )));
+        }
+    }
+    let _guard = InFlight {
+        state,
+        key: flight_key,
+    };
+
+    let read = kobo.store.read().map_err(DomainError::from)?;
+    if let Some(rec) = idempotency::lookup(&read, merchant, mode, &key, kobo.clock.now())
+        .map_err(DomainError::from)?
+    {
+        if rec.fingerprint == fingerprint {
+            return Ok(replay(rec.status, &rec.body));
+        }
+        return Err(ApiError(DomainError::new(
+            ErrorKind::Idempotency,
+            "idempotency_key_reused",
+            "this Idempotency-Key was used with a different request",
+        )));
+    }
+    drop(read);
+
+    let save = IdempotencySave {
+        merchant,
+        mode,
+        key,
+        fingerprint,
+    };
+    let outcome = run(save.clone()).await;
+    let (status, body, saved) = match outcome {
+        Ok(r) => (r.status, r.body, r.saved),
+        Err(e) if status_of(e.0.kind).is_server_error() => return Err(e),
+        Err(e) => (status_of(e.0.kind).as_u16(), error_body(&e.0), false),
+    };
+    if !saved {
+        let mut batch = Batch::new();
+        save.add_to(&mut batch, status, &body.to_string(), kobo.clock.now());
+        kobo.writer
+            .commit(batch)
+            .await
+            .map_err(|e| DomainError::internal(e.to_string()))?;
+    }
+    Ok(json_response(status, &body))
+}
+
+pub async fn not_found(req: HttpRequest) -> HttpResponse {
+    ApiError(DomainError::new(
+        ErrorKind::NotFound,
+        "resource_missing",
+        format!("no route for {} {}", req.method(), req.path()),
+    ))
+    .error_response()
+}
+
+pub async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
+    HttpResponse::MethodNotAllowed().json(error_body(&DomainError::request(
+        "method_not_allowed",
+        None,
+        format!("{} is not allowed on {}", req.method(), req.path()),
+    )))
+}
+
+/// A resource whose unmatched methods answer 405 with the error body.
+pub fn resource(path: &str) -> actix_web::Resource {
+    web::resource(path).default_service(web::to(method_not_allowed))
+}
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    payment_intents::configure(cfg);
+    balance::configure(cfg);
+    test_helpers::configure(cfg);
+    admin::configure(cfg);
+    ops::configure(cfg);
+}

@@ -1,0 +1,176 @@
+//! `kobo serve`: start-up and shutdown.
+//!
+//! Order: open the store (a clear error if another process holds it), load or
+//! create the admin token, set up the clock, start the writer, the actor
+//! runtime and the timer supervisor, create the demo merchant on an empty
+//! store, bind, print `kobo listening on http://ADDR:PORT`, serve. SIGTERM or
+//! SIGINT stops accepting, lets in-flight requests finish (each was answered
+//! only after its commit), and exits 0.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::Duration;
+
+use actix::Actor;
+use actix_web::{middleware, web, App, HttpServer};
+use anyhow::{Context, Result};
+use chrono::Utc;
+
+use kobo_actors::clock::{from_micros, micros, Clock};
+use kobo_actors::ids::random_base62;
+use kobo_actors::merchant::Settings;
+use kobo_actors::timers::{TimerSupervisor, META_MANUAL_CLOCK};
+use kobo_actors::{Config, Kobo};
+use kobo_storage::writer::u64_from;
+use kobo_storage::{Batch, Store, StoreError, Table, WriterMetrics};
+
+use crate::api::{self, AppState};
+use crate::telemetry::{self, Metrics};
+use crate::{ClockKind, ServeArgs};
+
+const META_DEMO_MERCHANT: &[u8] = b"demo_merchant";
+
+fn admin_token(args: &ServeArgs) -> Result<String> {
+    if let Some(t) = &args.admin_token {
+        return Ok(t.clone());
+    }
+    let path = args.data.join("admin-token");
+    if let Ok(t) = std::fs::read_to_string(&path) {
+        let t = t.trim().to_string();
+        if !t.is_empty() {
+            return Ok(t);
+        }
+    }
+    let token = format!("kobo_admin_{}", random_base62(40));
+    write_private(&path, &token).with_context(|| format!("writing {}", path.display()))?;
+    Ok(token)
+}
+
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(contents.as_bytes())?;
+    f.write_all(b"\n")?;
+    f.sync_all()
+}
+
+pub async fn serve(args: ServeArgs) -> Result<()> {
+    let store = match Store::open(&args.data) {
+        Ok(s) => s,
+        Err(StoreError::Locked(path)) => anyhow::bail!(
+            "the data directory {} is already in use by another kobo process ({} is locked); stop that process or choose another --data",
+            args.data.display(),
+            path.display()
+        ),
+        Err(e) => return Err(e).context("opening the store"),
+    };
+    let admin_token = admin_token(&args)?;
+
+    let clock = match args.clock {
+        ClockKind::System => Clock::System,
+        ClockKind::Manual => {
+            let stored = store.read()?.get(Table::Meta, META_MANUAL_CLOCK)?;
+            let start = stored
+                .map(|v| from_micros(u64_from(&v) as i64))
+                .unwrap_or_else(|| from_micros(Utc::now().timestamp_micros()));
+            Clock::manual(start)
+        }
+    };
+
+    let writer_metrics = WriterMetrics::new();
+    let writer = store.start_writer(writer_metrics.clone());
+
+    let listener =
+        TcpListener::bind(&args.listen).with_context(|| format!("binding {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let base_url = args
+        .base_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{addr}"))
+        .trim_end_matches('/')
+        .to_string();
+
+    let kobo = Kobo::new(
+        store.clone(),
+        writer.clone(),
+        clock.clone(),
+        Config {
+            base_url,
+            actor_idle: Duration::from_secs(args.actor_idle_secs.max(1)),
+            mailbox_capacity: 1024,
+        },
+    )?;
+
+    if clock.is_manual() {
+        // Persist the starting time so a restart continues from it.
+        let mut b = Batch::new();
+        b.put_raw(
+            Table::Meta,
+            META_MANUAL_CLOCK.to_vec(),
+            micros(clock.now()).to_be_bytes().to_vec(),
+        );
+        writer.commit(b).await?;
+    }
+
+    let demo = if store
+        .read()?
+        .get(Table::Meta, META_DEMO_MERCHANT)?
+        .is_none()
+    {
+        let view =
+            kobo_actors::admin::create_merchant(&kobo, "Demo Merchant".into(), Settings::default())
+                .await?;
+        let mut b = Batch::new();
+        b.put_raw(
+            Table::Meta,
+            META_DEMO_MERCHANT.to_vec(),
+            view["id"].to_string().into_bytes(),
+        );
+        writer.commit(b).await?;
+        Some(view)
+    } else {
+        None
+    };
+
+    let timers = TimerSupervisor::new(kobo.clone()).start();
+    let metrics = Metrics::new(&writer_metrics);
+    let state = web::Data::new(AppState::new(kobo.clone(), admin_token, timers, metrics));
+
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .wrap(middleware::from_fn(telemetry::around_request))
+            .configure(api::configure)
+            .default_service(web::to(api::not_found))
+    })
+    .shutdown_timeout(30)
+    .listen(listener)?;
+    if let Some(w) = args.workers {
+        server = server.workers(w.max(1));
+    }
+    let running = server.run();
+
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "kobo listening on http://{addr}")?;
+    if let Some(view) = demo {
+        writeln!(
+            out,
+            "demo merchant {} created; its test secret key (shown once): {}",
+            view["id"].as_str().unwrap_or_default(),
+            view["test_secret_key"].as_str().unwrap_or_default()
+        )?;
+    }
+    out.flush()?;
+    drop(out);
+    tracing::info!(%addr, data = %args.data.display(), clock = ?args.clock, "kobo started");
+
+    running.await?;
+    tracing::info!("kobo stopped");
+    Ok(())
+}

@@ -1,0 +1,169 @@
+//! Logs and metrics. Logs go to stderr through tracing (text or JSON); every
+//! line written while serving a request carries its `request_id`. Metrics
+//! are Prometheus text at `/metrics`.
+
+use std::time::Instant;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{HeaderName, HeaderValue};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+use tracing::Instrument;
+
+use kobo_actors::{DomainError, Kobo};
+use kobo_storage::WriterMetrics;
+
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    latency: HistogramVec,
+    actors_live: IntGaugeVec,
+    actor_events: IntGaugeVec,
+    timers_due: prometheus::IntGauge,
+}
+
+impl Metrics {
+    pub fn new(writer: &WriterMetrics) -> Self {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "kobo_http_requests_total",
+                "HTTP requests by route and status",
+            ),
+            &["method", "route", "status"],
+        )
+        .unwrap();
+        let latency = HistogramVec::new(
+            HistogramOpts::new("kobo_http_request_duration_seconds", "HTTP request latency")
+                .buckets(vec![
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
+                ]),
+            &["method", "route"],
+        )
+        .unwrap();
+        let actors_live = IntGaugeVec::new(
+            Opts::new("kobo_actors_live", "Live actors by kind"),
+            &["kind"],
+        )
+        .unwrap();
+        let actor_events = IntGaugeVec::new(
+            Opts::new(
+                "kobo_actor_lifecycle_total",
+                "Actor activations, passivations and restarts",
+            ),
+            &["kind", "event"],
+        )
+        .unwrap();
+        let timers_due =
+            prometheus::IntGauge::new("kobo_timers_due", "Timers due now and not yet run").unwrap();
+        registry.register(Box::new(requests.clone())).unwrap();
+        registry.register(Box::new(latency.clone())).unwrap();
+        registry.register(Box::new(actors_live.clone())).unwrap();
+        registry.register(Box::new(actor_events.clone())).unwrap();
+        registry.register(Box::new(timers_due.clone())).unwrap();
+        for c in writer.collectors() {
+            registry.register(c).unwrap();
+        }
+        Metrics {
+            registry,
+            requests,
+            latency,
+            actors_live,
+            actor_events,
+            timers_due,
+        }
+    }
+
+    pub fn observe(&self, method: &str, route: &str, status: u16, started: Instant) {
+        self.requests
+            .with_label_values(&[method, route, &status.to_string()])
+            .inc();
+        self.latency
+            .with_label_values(&[method, route])
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    pub fn render(&self, kobo: &Kobo) -> Result<String, DomainError> {
+        for k in kobo.actor_health() {
+            self.actors_live
+                .with_label_values(&[k.kind])
+                .set(k.live as i64);
+            for (event, n) in [
+                ("activation", k.activations),
+                ("passivation", k.passivations),
+                ("restart", k.restarts),
+            ] {
+                self.actor_events
+                    .with_label_values(&[k.kind, event])
+                    .set(n as i64);
+            }
+        }
+        self.timers_due
+            .set(kobo_actors::timers::timers_due(kobo, kobo.clock.now())? as i64);
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .map_err(|e| DomainError::internal(e.to_string()))?;
+        String::from_utf8(out).map_err(|e| DomainError::internal(e.to_string()))
+    }
+}
+
+/// Wraps every request: a request id (echoed as `Request-Id`), a tracing span
+/// carrying it, an access log line, and the route metrics.
+pub async fn around_request<B: MessageBody>(
+    req: ServiceRequest,
+    next: actix_web::middleware::Next<B>,
+) -> Result<ServiceResponse<B>, actix_web::Error> {
+    let started = Instant::now();
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let method = req.method().to_string();
+    let path = req.path().to_string();
+    let metrics = req
+        .app_data::<actix_web::web::Data<crate::api::AppState>>()
+        .map(|s| s.metrics.clone());
+    let span =
+        tracing::info_span!("request", request_id = %request_id, method = %method, path = %path);
+    async move {
+        let mut res = next.call(req).await?;
+        let status = res.status().as_u16();
+        let route = res
+            .request()
+            .match_pattern()
+            .unwrap_or_else(|| "unmatched".to_string());
+        if let Some(m) = metrics {
+            m.observe(&method, &route, status, started);
+        }
+        if let Ok(v) = HeaderValue::from_str(&request_id) {
+            res.headers_mut()
+                .insert(HeaderName::from_static("request-id"), v);
+        }
+        tracing::info!(
+            status,
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "served"
+        );
+        Ok(res)
+    }
+    .instrument(span)
+    .await
+}
+
+pub fn init_logging(json: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .init();
+    } else {
+        builder.init();
+    }
+}
