@@ -1,0 +1,172 @@
+//! Crash consistency: drive concurrent creates and transfers, SIGKILL the
+//! server at a random moment, restart on the same data directory and check
+//! that everything acknowledged is there, replays replay, and the ledger's
+//! lines sum to the balances. Repeated for several kill points.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::Rng;
+use serde_json::{json, Value};
+
+use crate::helpers::spawn_app;
+
+#[derive(Clone)]
+struct AckedCreate {
+    idem: String,
+    body: Value,
+    response: String,
+    id: String,
+}
+
+async fn drive(
+    client: reqwest::Client,
+    base: String,
+    key: String,
+    worker: usize,
+    stop: Arc<AtomicBool>,
+    creates: Arc<Mutex<Vec<AckedCreate>>>,
+    transfers: Arc<Mutex<Vec<String>>>,
+) {
+    let mut n = 0;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let idem = format!("crash-{worker}-{n}-{}", uuid::Uuid::new_v4().simple());
+        let body = json!({"amount": 10_000 + (n % 97) * 100, "currency": "NGN", "reference": idem});
+        let res = client
+            .post(format!("{base}/v1/payment_intents"))
+            .bearer_auth(&key)
+            .header("Idempotency-Key", &idem)
+            .json(&body)
+            .send()
+            .await;
+        let Ok(res) = res else { return };
+        if res.status().as_u16() != 201 {
+            return;
+        }
+        let Ok(text) = res.text().await else { return };
+        let id = serde_json::from_str::<Value>(&text).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        creates.lock().unwrap().push(AckedCreate {
+            idem: idem.clone(),
+            body,
+            response: text,
+            id: id.clone(),
+        });
+        if n % 2 == 0 {
+            let res = client
+                .post(format!("{base}/v1/test_helpers/payment_intents/{id}/simulate_transfer"))
+                .bearer_auth(&key)
+                .header("Idempotency-Key", format!("{idem}-pay"))
+                .json(&json!({}))
+                .send()
+                .await;
+            match res {
+                Ok(r) if r.status().as_u16() == 200 => {
+                    if r.text().await.is_ok() {
+                        transfers.lock().unwrap().push(id);
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn everything_acknowledged_survives_sigkill_at_random_moments() {
+    let mut app = spawn_app().await;
+    let m = app.merchant().await;
+    let creates = Arc::new(Mutex::new(Vec::<AckedCreate>::new()));
+    let transfers = Arc::new(Mutex::new(Vec::<String>::new()));
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+
+    for round in 0..4 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let workers: Vec<_> = (0..16)
+            .map(|w| {
+                tokio::spawn(drive(
+                    client.clone(),
+                    app.base.clone(),
+                    m.test_key.clone(),
+                    round * 100 + w,
+                    stop.clone(),
+                    creates.clone(),
+                    transfers.clone(),
+                ))
+            })
+            .collect();
+        // The kill point: a random moment while traffic is flowing.
+        let kill_after = rand::thread_rng().gen_range(150..900);
+        tokio::time::sleep(Duration::from_millis(kill_after)).await;
+        app.kill();
+        stop.store(true, Ordering::Relaxed);
+        for w in workers {
+            w.await.unwrap();
+        }
+        app.start(&[]);
+        verify(&app, &m.test_key, &creates, &transfers, round).await;
+    }
+    assert!(creates.lock().unwrap().len() > 20, "the test drove too little traffic");
+}
+
+async fn verify(
+    app: &crate::helpers::TestApp,
+    key: &str,
+    creates: &Arc<Mutex<Vec<AckedCreate>>>,
+    transfers: &Arc<Mutex<Vec<String>>>,
+    round: usize,
+) {
+    let acked = creates.lock().unwrap().clone();
+    let paid: HashSet<String> = transfers.lock().unwrap().iter().cloned().collect();
+    for c in &acked {
+        let r = app.get(key, &format!("/v1/payment_intents/{}", c.id)).await;
+        assert_eq!(r.status, 200, "round {round}: acknowledged intent {} lost", c.id);
+        assert_eq!(r.body["reference"], c.body["reference"]);
+        assert_eq!(r.body["amount"], c.body["amount"]);
+        if paid.contains(&c.id) {
+            assert_eq!(r.body["status"], "successful", "round {round}: acknowledged payment lost");
+        }
+        let replay = app.post_with_key(key, "/v1/payment_intents", &c.idem, c.body.clone()).await;
+        assert_eq!(replay.status, 201, "round {round}: {}", replay.text);
+        assert!(replay.replayed(), "round {round}: not replayed");
+        assert_eq!(replay.text, c.response, "round {round}: replay differs");
+    }
+    // The ledger: one payment line per successful intent, lines sum to the balance.
+    let lines = app.all_lines(key).await;
+    let sources: HashSet<&str> = lines.iter().map(|l| l["source"].as_str().unwrap()).collect();
+    assert_eq!(sources.len(), lines.len(), "round {round}: a payment was captured twice");
+    for id in &paid {
+        assert!(sources.contains(id.as_str()), "round {round}: capture of {id} lost");
+    }
+    let sum: i64 = lines.iter().map(|l| l["amount"].as_i64().unwrap()).sum();
+    assert_eq!(app.balance(key, "pending", "NGN").await, sum, "round {round}");
+    let mut running = 0;
+    for l in lines.iter().rev() {
+        running += l["amount"].as_i64().unwrap();
+        assert_eq!(l["balance_after"].as_i64().unwrap(), running, "round {round}");
+    }
+    let mut successful = 0;
+    let mut after: Option<String> = None;
+    loop {
+        let path = match &after {
+            Some(a) => format!("/v1/payment_intents?status=successful&limit=100&starting_after={a}"),
+            None => "/v1/payment_intents?status=successful&limit=100".into(),
+        };
+        let r = app.get(key, &path).await;
+        let data = r.body["data"].as_array().unwrap();
+        successful += data.len();
+        after = data.last().map(|d| d["id"].as_str().unwrap().to_string());
+        if !r.body["has_more"].as_bool().unwrap() {
+            break;
+        }
+    }
+    assert_eq!(successful, lines.len(), "round {round}: successful intents and captures differ");
+}

@@ -1,0 +1,374 @@
+//! `spawn_app()` and a `TestApp` method per endpoint.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+pub struct TestApp {
+    pub base: String,
+    pub admin_token: String,
+    pub client: reqwest::Client,
+    pub dir: Arc<TempDir>,
+    pub child: Option<Child>,
+    /// The first start's stdout lines after the listening line (demo key).
+    pub stdout_rest: Arc<std::sync::Mutex<Vec<String>>>,
+    keys: AtomicU64,
+}
+
+/// A merchant made through the operator API.
+#[derive(Clone, Debug)]
+pub struct Merchant {
+    pub id: String,
+    pub test_key: String,
+    pub live_key: String,
+}
+
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Value,
+    pub text: String,
+}
+
+impl Resp {
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+    pub fn param(&self) -> Option<&str> {
+        self.body["error"]["param"].as_str()
+    }
+    pub fn error_type(&self) -> &str {
+        self.body["error"]["type"].as_str().unwrap_or("")
+    }
+    pub fn replayed(&self) -> bool {
+        self.headers
+            .get("idempotent-replayed")
+            .is_some_and(|v| v == "true")
+    }
+    #[track_caller]
+    pub fn assert_status(&self, status: u16) -> &Self {
+        assert_eq!(self.status, status, "unexpected status; body: {}", self.text);
+        self
+    }
+    /// Asserts the spec's error body and its code (and param when given).
+    #[track_caller]
+    pub fn assert_error(&self, status: u16, code: &str, param: Option<&str>) {
+        self.assert_status(status);
+        assert_eq!(self.code(), code, "body: {}", self.text);
+        assert!(self.body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+        assert!(self.body["error"]["type"].is_string());
+        assert!(self.body["error"].get("param").is_some(), "param is on every error");
+        if let Some(p) = param {
+            assert_eq!(self.param(), Some(p), "body: {}", self.text);
+        }
+    }
+}
+
+fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_kobo")
+}
+
+pub async fn spawn_app() -> TestApp {
+    let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
+    let mut app = TestApp {
+        base: String::new(),
+        admin_token: format!("test-admin-{}", uuid::Uuid::new_v4().simple()),
+        client: reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap(),
+        dir,
+        child: None,
+        stdout_rest: Arc::new(std::sync::Mutex::new(Vec::new())),
+        keys: AtomicU64::new(0),
+    };
+    app.start(&[]);
+    app
+}
+
+impl TestApp {
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("kobo.log")
+    }
+
+    /// Starts the binary on the data dir and waits for its listening line.
+    pub fn start(&mut self, extra: &[&str]) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .unwrap();
+        let mut child = Command::new(binary())
+            .args(["serve", "--listen", "127.0.0.1:0", "--clock", "manual", "--admin-token"])
+            .arg(&self.admin_token)
+            .arg("--data")
+            .arg(self.data_dir())
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("start kobo");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines
+            .next()
+            .expect("kobo printed nothing")
+            .expect("read stdout");
+        let addr = first
+            .strip_prefix("kobo listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {first}"))
+            .to_string();
+        let rest = self.stdout_rest.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                rest.lock().unwrap().push(line);
+            }
+        });
+        self.base = addr;
+        self.child = Some(child);
+    }
+
+    /// SIGKILL, no goodbye.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait; returns the exit code.
+    pub fn terminate(&mut self) -> Option<i32> {
+        let mut c = self.child.take()?;
+        unsafe {
+            libc::kill(c.id() as i32, libc::SIGTERM);
+        }
+        c.wait().ok().and_then(|s| s.code())
+    }
+
+    pub fn restart(&mut self) {
+        self.kill();
+        self.start(&[]);
+    }
+
+    pub fn next_key(&self) -> String {
+        format!("key-{}-{}", self.keys.fetch_add(1, Ordering::Relaxed), uuid::Uuid::new_v4().simple())
+    }
+
+    pub async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        bearer: Option<&str>,
+        idem: Option<&str>,
+        body: Option<&Value>,
+    ) -> Resp {
+        let mut req = self.client.request(method, format!("{}{}", self.base, path));
+        if let Some(b) = bearer {
+            req = req.bearer_auth(b);
+        }
+        if let Some(k) = idem {
+            req = req.header("Idempotency-Key", k);
+        }
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let res = req.send().await.expect("request");
+        let status = res.status().as_u16();
+        let headers = res.headers().clone();
+        let text = res.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Resp {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
+    /// POST with a fresh Idempotency-Key.
+    pub async fn post(&self, key: &str, path: &str, body: Value) -> Resp {
+        let idem = self.next_key();
+        self.send(reqwest::Method::POST, path, Some(key), Some(&idem), Some(&body))
+            .await
+    }
+
+    pub async fn post_with_key(&self, key: &str, path: &str, idem: &str, body: Value) -> Resp {
+        self.send(reqwest::Method::POST, path, Some(key), Some(idem), Some(&body))
+            .await
+    }
+
+    pub async fn get(&self, key: &str, path: &str) -> Resp {
+        self.send(reqwest::Method::GET, path, Some(key), None, None).await
+    }
+
+    pub async fn admin_post(&self, path: &str, body: Value) -> Resp {
+        self.send(reqwest::Method::POST, path, Some(&self.admin_token.clone()), None, Some(&body))
+            .await
+    }
+
+    pub async fn admin_get(&self, path: &str) -> Resp {
+        self.send(reqwest::Method::GET, path, Some(&self.admin_token.clone()), None, None)
+            .await
+    }
+
+    pub async fn create_merchant(&self, settings: Value) -> Merchant {
+        let r = self
+            .admin_post("/admin/v1/merchants", json!({"name": "Ada Stores", "settings": settings}))
+            .await;
+        r.assert_status(201);
+        Merchant {
+            id: r.body["id"].as_str().unwrap().to_string(),
+            test_key: r.body["test_secret_key"].as_str().unwrap().to_string(),
+            live_key: r.body["live_secret_key"].as_str().unwrap().to_string(),
+        }
+    }
+
+    pub async fn merchant(&self) -> Merchant {
+        self.create_merchant(json!({})).await
+    }
+
+    pub async fn create_intent(&self, key: &str, body: Value) -> Value {
+        let r = self.post(key, "/v1/payment_intents", body).await;
+        r.assert_status(201);
+        r.body
+    }
+
+    /// Creates a naira intent and pays it by sandbox transfer.
+    pub async fn paid_intent(&self, key: &str, amount: i64) -> Value {
+        let pi = self
+            .create_intent(key, json!({"amount": amount, "currency": "NGN"}))
+            .await;
+        let id = pi["id"].as_str().unwrap();
+        let r = self
+            .post(key, &format!("/v1/test_helpers/payment_intents/{id}/simulate_transfer"), json!({}))
+            .await;
+        r.assert_status(200);
+        assert_eq!(r.body["status"], "successful");
+        r.body
+    }
+
+    pub async fn advance(&self, seconds: i64) -> Value {
+        let r = self
+            .admin_post("/admin/v1/clock/advance", json!({"seconds": seconds}))
+            .await;
+        r.assert_status(200);
+        r.body
+    }
+
+    pub async fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        let r = self.admin_get("/admin/v1/clock").await;
+        r.body["now"].as_str().unwrap().parse().unwrap()
+    }
+
+    pub async fn balance(&self, key: &str, bucket: &str, currency: &str) -> i64 {
+        let r = self.get(key, "/v1/balance").await;
+        r.assert_status(200);
+        r.body[bucket]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["currency"] == currency)
+            .unwrap()["amount"]
+            .as_i64()
+            .unwrap()
+    }
+
+    /// Every balance transaction of the key's merchant and mode, newest first.
+    pub async fn all_lines(&self, key: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let path = match &after {
+                Some(a) => format!("/v1/balance_transactions?limit=100&starting_after={a}"),
+                None => "/v1/balance_transactions?limit=100".to_string(),
+            };
+            let r = self.get(key, &path).await;
+            r.assert_status(200);
+            let data = r.body["data"].as_array().unwrap().clone();
+            after = data.last().map(|l| l["id"].as_str().unwrap().to_string());
+            out.extend(data);
+            if !r.body["has_more"].as_bool().unwrap() {
+                return out;
+            }
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+// ---- added for auth.rs, conventions.rs, idempotency.rs ----
+
+impl TestApp {
+    /// A request with exactly these headers and this raw body (no bearer or
+    /// Idempotency-Key added): for malformed headers and bodies.
+    pub async fn send_raw(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> Resp {
+        let mut req = self.client.request(method, format!("{}{}", self.base, path));
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        if let Some(b) = body {
+            req = req.header("content-type", "application/json").body(b);
+        }
+        let res = req.send().await.expect("request");
+        let status = res.status().as_u16();
+        let headers = res.headers().clone();
+        let text = res.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Resp {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
+    /// Every payment intent the key sees, newest first (walks the pages).
+    pub async fn all_intents(&self, key: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let path = match &after {
+                Some(a) => format!("/v1/payment_intents?limit=100&starting_after={a}"),
+                None => "/v1/payment_intents?limit=100".to_string(),
+            };
+            let r = self.get(key, &path).await;
+            r.assert_status(200);
+            let data = r.body["data"].as_array().unwrap().clone();
+            after = data.last().map(|l| l["id"].as_str().unwrap().to_string());
+            out.extend(data);
+            if !r.body["has_more"].as_bool().unwrap() {
+                return out;
+            }
+        }
+    }
+
+    /// A merchant whose live key may take payments (`live_approved`).
+    pub async fn live_merchant(&self) -> Merchant {
+        self.create_merchant(json!({"live_approved": true})).await
+    }
+}

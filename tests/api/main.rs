@@ -1,0 +1,9 @@
+//! Black-box tests: each test starts the real `kobo` binary on port 0 with a
+//! fresh data directory and the manual clock, and talks HTTP to it.
+
+mod helpers;
+
+mod balance;
+mod crash;
+mod payment_intents;
+mod server;
