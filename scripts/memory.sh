@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Resident memory with many payment intents (docs/performance.md):
+# creates INTENTS intents (default 1,000,000) with 64 connections, sampling
+# the server's RSS as the store grows; then runs flows (create + transfer,
+# which activate actors) and shows RSS before and after idle actors are
+# passivated.
+#
+#   scripts/memory.sh [INTENTS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+INTENTS=${1:-1000000}
+cargo build --release --bin kobo --bin kobo-loadgen >&2
+BIN=${CARGO_TARGET_DIR:-target}/release
+DATA=$(mktemp -d)
+TOKEN=mem-$RANDOM$RANDOM
+RUST_LOG=warn "$BIN/kobo" serve --listen 127.0.0.1:0 --data "$DATA" --admin-token "$TOKEN" \
+  --actor-idle-secs 5 >"$DATA/stdout" 2>"$DATA/stderr" &
+PID=$!
+trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DATA"' EXIT
+for _ in $(seq 100); do grep -q "kobo listening on" "$DATA/stdout" 2>/dev/null && break; sleep 0.1; done
+BASE=$(grep -o 'http://[0-9.:]*' "$DATA/stdout" | head -1)
+KEY=$(curl -s -X POST "$BASE/admin/v1/merchants" -H "Authorization: Bearer $TOKEN" \
+  -d '{"name":"Memory Ltd"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])')
+rss() { awk '/VmRSS/ {print $2/1024 " MiB"}' /proc/$PID/status; }
+live() { curl -s "$BASE/admin/v1/actors" -H "Authorization: Bearer $TOKEN" | python3 -c 'import json,sys; print({k["kind"]: k["live"] for k in json.load(sys.stdin)["kinds"]})'; }
+
+echo "start: rss $(rss)"
+STEP=$((INTENTS / 4))
+for i in 1 2 3 4; do
+  "$BIN/kobo-loadgen" --base "$BASE" --key "$KEY" --scenario create --connections 64 --seconds 100000 --max-ops $STEP >/dev/null
+  echo "after $((i * STEP)) intents: rss $(rss), store $(du -sh "$DATA" | cut -f1)"
+done
+"$BIN/kobo-loadgen" --base "$BASE" --key "$KEY" --scenario flow --connections 64 --seconds 20
+echo "after 20 s of flows: rss $(rss), live actors $(live)"
+sleep 8
+echo "8 s later (idle actors passivated): rss $(rss), live actors $(live)"
