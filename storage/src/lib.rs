@@ -19,7 +19,7 @@ pub mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use redb::{Database, DatabaseError, ReadableDatabase, ReadableTable};
+use redb::{Database, DatabaseError, ReadableDatabase};
 use serde::de::DeserializeOwned;
 
 pub use codec::{decode, encode, CodecError};
@@ -80,9 +80,7 @@ impl Store {
             Err(e) => return Err(StoreError::Redb(e.to_string())),
         };
         let txn = db.begin_write()?;
-        for table in Table::ALL {
-            txn.open_table(table.def())?;
-        }
+        txn.open_table(tables::PHYSICAL)?;
         txn.commit()?;
         Ok(Store {
             db: Arc::new(db),
@@ -96,8 +94,9 @@ impl Store {
 
     /// A consistent snapshot for reads (MVCC: never blocks the writer).
     pub fn read(&self) -> Result<ReadTxn, StoreError> {
+        let txn = self.db.begin_read()?;
         Ok(ReadTxn {
-            txn: self.db.begin_read()?,
+            table: txn.open_table(tables::PHYSICAL)?,
         })
     }
 
@@ -109,13 +108,13 @@ impl Store {
 
 /// A read snapshot.
 pub struct ReadTxn {
-    txn: redb::ReadTransaction,
+    table: redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
 }
 
 impl ReadTxn {
     pub fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let t = self.txn.open_table(table.def())?;
-        Ok(t.get(key)?.map(|v| v.value().to_vec()))
+        let found = self.table.get(table.physical(key).as_slice())?;
+        Ok(found.map(|v| v.value().to_vec()))
     }
 
     pub fn get_decoded<T: DeserializeOwned>(
@@ -138,19 +137,18 @@ impl ReadTxn {
         before: Option<&[u8]>,
         mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        let t = self.txn.open_table(table.def())?;
+        let lower = table.physical(prefix);
         let upper = match before {
-            Some(b) => b.to_vec(),
-            None => prefix_end(prefix),
+            Some(b) => table.physical(b),
+            None => prefix_end(&lower),
         };
-        let iter = if upper.is_empty() {
-            t.range::<&[u8]>(prefix..)?
-        } else {
-            t.range::<&[u8]>(prefix..upper.as_slice())?
-        };
-        for item in iter.rev() {
+        for item in self
+            .table
+            .range::<&[u8]>(lower.as_slice()..upper.as_slice())?
+            .rev()
+        {
             let (k, v) = item?;
-            if !visit(k.value(), v.value())? {
+            if !visit(&k.value()[1..], v.value())? {
                 break;
             }
         }
@@ -166,33 +164,22 @@ impl ReadTxn {
         from: Option<&[u8]>,
         mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        let t = self.txn.open_table(table.def())?;
-        let lower = from.unwrap_or(prefix).to_vec();
-        let upper = prefix_end(prefix);
-        let iter = if upper.is_empty() {
-            t.range::<&[u8]>(lower.as_slice()..)?
-        } else {
-            t.range::<&[u8]>(lower.as_slice()..upper.as_slice())?
-        };
-        for item in iter {
+        let lower = table.physical(from.unwrap_or(prefix));
+        let upper = prefix_end(&table.physical(prefix));
+        for item in self.table.range::<&[u8]>(lower.as_slice()..upper.as_slice())? {
             let (k, v) = item?;
-            if !visit(k.value(), v.value())? {
+            if !visit(&k.value()[1..], v.value())? {
                 break;
             }
         }
         Ok(())
     }
 
-    /// The greatest key of a table, if any.
-    pub fn last_key(&self, table: Table) -> Result<Option<Vec<u8>>, StoreError> {
-        let t = self.txn.open_table(table.def())?;
-        let last = t.last()?.map(|(k, _)| k.value().to_vec());
-        Ok(last)
-    }
 }
 
 /// The smallest key greater than every key starting with `prefix`; empty when
-/// there is none (the prefix is all 0xff), meaning "unbounded".
+/// there is none (the prefix is all 0xff). Physical keys start with a table
+/// id below 0xff, so for them it is never empty.
 pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {

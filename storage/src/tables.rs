@@ -3,10 +3,18 @@
 //! Every table maps bytes to bytes. Keys are built with [`KeyBuf`] from
 //! fixed-width big-endian parts, so byte order is the logical order (ids,
 //! sequences, times). Values are [`crate::codec`] encoded unless noted.
+//!
+//! The tables are logical: all of them live in one physical redb table, each
+//! key prefixed with its table's one-byte id. A commit then touches one
+//! B-tree instead of one per table, which measurably cuts the writer's page
+//! work (docs/performance.md).
 
 use redb::TableDefinition;
 
 pub type Def = TableDefinition<'static, &'static [u8], &'static [u8]>;
+
+/// The one physical table holding every logical table.
+pub const PHYSICAL: Def = TableDefinition::new("kv");
 
 macro_rules! tables {
     ($($variant:ident => $name:literal,)*) => {
@@ -18,8 +26,17 @@ macro_rules! tables {
             pub fn name(self) -> &'static str {
                 match self { $(Table::$variant => $name,)* }
             }
-            pub fn def(self) -> Def {
-                match self { $(Table::$variant => TableDefinition::new($name),)* }
+            /// The one-byte prefix of this table's keys (1-based; fixed
+            /// forever: new tables are appended at the end).
+            pub fn id(self) -> u8 {
+                self as u8 + 1
+            }
+            /// `key` as stored: the table id, then the key.
+            pub fn physical(self, key: &[u8]) -> Vec<u8> {
+                let mut k = Vec::with_capacity(key.len() + 1);
+                k.push(self.id());
+                k.extend_from_slice(key);
+                k
             }
         }
     };
@@ -106,6 +123,12 @@ mod tests {
         let a = KeyBuf::new().u8(1).u64(255).build();
         let b = KeyBuf::new().u8(1).u64(256).build();
         assert!(a < b);
+    }
+
+    #[test]
+    fn physical_keys_carry_the_table_id_first() {
+        assert_eq!(Table::Meta.physical(b"x"), vec![1, b'x']);
+        assert!(Table::ALL.iter().all(|t| t.id() < 0xff));
     }
 
     #[test]

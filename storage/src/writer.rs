@@ -275,60 +275,56 @@ fn apply_and_commit(
         .map_err(|e| e.to_string())?;
     let mut outcomes = Vec::with_capacity(group.len());
     let mut high_water = 0u64;
-    for sub in group {
-        let batch = &sub.batch;
-        let mut conflict = None;
-        for (table, key) in &batch.absent {
-            let t = txn.open_table(table.def()).map_err(|e| e.to_string())?;
-            if t.get(key.as_slice()).map_err(|e| e.to_string())?.is_some() {
-                conflict = Some(CommitError::Conflict {
-                    table: table.name(),
-                    key: key.clone(),
-                });
-                break;
+    {
+        let mut t = txn
+            .open_table(crate::tables::PHYSICAL)
+            .map_err(|e| e.to_string())?;
+        for sub in group {
+            let batch = &sub.batch;
+            let mut conflict = None;
+            for (table, key) in &batch.absent {
+                let found = t
+                    .get(table.physical(key).as_slice())
+                    .map_err(|e| e.to_string())?
+                    .is_some();
+                if found {
+                    conflict = Some(CommitError::Conflict {
+                        table: table.name(),
+                        key: key.clone(),
+                    });
+                    break;
+                }
             }
-        }
-        if let Some(c) = conflict {
-            outcomes.push(Err(c));
-            continue;
-        }
-        // Consecutive operations on one table share one open table.
-        let mut i = 0;
-        let ops = &batch.ops;
-        while i < ops.len() {
-            let table = match &ops[i] {
-                Op::Put(t, _, _) | Op::Delete(t, _) => *t,
-            };
-            let mut t = txn.open_table(table.def()).map_err(|e| e.to_string())?;
-            while i < ops.len() {
-                match &ops[i] {
-                    Op::Put(tt, k, v) if *tt == table => {
-                        t.insert(k.as_slice(), v.as_slice())
+            if let Some(c) = conflict {
+                outcomes.push(Err(c));
+                continue;
+            }
+            for op in &batch.ops {
+                match op {
+                    Op::Put(table, k, v) => {
+                        t.insert(table.physical(k).as_slice(), v.as_slice())
                             .map_err(|e| e.to_string())?;
                     }
-                    Op::Delete(tt, k) if *tt == table => {
-                        t.remove(k.as_slice()).map_err(|e| e.to_string())?;
+                    Op::Delete(table, k) => {
+                        t.remove(table.physical(k).as_slice())
+                            .map_err(|e| e.to_string())?;
                     }
-                    _ => break,
                 }
-                i += 1;
             }
+            high_water = high_water.max(batch.seq_high_water);
+            outcomes.push(Ok(()));
         }
-        high_water = high_water.max(batch.seq_high_water);
-        outcomes.push(Ok(()));
-    }
-    if high_water > 0 {
-        let mut meta = txn
-            .open_table(Table::Meta.def())
-            .map_err(|e| e.to_string())?;
-        let current = meta
-            .get(META_SEQ_HIGH_WATER)
-            .map_err(|e| e.to_string())?
-            .map(|v| u64_from(v.value()))
-            .unwrap_or(0);
-        if high_water > current {
-            meta.insert(META_SEQ_HIGH_WATER, high_water.to_be_bytes().as_slice())
-                .map_err(|e| e.to_string())?;
+        if high_water > 0 {
+            let key = Table::Meta.physical(META_SEQ_HIGH_WATER);
+            let current = t
+                .get(key.as_slice())
+                .map_err(|e| e.to_string())?
+                .map(|v| u64_from(v.value()))
+                .unwrap_or(0);
+            if high_water > current {
+                t.insert(key.as_slice(), high_water.to_be_bytes().as_slice())
+                    .map_err(|e| e.to_string())?;
+            }
         }
     }
     txn.commit().map_err(|e| e.to_string())?;

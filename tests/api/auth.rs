@@ -169,11 +169,17 @@ async fn a_rolled_key_is_refused_and_the_new_key_works() {
     // The old key answers 401 everywhere from now on.
     assert_unauthorized(&app.get(&m.test_key, "/v1/payment_intents").await);
     assert_unauthorized(
-        &app.get(&m.test_key, &format!("/v1/payment_intents/{}", id_of(&before)))
-            .await,
+        &app.get(
+            &m.test_key,
+            &format!("/v1/payment_intents/{}", id_of(&before)),
+        )
+        .await,
     );
     assert_unauthorized(&app.get(&m.test_key, "/v1/balance").await);
-    assert_unauthorized(&app.post(&m.test_key, "/v1/payment_intents", ngn(10_000)).await);
+    assert_unauthorized(
+        &app.post(&m.test_key, "/v1/payment_intents", ngn(10_000))
+            .await,
+    );
 
     // The new key sees the same test data and can create.
     let r = app
@@ -246,24 +252,36 @@ async fn test_and_live_keys_see_separate_data() {
 
     // Each key reads its own intent, with the right livemode.
     let r = app
-        .get(&m.test_key, &format!("/v1/payment_intents/{}", id_of(&test_pi)))
+        .get(
+            &m.test_key,
+            &format!("/v1/payment_intents/{}", id_of(&test_pi)),
+        )
         .await;
     r.assert_status(200);
     assert_eq!(r.body["livemode"], false);
     let r = app
-        .get(&m.live_key, &format!("/v1/payment_intents/{}", id_of(&live_pi)))
+        .get(
+            &m.live_key,
+            &format!("/v1/payment_intents/{}", id_of(&live_pi)),
+        )
         .await;
     r.assert_status(200);
     assert_eq!(r.body["livemode"], true);
 
     // Ids of the other mode are not found.
     assert_not_found(
-        &app.get(&m.live_key, &format!("/v1/payment_intents/{}", id_of(&test_pi)))
-            .await,
+        &app.get(
+            &m.live_key,
+            &format!("/v1/payment_intents/{}", id_of(&test_pi)),
+        )
+        .await,
     );
     assert_not_found(
-        &app.get(&m.test_key, &format!("/v1/payment_intents/{}", id_of(&live_pi)))
-            .await,
+        &app.get(
+            &m.test_key,
+            &format!("/v1/payment_intents/{}", id_of(&live_pi)),
+        )
+        .await,
     );
     assert_not_found(
         &app.post(
@@ -301,11 +319,17 @@ async fn test_and_live_keys_see_separate_data() {
 
     // The cross-mode cancels changed nothing.
     let r = app
-        .get(&m.test_key, &format!("/v1/payment_intents/{}", id_of(&test_pi)))
+        .get(
+            &m.test_key,
+            &format!("/v1/payment_intents/{}", id_of(&test_pi)),
+        )
         .await;
     assert_eq!(r.body["status"], "created");
     let r = app
-        .get(&m.live_key, &format!("/v1/payment_intents/{}", id_of(&live_pi)))
+        .get(
+            &m.live_key,
+            &format!("/v1/payment_intents/{}", id_of(&live_pi)),
+        )
         .await;
     assert_eq!(r.body["status"], "created");
 }
@@ -318,10 +342,16 @@ async fn another_merchants_intent_is_not_found() {
     let pi = app.create_intent(&a.test_key, ngn(10_000)).await;
     let id = id_of(&pi);
 
-    assert_not_found(&app.get(&b.test_key, &format!("/v1/payment_intents/{id}")).await);
     assert_not_found(
-        &app.get(&b.test_key, &format!("/v1/payment_intents/{id}/charge_attempts"))
+        &app.get(&b.test_key, &format!("/v1/payment_intents/{id}"))
             .await,
+    );
+    assert_not_found(
+        &app.get(
+            &b.test_key,
+            &format!("/v1/payment_intents/{id}/charge_attempts"),
+        )
+        .await,
     );
     assert_not_found(
         &app.post(
@@ -424,7 +454,10 @@ async fn a_client_secret_acts_only_on_its_own_intent() {
     assert!(r.body["bank_transfer"]["account_number"].is_string());
 
     // Another intent's id.
-    assert_unauthorized(&app.get(&secret, &format!("/v1/payment_intents/{b_id}")).await);
+    assert_unauthorized(
+        &app.get(&secret, &format!("/v1/payment_intents/{b_id}"))
+            .await,
+    );
     assert_unauthorized(
         &app.post(
             &secret,
@@ -455,8 +488,11 @@ async fn a_client_secret_acts_only_on_its_own_intent() {
         .await,
     );
     assert_unauthorized(
-        &app.get(&secret, &format!("/v1/payment_intents/{a_id}/charge_attempts"))
-            .await,
+        &app.get(
+            &secret,
+            &format!("/v1/payment_intents/{a_id}/charge_attempts"),
+        )
+        .await,
     );
     assert_unauthorized(
         &app.post(
@@ -487,7 +523,10 @@ async fn a_client_secret_is_not_accepted_by_another_merchant_or_the_operator_api
     let m = app.merchant().await;
     let a = app.create_intent(&m.test_key, ngn(10_000)).await;
     let secret = a["client_secret"].as_str().unwrap().to_string();
-    assert_unauthorized(&app.send(Method::GET, "/admin/v1/clock", Some(&secret), None, None).await);
+    assert_unauthorized(
+        &app.send(Method::GET, "/admin/v1/clock", Some(&secret), None, None)
+            .await,
+    );
     assert_unauthorized(
         &app.send(
             Method::GET,
@@ -524,7 +563,10 @@ async fn test_helpers_answer_404_to_a_live_key() {
     let r = app
         .post(
             &other.live_key,
-            &format!("/v1/test_helpers/payment_intents/{}/succeed", id_of(&live_pi)),
+            &format!(
+                "/v1/test_helpers/payment_intents/{}/succeed",
+                id_of(&live_pi)
+            ),
             json!({}),
         )
         .await;
@@ -532,7 +574,10 @@ async fn test_helpers_answer_404_to_a_live_key() {
 
     // Nothing moved.
     let r = app
-        .get(&m.live_key, &format!("/v1/payment_intents/{}", id_of(&live_pi)))
+        .get(
+            &m.live_key,
+            &format!("/v1/payment_intents/{}", id_of(&live_pi)),
+        )
         .await;
     assert_eq!(r.body["status"], "created");
     assert_eq!(app.balance(&m.live_key, "pending", "NGN").await, 0);

@@ -3,7 +3,10 @@
 
 mod helpers;
 
+mod auth;
 mod balance;
+mod conventions;
 mod crash;
+mod idempotency;
 mod payment_intents;
 mod server;
