@@ -40,14 +40,14 @@ pub async fn create_merchant(
     settings: Settings,
 ) -> DomainResult<Value> {
     let now = kobo.clock.now();
-    let id = Uuid::new_v4();
+    let id = crate::ids::new_id(now);
     let test_key = new_secret_key(Mode::Test);
     let live_key = new_secret_key(Mode::Live);
     let mut batch = Batch::new();
     let mut brands = Vec::new();
     for mode in [Mode::Test, Mode::Live] {
         let brand = Brand {
-            id: Uuid::new_v4(),
+            id: crate::ids::new_id(now),
             merchant: id,
             mode,
             seq: kobo.seq.next(),

@@ -4,7 +4,9 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
@@ -47,17 +49,61 @@ pub struct Event {
     pub object: Value,
 }
 
+/// The schema of an event's `type`: one of [`EVENT_TYPES`].
+pub fn event_type_schema() -> Schema {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(EVENT_TYPES.iter().copied()))
+        .into()
+}
+
+/// The `object` value of an event.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum EventObject {
+    #[serde(rename = "event")]
+    Event,
+}
+
+/// An event's `data`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EventData {
+    /// The payment, payout or refund as it was when the event happened.
+    pub object: Value,
+}
+
+/// The public Event object (without `deliveries`), also the body of a
+/// webhook delivery.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Event)]
+pub struct EventView {
+    pub id: Uuid,
+    #[schema(inline)]
+    pub object: EventObject,
+    #[serde(rename = "type")]
+    #[schema(schema_with = event_type_schema)]
+    pub event_type: String,
+    pub livemode: bool,
+    pub created_at: DateTime<Utc>,
+    pub data: EventData,
+}
+
 impl Event {
-    /// The public Event object (without `deliveries`).
+    pub fn view(&self) -> EventView {
+        EventView {
+            id: self.id,
+            object: EventObject::Event,
+            event_type: self.event_type.clone(),
+            livemode: self.mode.livemode(),
+            created_at: self.created_at,
+            data: EventData {
+                object: self.object.clone(),
+            },
+        }
+    }
+
+    /// The public Event object (without `deliveries`), as JSON.
     pub fn to_api(&self) -> Value {
-        json!({
-            "id": self.id,
-            "object": "event",
-            "type": self.event_type,
-            "livemode": self.mode.livemode(),
-            "created_at": self.created_at,
-            "data": { "object": self.object },
-        })
+        serde_json::to_value(self.view()).expect("an event view serializes")
     }
 
     pub fn add_to(&self, batch: &mut Batch) {
@@ -69,5 +115,38 @@ impl Event {
                 self.id.as_bytes().to_vec(),
             )
             .note_seq(self.seq);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The view renders exactly what the `json!` rendering it replaced did.
+    #[test]
+    fn event_json_is_unchanged() {
+        for (n, t) in EVENT_TYPES.iter().enumerate() {
+            for mode in [Mode::Test, Mode::Live] {
+                let e = Event {
+                    id: Uuid::new_v4(),
+                    merchant: Uuid::new_v4(),
+                    mode,
+                    seq: n as u64,
+                    event_type: t.to_string(),
+                    created_at: Utc::now(),
+                    object: json!({"id": "x", "object": "payment_intent", "amount": n}),
+                };
+                let old = json!({
+                    "id": e.id,
+                    "object": "event",
+                    "type": e.event_type,
+                    "livemode": e.mode.livemode(),
+                    "created_at": e.created_at,
+                    "data": { "object": e.object },
+                });
+                assert_eq!(e.to_api(), old);
+            }
+        }
     }
 }

@@ -20,13 +20,14 @@ pub fn retention() -> Duration {
 /// Longest accepted Idempotency-Key.
 pub const MAX_KEY_LEN: usize = 255;
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IdempotencyRecord {
     /// SHA-256 of method, path and body of the first request.
     pub fingerprint: String,
     pub status: u16,
-    /// The response body, exactly as first sent.
-    pub body: String,
+    /// The response body, exactly as first sent (kept as raw JSON, so it is
+    /// stored once and not re-escaped inside the record).
+    pub body: Box<serde_json::value::RawValue>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -44,7 +45,8 @@ impl IdempotencySave {
         let record = IdempotencyRecord {
             fingerprint: self.fingerprint.clone(),
             status,
-            body: body.to_string(),
+            body: serde_json::value::RawValue::from_string(body.to_string())
+                .expect("saved responses are JSON"),
             created_at: now,
         };
         batch.put(

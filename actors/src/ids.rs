@@ -47,6 +47,19 @@ pub fn id_key(id: Uuid) -> Vec<u8> {
     id.as_bytes().to_vec()
 }
 
+/// A new object id: a UUIDv7 stamped with the service clock (its tail is
+/// random). New objects land near the end of the store's B-tree instead of on
+/// a random page, which keeps the writer's page work flat as the store grows.
+/// Ordering comes from the creation sequence, never from ids.
+pub fn new_id(now: chrono::DateTime<chrono::Utc>) -> Uuid {
+    let ts = uuid::Timestamp::from_unix(
+        uuid::NoContext,
+        now.timestamp().max(0) as u64,
+        now.timestamp_subsec_nanos(),
+    );
+    Uuid::new_v7(ts)
+}
+
 /// A random base62 string (keys, secrets, short links).
 pub fn random_base62(len: usize) -> String {
     use rand::Rng;
@@ -55,6 +68,21 @@ pub fn random_base62(len: usize) -> String {
     (0..len)
         .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
         .collect()
+}
+
+/// `n` in base62 (0-9, A-Z, a-z), most significant digit first.
+pub fn base62(mut n: u64) -> String {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(ALPHABET[(n % 62) as usize]);
+        n /= 62;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).expect("ascii")
 }
 
 /// Hex SHA-256, used to store secrets (API keys, client secrets) as hashes.

@@ -7,13 +7,14 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{random_base62, sha256_hex, Mode};
-use crate::money::{default_pricing, Currency, Pricing};
+use crate::money::{default_pricing, Channel, Currency, FeeRule, Pricing};
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PaymentMethods {
     pub card: bool,
@@ -31,7 +32,7 @@ impl Default for PaymentMethods {
     }
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PayoutTier {
     #[default]
@@ -40,14 +41,14 @@ pub enum PayoutTier {
     Enterprise,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PayoutLimits {
     pub per_payout: i64,
     pub daily: i64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SettlementDelayDays {
     #[serde(rename = "NGN")]
@@ -71,7 +72,7 @@ impl SettlementDelayDays {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReserveTerms {
     pub percent_bps: i64,
@@ -82,7 +83,7 @@ pub struct ReserveTerms {
     pub note: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum UsdSettlement {
     #[default]
@@ -91,7 +92,7 @@ pub enum UsdSettlement {
     Usdt,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AutoSettlement {
     #[serde(default)]
@@ -104,7 +105,7 @@ pub struct AutoSettlement {
     pub usd: UsdSettlement,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UsdtSettings {
     #[serde(default)]
@@ -116,7 +117,7 @@ pub struct UsdtSettings {
 }
 
 /// Merchant settings (CONTRACT section 2). Every field has a default.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     #[serde(default)]
@@ -126,6 +127,7 @@ pub struct Settings {
     #[serde(default)]
     pub payment_methods: PaymentMethods,
     #[serde(default = "default_pricing")]
+    #[schema(value_type = BTreeMap<Currency, BTreeMap<Channel, FeeRule>>)]
     pub pricing: Pricing,
     #[serde(default)]
     pub payout_approval_threshold: Option<i64>,
@@ -299,15 +301,39 @@ impl Merchant {
     }
 
     /// The operator API's view (never includes keys).
-    pub fn to_api(&self) -> Value {
-        serde_json::json!({
-            "id": self.id,
-            "object": "merchant",
-            "name": self.name,
-            "created_at": self.created_at,
-            "settings": self.settings,
-        })
+    pub fn view(&self) -> MerchantView {
+        MerchantView {
+            id: self.id,
+            object: MerchantObject::Merchant,
+            name: self.name.clone(),
+            created_at: self.created_at,
+            settings: self.settings.clone(),
+        }
     }
+
+    /// The operator API's view (never includes keys), as JSON.
+    pub fn to_api(&self) -> Value {
+        serde_json::to_value(self.view()).expect("a merchant view serializes")
+    }
+}
+
+/// The `object` value of a merchant.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum MerchantObject {
+    #[serde(rename = "merchant")]
+    Merchant,
+}
+
+/// The operator API's Merchant object (never includes keys).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Merchant)]
+pub struct MerchantView {
+    pub id: Uuid,
+    #[schema(inline)]
+    pub object: MerchantObject,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+    pub settings: Settings,
 }
 
 /// A stored secret key (the key itself is never stored).
@@ -350,16 +376,42 @@ pub struct Brand {
     pub created_at: DateTime<Utc>,
 }
 
+/// The `object` value of a brand.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum BrandObject {
+    #[serde(rename = "brand")]
+    Brand,
+}
+
+/// The public Brand object.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Brand)]
+pub struct BrandView {
+    pub id: Uuid,
+    #[schema(inline)]
+    pub object: BrandObject,
+    pub livemode: bool,
+    pub name: String,
+    /// Whether this is the merchant's default brand.
+    pub default: bool,
+    pub created_at: DateTime<Utc>,
+}
+
 impl Brand {
+    pub fn view(&self) -> BrandView {
+        BrandView {
+            id: self.id,
+            object: BrandObject::Brand,
+            livemode: self.mode.livemode(),
+            name: self.name.clone(),
+            default: self.default,
+            created_at: self.created_at,
+        }
+    }
+
+    /// The public Brand object, as JSON.
     pub fn to_api(&self) -> Value {
-        serde_json::json!({
-            "id": self.id,
-            "object": "brand",
-            "livemode": self.mode.livemode(),
-            "name": self.name,
-            "default": self.default,
-            "created_at": self.created_at,
-        })
+        serde_json::to_value(self.view()).expect("a brand view serializes")
     }
 }
 
@@ -407,6 +459,62 @@ mod tests {
             .patched(&json!({"reserve": {"percent_bps": 20000, "days": 3}}))
             .unwrap_err();
         assert_eq!(e.param.as_deref(), Some("settings.reserve.percent_bps"));
+    }
+
+    /// The views render exactly what the `json!` renderings they replaced
+    /// did.
+    #[test]
+    fn merchant_and_brand_json_is_unchanged() {
+        let settings = Settings::default()
+            .patched(&json!({
+                "live_approved": true,
+                "payout_approval_threshold": 500_000,
+                "payout_limits": {"per_payout": 1, "daily": 2},
+                "reserve": {"percent_bps": 500, "days": 30, "reason": "new"},
+                "auto_settlement": {"enabled": true, "minimum": 100, "usd": "convert"},
+                "usdt": {"enabled": true, "fee_bps": 50},
+            }))
+            .unwrap();
+        for settings in [Settings::default(), settings] {
+            let m = Merchant {
+                id: Uuid::new_v4(),
+                name: "Shop".into(),
+                created_at: Utc::now(),
+                settings,
+                default_brand_test: Uuid::new_v4(),
+                default_brand_live: Uuid::new_v4(),
+                key_hash_test: "t".into(),
+                key_hash_live: "l".into(),
+            };
+            let old = json!({
+                "id": m.id,
+                "object": "merchant",
+                "name": m.name,
+                "created_at": m.created_at,
+                "settings": m.settings,
+            });
+            assert_eq!(m.to_api(), old);
+        }
+        for (mode, default) in [(Mode::Test, true), (Mode::Live, false)] {
+            let b = Brand {
+                id: Uuid::new_v4(),
+                merchant: Uuid::new_v4(),
+                mode,
+                seq: 3,
+                name: "Shoes".into(),
+                default,
+                created_at: Utc::now(),
+            };
+            let old = json!({
+                "id": b.id,
+                "object": "brand",
+                "livemode": b.mode.livemode(),
+                "name": b.name,
+                "default": b.default,
+                "created_at": b.created_at,
+            });
+            assert_eq!(b.to_api(), old);
+        }
     }
 
     #[test]

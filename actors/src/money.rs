@@ -8,13 +8,17 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// Largest amount accepted anywhere (10^12 minor units).
 pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
 /// VAT on fees: 7.5%.
 pub const VAT_BPS: i64 = 750;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// A currency, by its ISO 4217 code.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
 pub enum Currency {
     NGN,
     USD,
@@ -44,7 +48,9 @@ impl Currency {
 }
 
 /// How a customer pays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Channel {
     Card,
@@ -62,7 +68,9 @@ impl Channel {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Who pays the fee: the merchant (taken out of the amount) or the customer
+/// (on top of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FeeBearer {
     Merchant,
@@ -70,7 +78,7 @@ pub enum FeeBearer {
 }
 
 /// One channel's price in one currency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FeeRule {
     /// Percentage part, basis points.
@@ -149,10 +157,13 @@ pub fn default_pricing() -> Pricing {
 }
 
 /// The `fees` object: fee, VAT and what the merchant nets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Fees {
+    #[schema(minimum = 0)]
     pub fee: i64,
+    #[schema(minimum = 0)]
     pub vat: i64,
+    #[schema(minimum = 0)]
     pub net: i64,
 }
 

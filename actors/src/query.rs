@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use chrono_tz::Africa::Lagos;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use kobo_storage::{decode, ReadTxn, Table};
@@ -91,9 +93,38 @@ pub struct Page {
     pub has_more: bool,
 }
 
+/// The `object` value of a list.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum ListObject {
+    #[serde(rename = "list")]
+    List,
+}
+
+/// The list envelope: one page of a list.
+// `T` is the listed resource.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = List)]
+pub struct ListView<T> {
+    #[schema(inline)]
+    pub object: ListObject,
+    /// Items of the listed resource.
+    pub data: Vec<T>,
+    /// False on the last page.
+    pub has_more: bool,
+}
+
 impl Page {
+    pub fn view(&self) -> ListView<&Value> {
+        ListView {
+            object: ListObject::List,
+            data: self.data.iter().collect(),
+            has_more: self.has_more,
+        }
+    }
+
+    /// The list envelope, as JSON.
     pub fn to_api(&self) -> Value {
-        json!({"object": "list", "data": self.data, "has_more": self.has_more})
+        serde_json::to_value(self.view()).expect("a list view serializes")
     }
 }
 
@@ -196,14 +227,65 @@ pub fn brand(kobo: &Kobo, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<
     }
 }
 
-/// `GET /v1/balance`: every bucket, one entry per currency, zeros included;
-/// a brand's own money, or the whole business (sum of brands).
+/// The `object` value of a balance.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum BalanceObject {
+    #[serde(rename = "balance")]
+    Balance,
+}
+
+/// One currency's amount in one bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+pub struct BalanceAmount {
+    pub currency: Currency,
+    pub amount: i64,
+}
+
+/// The public Balance object: every bucket, one entry per currency (zeros
+/// included).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Balance)]
+pub struct BalanceView {
+    #[schema(inline)]
+    pub object: BalanceObject,
+    pub livemode: bool,
+    /// The brand asked for; null for the whole business (the sum of its
+    /// brands).
+    #[schema(required = true)]
+    pub brand: Option<Uuid>,
+    /// Collected, not yet released.
+    pub pending: Vec<BalanceAmount>,
+    /// Can be paid out.
+    pub available: Vec<BalanceAmount>,
+    /// Rolling reserve held against chargebacks.
+    pub reserve: Vec<BalanceAmount>,
+    /// Sent to a bank, awaiting confirmation.
+    pub payout_in_flight: Vec<BalanceAmount>,
+    /// Being refunded to customers.
+    pub refund_in_flight: Vec<BalanceAmount>,
+    /// Held for disputes.
+    pub dispute_hold: Vec<BalanceAmount>,
+}
+
+/// `GET /v1/balance`, as JSON.
 pub fn balance(
     kobo: &Kobo,
     merchant: Uuid,
     mode: Mode,
     brand: Option<Uuid>,
 ) -> DomainResult<Value> {
+    let view = balance_view(kobo, merchant, mode, brand)?;
+    Ok(serde_json::to_value(view).expect("a balance view serializes"))
+}
+
+/// `GET /v1/balance`: every bucket, one entry per currency, zeros included;
+/// a brand's own money, or the whole business (sum of brands).
+pub fn balance_view(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+    brand: Option<Uuid>,
+) -> DomainResult<BalanceView> {
     let read = kobo.store.read()?;
     let mut sums: BTreeMap<(Bucket, Currency), i64> = BTreeMap::new();
     read.scan_prefix(
@@ -216,22 +298,34 @@ pub fn balance(
             Ok(true)
         },
     )?;
-    let mut out = json!({
-        "object": "balance",
-        "livemode": mode.livemode(),
-        "brand": brand,
-    });
-    let o = out.as_object_mut().expect("object");
-    for bucket in Bucket::ALL {
-        let entries: Vec<Value> = Currency::ALL
+    Ok(balance_from_sums(mode, brand, &sums))
+}
+
+fn balance_from_sums(
+    mode: Mode,
+    brand: Option<Uuid>,
+    sums: &BTreeMap<(Bucket, Currency), i64>,
+) -> BalanceView {
+    let amounts = |bucket: Bucket| -> Vec<BalanceAmount> {
+        Currency::ALL
             .iter()
-            .map(
-                |c| json!({"currency": c, "amount": sums.get(&(bucket, *c)).copied().unwrap_or(0)}),
-            )
-            .collect();
-        o.insert(bucket.as_str().to_string(), Value::Array(entries));
+            .map(|c| BalanceAmount {
+                currency: *c,
+                amount: sums.get(&(bucket, *c)).copied().unwrap_or(0),
+            })
+            .collect()
+    };
+    BalanceView {
+        object: BalanceObject::Balance,
+        livemode: mode.livemode(),
+        brand,
+        pending: amounts(Bucket::Pending),
+        available: amounts(Bucket::Available),
+        reserve: amounts(Bucket::Reserve),
+        payout_in_flight: amounts(Bucket::PayoutInFlight),
+        refund_in_flight: amounts(Bucket::RefundInFlight),
+        dispute_hold: amounts(Bucket::DisputeHold),
     }
-    Ok(out)
 }
 
 /// Filters of balance transactions and statement exports.
@@ -347,4 +441,55 @@ pub fn statement_lines(
     })?;
     lines.reverse();
     Ok((lines, truncated))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The views render exactly what the `json!` renderings they replaced
+    /// did.
+    #[test]
+    fn list_json_is_unchanged() {
+        for (data, has_more) in [
+            (vec![], false),
+            (vec![json!({"id": 1}), json!({"id": 2})], true),
+        ] {
+            let page = Page { data, has_more };
+            let old = json!({"object": "list", "data": page.data, "has_more": page.has_more});
+            assert_eq!(page.to_api(), old);
+        }
+    }
+
+    #[test]
+    fn balance_json_is_unchanged() {
+        let mut sums = BTreeMap::new();
+        for (n, bucket) in Bucket::ALL.into_iter().enumerate() {
+            sums.insert((bucket, Currency::NGN), 100 * n as i64 - 150);
+        }
+        sums.insert((Bucket::Available, Currency::USD), 42);
+        for (mode, brand) in [(Mode::Test, None), (Mode::Live, Some(Uuid::new_v4()))] {
+            for sums in [BTreeMap::new(), sums.clone()] {
+                // The rendering the view replaced.
+                let mut old = json!({
+                    "object": "balance",
+                    "livemode": mode.livemode(),
+                    "brand": brand,
+                });
+                let o = old.as_object_mut().expect("object");
+                for bucket in Bucket::ALL {
+                    let entries: Vec<Value> = Currency::ALL
+                        .iter()
+                        .map(|c| {
+                            json!({"currency": c, "amount": sums.get(&(bucket, *c)).copied().unwrap_or(0)})
+                        })
+                        .collect();
+                    o.insert(bucket.as_str().to_string(), Value::Array(entries));
+                }
+                let new = serde_json::to_value(balance_from_sums(mode, brand, &sums)).unwrap();
+                assert_eq!(new, old);
+            }
+        }
+    }
 }

@@ -82,11 +82,11 @@ fn due_of(key: &[u8]) -> DateTime<Utc> {
     from_micros(u64::from_be_bytes(b) as i64)
 }
 
+/// Timers sharing one due time, with their store keys.
+type DueGroup = (DateTime<Utc>, Vec<(Vec<u8>, Timer)>);
+
 /// Timers due at or before `limit`, all sharing the earliest due time.
-fn next_due_group(
-    kobo: &Kobo,
-    limit: DateTime<Utc>,
-) -> DomainResult<Option<(DateTime<Utc>, Vec<(Vec<u8>, Timer)>)>> {
+fn next_due_group(kobo: &Kobo, limit: DateTime<Utc>) -> DomainResult<Option<DueGroup>> {
     let read = kobo.store.read()?;
     let mut group: Vec<(Vec<u8>, Timer)> = Vec::new();
     let mut due_time = None;

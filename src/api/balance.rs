@@ -2,15 +2,18 @@
 //! straight from the ledger's store snapshot.
 
 use actix_web::{web, HttpRequest};
-use serde_json::json;
+use chrono::NaiveDate;
+use serde::Serialize;
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use kobo_actors::ledger::{Bucket, EntryType};
+use kobo_actors::ledger::{Bucket, EntryGroup, EntryType};
 use kobo_actors::money::Currency;
-use kobo_actors::query::{self, LineFilter, Principal};
+use kobo_actors::query::{self, BalanceView, LineFilter, ListView, Principal};
 use kobo_actors::DomainError;
 
 use super::body::Query;
+use super::openapi::{BadRequest, BalanceTransactionRef, InternalError, Unauthorized};
 use super::{authenticate, json_response, ApiResult, State};
 
 /// Most lines one statement export holds.
@@ -31,9 +34,40 @@ fn brand_param(state: &State, p: &Principal, q: &Query) -> Result<Option<Uuid>, 
     }
 }
 
+/// The query `GET /v1/balance` accepts.
+pub const BALANCE_PARAMS: &[&str] = &["brand"];
+
+// The query of `GET /v1/balance`, for the OpenAPI document; a unit test
+// keeps these names and [`BALANCE_PARAMS`] equal.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct BalanceQuery {
+    /// One brand's own money (400 for an unknown brand); without it, the
+    /// whole business (the sum of its brands).
+    brand: Option<Uuid>,
+}
+
+/// Retrieve the balance
+///
+/// Straight from the ledger: every bucket, one entry per currency (zeros
+/// included).
+#[utoipa::path(
+    get,
+    path = "/v1/balance",
+    operation_id = "retrieve_balance",
+    tag = "balance",
+    params(BalanceQuery),
+    responses(
+        (status = 200, description = "The balance.", body = BalanceView),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn balance(req: HttpRequest, state: State) -> ApiResult {
     let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), &["brand"])?;
+    let q = Query::parse(req.query_string(), BALANCE_PARAMS)?;
     let brand = brand_param(&state, &p, &q)?;
     Ok(json_response(
         200,
@@ -41,7 +75,46 @@ async fn balance(req: HttpRequest, state: State) -> ApiResult {
     ))
 }
 
-const FILTERS: &[&str] = &["brand", "currency", "bucket", "type", "from", "to"];
+/// The filters of balance transactions and statement exports.
+pub const FILTERS: &[&str] = &["brand", "currency", "bucket", "type", "from", "to"];
+
+// The filters of `GET /v1/balance_transactions` and its export, for the
+// OpenAPI document; a unit test keeps these names and [`FILTERS`] equal.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct LineFilterQuery {
+    /// One brand's lines (400 for an unknown brand).
+    brand: Option<Uuid>,
+    #[param(inline)]
+    currency: Option<Currency>,
+    #[param(inline)]
+    bucket: Option<Bucket>,
+    /// Comma-separated groups; `conversions` also matches corrections.
+    #[param(rename = "type", inline, style = Form, explode = false)]
+    types: Option<Vec<EntryGroup>>,
+    /// First day, inclusive, Lagos time.
+    from: Option<NaiveDate>,
+    /// Last day, inclusive, Lagos time (not before `from`).
+    to: Option<NaiveDate>,
+}
+
+/// The pagination of `GET /v1/balance_transactions`, besides [`FILTERS`].
+pub const PAGE_PARAMS: &[&str] = &["limit", "starting_after"];
+
+// The pagination of `GET /v1/balance_transactions`, for the OpenAPI
+// document; a unit test keeps these names and [`PAGE_PARAMS`] equal.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct LinePageQuery {
+    /// Page size, 1 to 100.
+    #[param(minimum = 1, maximum = 100, default = 20)]
+    limit: Option<u8>,
+    /// The id of the last balance transaction of the previous page.
+    #[param(pattern = "^[0-9]+$")]
+    starting_after: Option<String>,
+}
 
 fn line_filter(state: &State, p: &Principal, q: &Query) -> Result<LineFilter, DomainError> {
     let types = match q.get("type") {
@@ -80,10 +153,27 @@ fn line_filter(state: &State, p: &Principal, q: &Query) -> Result<LineFilter, Do
     Ok(f)
 }
 
+/// List balance transactions
+///
+/// One ledger line each, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/balance_transactions",
+    operation_id = "list_balance_transactions",
+    tag = "balance",
+    params(LinePageQuery, LineFilterQuery),
+    responses(
+        (status = 200, description = "A page of balance transactions, newest first.",
+            body = ListView<BalanceTransactionRef>),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn transactions(req: HttpRequest, state: State) -> ApiResult {
     let p = authenticate(&req, &state)?;
     let mut allowed = FILTERS.to_vec();
-    allowed.extend(["limit", "starting_after"]);
+    allowed.extend(PAGE_PARAMS);
     let q = Query::parse(req.query_string(), &allowed)?;
     let limit = q.limit()?;
     let starting_after = q
@@ -109,6 +199,55 @@ async fn transactions(req: HttpRequest, state: State) -> ApiResult {
     Ok(json_response(200, &page.to_api()))
 }
 
+/// The `object` value of a statement export.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum StatementExportObject {
+    #[serde(rename = "statement_export")]
+    StatementExport,
+}
+
+/// The content type of a statement export.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum StatementContentType {
+    #[serde(rename = "text/csv")]
+    Csv,
+}
+
+/// A statement export: the matching lines as CSV, oldest first.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = StatementExport)]
+pub struct StatementExportView {
+    #[schema(inline)]
+    pub object: StatementExportObject,
+    pub livemode: bool,
+    pub file_name: String,
+    #[schema(inline)]
+    pub content_type: StatementContentType,
+    /// Lines in `data`.
+    pub rows: usize,
+    /// More lines matched than one export holds (the oldest were left out:
+    /// narrow the dates for them).
+    pub truncated: bool,
+    /// CSV text: `id,created_at,type,currency,bucket,amount,balance_after,gross,fee,source,brand,description`.
+    pub data: String,
+}
+
+/// Export balance transactions as CSV
+///
+/// At most 20,000 lines, oldest first; narrow the dates for more.
+#[utoipa::path(
+    get,
+    path = "/v1/balance_transactions/export",
+    operation_id = "export_balance_transactions",
+    tag = "balance",
+    params(LineFilterQuery),
+    responses(
+        (status = 200, description = "The statement export.", body = StatementExportView),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn export(req: HttpRequest, state: State) -> ApiResult {
     let p = authenticate(&req, &state)?;
     let q = Query::parse(req.query_string(), FILTERS)?;
@@ -157,16 +296,22 @@ async fn export(req: HttpRequest, state: State) -> ApiResult {
     .map_err(|e| DomainError::internal(e.to_string()))?;
     let day =
         |d: Option<chrono::NaiveDate>| d.map(|d| d.to_string()).unwrap_or_else(|| "all".into());
+    let view = StatementExportView {
+        object: StatementExportObject::StatementExport,
+        livemode: p.mode.livemode(),
+        file_name: format!(
+            "kobo-statement-{}-{}-to-{}.csv",
+            p.mode.as_str(),
+            day(f.from),
+            day(f.to)
+        ),
+        content_type: StatementContentType::Csv,
+        rows: lines.len(),
+        truncated,
+        data,
+    };
     Ok(json_response(
         200,
-        &json!({
-            "object": "statement_export",
-            "livemode": p.mode.livemode(),
-            "file_name": format!("kobo-statement-{}-{}-to-{}.csv", p.mode.as_str(), day(f.from), day(f.to)),
-            "content_type": "text/csv",
-            "rows": lines.len(),
-            "truncated": truncated,
-            "data": data,
-        }),
+        &serde_json::to_value(view).map_err(|e| DomainError::internal(e.to_string()))?,
     ))
 }

@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod balance;
 pub mod body;
+pub mod openapi;
 pub mod ops;
 pub mod payment_intents;
 pub mod test_helpers;
@@ -20,8 +21,10 @@ use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use kobo_actors::idempotency::{self, IdempotencySave, MAX_KEY_LEN};
@@ -93,25 +96,73 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
     }
 }
 
-fn type_of(kind: ErrorKind) -> &'static str {
+/// The `type` of an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+pub enum ErrorType {
+    /// 400, 404, 413: something in the request is wrong.
+    #[serde(rename = "invalid_request_error")]
+    InvalidRequest,
+    /// 401, 403: the key is missing, wrong or revoked, or cannot do this.
+    #[serde(rename = "authentication_error")]
+    Authentication,
+    /// 409: the object's state does not allow the operation.
+    #[serde(rename = "state_error")]
+    State,
+    /// 422: the Idempotency-Key was used with a different request.
+    #[serde(rename = "idempotency_error")]
+    Idempotency,
+    /// 5xx: a failure on the service's side; retry with the same key.
+    #[serde(rename = "api_error")]
+    Api,
+}
+
+fn type_of(kind: ErrorKind) -> ErrorType {
     match kind {
         ErrorKind::InvalidRequest | ErrorKind::NotFound | ErrorKind::TooLarge => {
-            "invalid_request_error"
+            ErrorType::InvalidRequest
         }
-        ErrorKind::Unauthenticated | ErrorKind::Forbidden => "authentication_error",
-        ErrorKind::State => "state_error",
-        ErrorKind::Idempotency => "idempotency_error",
-        ErrorKind::Overloaded | ErrorKind::Internal => "api_error",
+        ErrorKind::Unauthenticated | ErrorKind::Forbidden => ErrorType::Authentication,
+        ErrorKind::State => ErrorType::State,
+        ErrorKind::Idempotency => ErrorType::Idempotency,
+        ErrorKind::Overloaded | ErrorKind::Internal => ErrorType::Api,
+    }
+}
+
+/// The body of every error.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    #[serde(rename = "type")]
+    pub error_type: ErrorType,
+    /// Stable; programs use this, not `message`.
+    pub code: String,
+    /// For people.
+    pub message: String,
+    /// The offending field on 400 errors; null elsewhere.
+    #[schema(required = true)]
+    pub param: Option<String>,
+}
+
+impl ErrorBody {
+    pub fn new(e: &DomainError) -> Self {
+        ErrorBody {
+            error: ErrorDetail {
+                error_type: type_of(e.kind),
+                code: e.code.clone(),
+                message: e.message.clone(),
+                param: e.param.clone(),
+            },
+        }
     }
 }
 
 pub fn error_body(e: &DomainError) -> Value {
-    json!({"error": {
-        "type": type_of(e.kind),
-        "code": e.code,
-        "message": e.message,
-        "param": e.param,
-    }})
+    serde_json::to_value(ErrorBody::new(e)).expect("an error body serializes")
 }
 
 impl ResponseError for ApiError {
@@ -318,7 +369,7 @@ where
         .map_err(DomainError::from)?
     {
         if rec.fingerprint == fingerprint {
-            return Ok(replay(rec.status, &rec.body));
+            return Ok(replay(rec.status, rec.body.get()));
         }
         return Err(ApiError(DomainError::new(
             ErrorKind::Idempotency,
@@ -374,9 +425,46 @@ pub fn resource(path: &str) -> actix_web::Resource {
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(resource("/v1/openapi.json").route(web::get().to(openapi::serve)));
     payment_intents::configure(cfg);
     balance::configure(cfg);
     test_helpers::configure(cfg);
     admin::configure(cfg);
     ops::configure(cfg);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The typed body renders exactly what the `json!` rendering it
+    /// replaced did.
+    #[test]
+    fn error_body_json_is_unchanged() {
+        let kinds = [
+            (ErrorKind::InvalidRequest, "invalid_request_error"),
+            (ErrorKind::Unauthenticated, "authentication_error"),
+            (ErrorKind::Forbidden, "authentication_error"),
+            (ErrorKind::NotFound, "invalid_request_error"),
+            (ErrorKind::State, "state_error"),
+            (ErrorKind::TooLarge, "invalid_request_error"),
+            (ErrorKind::Idempotency, "idempotency_error"),
+            (ErrorKind::Overloaded, "api_error"),
+            (ErrorKind::Internal, "api_error"),
+        ];
+        for (kind, type_name) in kinds {
+            for param in [None, Some("amount")] {
+                let mut e = DomainError::new(kind, "some_code", "what happened");
+                e.param = param.map(str::to_string);
+                let old = json!({"error": {
+                    "type": type_name,
+                    "code": e.code,
+                    "message": e.message,
+                    "param": e.param,
+                }});
+                assert_eq!(error_body(&e), old);
+            }
+        }
+    }
 }

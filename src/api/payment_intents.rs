@@ -2,18 +2,25 @@
 //! charge attempts.
 
 use actix_web::{web, HttpRequest};
-use serde_json::Value;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use kobo_actors::idempotency::IdempotencySave;
-use kobo_actors::money::FeeBearer;
+use kobo_actors::money::{Currency, FeeBearer};
 use kobo_actors::payment_intent::actor::{Action, IntentMessage};
 use kobo_actors::payment_intent::service::{self, CreatePaymentIntent};
-use kobo_actors::payment_intent::Status;
-use kobo_actors::query::{self, IntentFilter, Principal};
+use kobo_actors::payment_intent::{metadata_schema, PaymentIntentView, Status};
+use kobo_actors::query::{self, IntentFilter, ListView, Principal};
 use kobo_actors::{DomainError, Mode};
 
 use super::body::{Fields, Query};
+use super::openapi::{
+    BadRequest, BadRequestReplayable, ChargeAttemptRef, ConflictReplayable, Forbidden,
+    IdempotencyKey, IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, Overloaded,
+    PayloadTooLarge, PaymentIntentId, PaymentIntentRef, Unauthorized,
+};
 use super::{
     authenticate, authenticate_for, idempotent, json_response, parse_id, read_body, resource,
     ApiError, ApiResult, Reply, State,
@@ -35,7 +42,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     );
 }
 
-const CREATE_FIELDS: &[&str] = &[
+/// The fields [`parse_create`] accepts: [`CreatePaymentIntentRequest`]'s.
+pub const CREATE_FIELDS: &[&str] = &[
     "amount",
     "currency",
     "reference",
@@ -50,6 +58,72 @@ const CREATE_FIELDS: &[&str] = &[
 
 /// Amounts of a payment intent start at 100 minor units.
 pub const MIN_PAYMENT_AMOUNT: i64 = 100;
+
+// The body of `POST /v1/payment_intents`, for its schema in the OpenAPI
+// document: [`parse_create`] reads the body field by field (naming the
+// offending field on every error); a unit test keeps these fields and
+// [`CREATE_FIELDS`] equal.
+/// The body that creates a payment intent. Only `amount` and `currency` are
+/// required; `null` is the same as leaving a field out.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = CreatePaymentIntent)]
+#[allow(dead_code)]
+pub struct CreatePaymentIntentRequest {
+    /// Minor units (kobo, cents); at least 100.
+    #[schema(minimum = 100, maximum = 1_000_000_000_000_i64)]
+    amount: i64,
+    currency: Currency,
+    /// Unique per merchant and mode (409 `duplicate_reference`).
+    #[schema(max_length = 255)]
+    reference: Option<String>,
+    #[schema(max_length = 1000)]
+    description: Option<String>,
+    #[schema(format = Email, max_length = 254)]
+    customer_email: Option<String>,
+    #[schema(schema_with = metadata_schema)]
+    #[serde(default)]
+    metadata: Map<String, Value>,
+    /// Default `merchant`.
+    fee_bearer: Option<FeeBearer>,
+    /// One of the merchant's brands (default: the merchant's default brand);
+    /// an unknown brand is 404.
+    brand: Option<Uuid>,
+    customer: Option<Uuid>,
+    /// Where checkout sends the customer after paying: an http(s) URL.
+    #[schema(format = "uri", max_length = 2048)]
+    return_url: Option<String>,
+}
+
+/// The fields `GET /v1/payment_intents` accepts in its query.
+pub const LIST_PARAMS: &[&str] = &["limit", "starting_after", "customer", "status"];
+
+// The query of `GET /v1/payment_intents`, for the OpenAPI document; a unit
+// test keeps these names and [`LIST_PARAMS`] equal.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct ListPaymentIntentsQuery {
+    /// Page size, 1 to 100.
+    #[param(minimum = 1, maximum = 100, default = 20)]
+    limit: Option<u8>,
+    /// The id of the last payment intent of the previous page.
+    starting_after: Option<Uuid>,
+    /// Only this customer's payment intents.
+    customer: Option<Uuid>,
+    /// Only payment intents in this status.
+    #[param(inline)]
+    status: Option<Status>,
+}
+
+/// No body, or an object without fields.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = NoFields)]
+pub struct NoFields {}
+
+/// The fields the body-less POSTs accept: none ([`NoFields`]).
+pub const NO_FIELDS: &[&str] = &[];
 
 fn parse_create(body: &[u8]) -> Result<CreatePaymentIntent, DomainError> {
     let f = Fields::parse(body, CREATE_FIELDS)?;
@@ -92,6 +166,30 @@ fn ensure_can_take_payments(p: &Principal) -> ApiResult<()> {
     Ok(())
 }
 
+/// Create a payment intent
+///
+/// Fees and VAT are fixed at creation from the merchant's pricing. The
+/// response alone carries `checkout_url` and `client_secret`.
+#[utoipa::path(
+    post,
+    path = "/v1/payment_intents",
+    operation_id = "create_payment_intent",
+    tag = "payment_intents",
+    params(IdempotencyKey),
+    request_body(content = CreatePaymentIntentRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The new payment intent, with `checkout_url` and `client_secret`.",
+            body = PaymentIntentView, headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFoundReplayable),
+        (status = 409, response = ConflictReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     let p = authenticate(&req, &state)?;
     ensure_can_take_payments(&p)?;
@@ -105,12 +203,26 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
     .await
 }
 
+/// List payment intents
+///
+/// Newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/payment_intents",
+    operation_id = "list_payment_intents",
+    tag = "payment_intents",
+    params(ListPaymentIntentsQuery),
+    responses(
+        (status = 200, description = "A page of payment intents, newest first.",
+            body = ListView<PaymentIntentRef>),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     let p = authenticate(&req, &state)?;
-    let q = Query::parse(
-        req.query_string(),
-        &["limit", "starting_after", "customer", "status"],
-    )?;
+    let q = Query::parse(req.query_string(), LIST_PARAMS)?;
     let filter = IntentFilter {
         limit: q.limit()?,
         starting_after: q.uuid("starting_after")?,
@@ -121,6 +233,24 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
     Ok(json_response(200, &page.to_api()))
 }
 
+/// Retrieve a payment intent
+///
+/// Shows `next_action` and `bank_transfer`. The payment intent's
+/// `client_secret` may be the bearer.
+#[utoipa::path(
+    get,
+    path = "/v1/payment_intents/{id}",
+    operation_id = "retrieve_payment_intent",
+    tag = "payment_intents",
+    params(PaymentIntentId),
+    security(("bearer" = []), ("client_secret" = [])),
+    responses(
+        (status = 200, description = "The payment intent.", body = PaymentIntentView),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
     let p = authenticate_for(&req, &state, Some(&path))?;
     let id = parse_id(&path, "payment_intent")?;
@@ -128,6 +258,23 @@ async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> Ap
     Ok(json_response(200, &intent.to_api(None)))
 }
 
+/// List a payment intent's charge attempts
+///
+/// Oldest first, all of them on one page.
+#[utoipa::path(
+    get,
+    path = "/v1/payment_intents/{id}/charge_attempts",
+    operation_id = "list_charge_attempts",
+    tag = "payment_intents",
+    params(PaymentIntentId),
+    responses(
+        (status = 200, description = "The charge attempts, oldest first.",
+            body = ListView<ChargeAttemptRef>),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn charge_attempts(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
     let p = authenticate(&req, &state)?;
     let id = parse_id(&path, "payment_intent")?;
@@ -185,6 +332,30 @@ pub async fn intent_action(
     .await
 }
 
+/// Cancel a payment intent
+///
+/// Only a `created`, `failed` or `abandoned` payment intent can be
+/// canceled; otherwise 409.
+#[utoipa::path(
+    post,
+    path = "/v1/payment_intents/{id}/cancel",
+    operation_id = "cancel_payment_intent",
+    tag = "payment_intents",
+    params(PaymentIntentId, IdempotencyKey),
+    request_body(content = Option<NoFields>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The canceled payment intent.", body = PaymentIntentView,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFoundReplayable),
+        (status = 409, response = ConflictReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+        (status = 503, response = Overloaded),
+    )
+)]
 async fn cancel(
     req: HttpRequest,
     state: State,
@@ -192,9 +363,46 @@ async fn cancel(
     payload: web::Payload,
 ) -> ApiResult {
     let p = authenticate(&req, &state)?;
-    intent_action(req, state, payload, p, &path, |_| Ok(Action::Cancel), &[]).await
+    intent_action(
+        req,
+        state,
+        payload,
+        p,
+        &path,
+        |_| Ok(Action::Cancel),
+        NO_FIELDS,
+    )
+    .await
 }
 
+/// Pay a payment intent by bank transfer
+///
+/// Naira only. Issues the account the customer pays into (`bank_transfer`;
+/// asking again returns the same account while it is open) and moves the
+/// payment intent to `processing`. The payment intent's `client_secret` may
+/// be the bearer.
+#[utoipa::path(
+    post,
+    path = "/v1/payment_intents/{id}/bank_transfer",
+    operation_id = "bank_transfer_payment_intent",
+    tag = "payment_intents",
+    params(PaymentIntentId, IdempotencyKey),
+    request_body(content = Option<NoFields>, content_type = "application/json"),
+    security(("bearer" = []), ("client_secret" = [])),
+    responses(
+        (status = 200, description = "The payment intent with `bank_transfer` and `next_action: null`, status `processing`.",
+            body = PaymentIntentView, headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFoundReplayable),
+        (status = 409, response = ConflictReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+        (status = 503, response = Overloaded),
+    )
+)]
 async fn bank_transfer(
     req: HttpRequest,
     state: State,
@@ -210,7 +418,7 @@ async fn bank_transfer(
         p,
         &path,
         |_| Ok(Action::BankTransfer),
-        &[],
+        NO_FIELDS,
     )
     .await
 }

@@ -51,7 +51,11 @@ async fn one(client: &reqwest::Client, a: &Args, n: u64, worker: usize) -> Resul
     };
     match a.scenario {
         Scenario::Healthz => {
-            let r = client.get(format!("{}/healthz", a.base)).send().await.map_err(|e| e.to_string())?;
+            let r = client
+                .get(format!("{}/healthz", a.base))
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
             check(r, 200).await.map(|_| ())
         }
         Scenario::Create | Scenario::Flow => {
@@ -66,10 +70,14 @@ async fn one(client: &reqwest::Client, a: &Args, n: u64, worker: usize) -> Resul
                 .map_err(|e| e.to_string())?;
             let body = check(r, 201).await?;
             if let Scenario::Flow = a.scenario {
-                let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+                let v: serde_json::Value =
+                    serde_json::from_slice(&body).map_err(|e| e.to_string())?;
                 let id = v["id"].as_str().ok_or("no id")?;
                 let r = client
-                    .post(format!("{}/v1/test_helpers/payment_intents/{id}/simulate_transfer", a.base))
+                    .post(format!(
+                        "{}/v1/test_helpers/payment_intents/{id}/simulate_transfer",
+                        a.base
+                    ))
                     .bearer_auth(&a.key)
                     .header("Idempotency-Key", format!("{idem}-pay"))
                     .json(&json!({}))

@@ -166,7 +166,10 @@ impl ReadTxn {
     ) -> Result<(), StoreError> {
         let lower = table.physical(from.unwrap_or(prefix));
         let upper = prefix_end(&table.physical(prefix));
-        for item in self.table.range::<&[u8]>(lower.as_slice()..upper.as_slice())? {
+        for item in self
+            .table
+            .range::<&[u8]>(lower.as_slice()..upper.as_slice())?
+        {
             let (k, v) = item?;
             if !visit(&k.value()[1..], v.value())? {
                 break;
@@ -174,7 +177,6 @@ impl ReadTxn {
         }
         Ok(())
     }
-
 }
 
 /// The smallest key greater than every key starting with `prefix`; empty when

@@ -59,7 +59,9 @@ async fn drive(
         });
         if n % 2 == 0 {
             let res = client
-                .post(format!("{base}/v1/test_helpers/payment_intents/{id}/simulate_transfer"))
+                .post(format!(
+                    "{base}/v1/test_helpers/payment_intents/{id}/simulate_transfer"
+                ))
                 .bearer_auth(&key)
                 .header("Idempotency-Key", format!("{idem}-pay"))
                 .json(&json!({}))
@@ -114,7 +116,10 @@ async fn everything_acknowledged_survives_sigkill_at_random_moments() {
         app.start(&[]);
         verify(&app, &m.test_key, &creates, &transfers, round).await;
     }
-    assert!(creates.lock().unwrap().len() > 20, "the test drove too little traffic");
+    assert!(
+        creates.lock().unwrap().len() > 20,
+        "the test drove too little traffic"
+    );
 }
 
 async fn verify(
@@ -128,36 +133,65 @@ async fn verify(
     let paid: HashSet<String> = transfers.lock().unwrap().iter().cloned().collect();
     for c in &acked {
         let r = app.get(key, &format!("/v1/payment_intents/{}", c.id)).await;
-        assert_eq!(r.status, 200, "round {round}: acknowledged intent {} lost", c.id);
+        assert_eq!(
+            r.status, 200,
+            "round {round}: acknowledged intent {} lost",
+            c.id
+        );
         assert_eq!(r.body["reference"], c.body["reference"]);
         assert_eq!(r.body["amount"], c.body["amount"]);
         if paid.contains(&c.id) {
-            assert_eq!(r.body["status"], "successful", "round {round}: acknowledged payment lost");
+            assert_eq!(
+                r.body["status"], "successful",
+                "round {round}: acknowledged payment lost"
+            );
         }
-        let replay = app.post_with_key(key, "/v1/payment_intents", &c.idem, c.body.clone()).await;
+        let replay = app
+            .post_with_key(key, "/v1/payment_intents", &c.idem, c.body.clone())
+            .await;
         assert_eq!(replay.status, 201, "round {round}: {}", replay.text);
         assert!(replay.replayed(), "round {round}: not replayed");
         assert_eq!(replay.text, c.response, "round {round}: replay differs");
     }
     // The ledger: one payment line per successful intent, lines sum to the balance.
     let lines = app.all_lines(key).await;
-    let sources: HashSet<&str> = lines.iter().map(|l| l["source"].as_str().unwrap()).collect();
-    assert_eq!(sources.len(), lines.len(), "round {round}: a payment was captured twice");
+    let sources: HashSet<&str> = lines
+        .iter()
+        .map(|l| l["source"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        sources.len(),
+        lines.len(),
+        "round {round}: a payment was captured twice"
+    );
     for id in &paid {
-        assert!(sources.contains(id.as_str()), "round {round}: capture of {id} lost");
+        assert!(
+            sources.contains(id.as_str()),
+            "round {round}: capture of {id} lost"
+        );
     }
     let sum: i64 = lines.iter().map(|l| l["amount"].as_i64().unwrap()).sum();
-    assert_eq!(app.balance(key, "pending", "NGN").await, sum, "round {round}");
+    assert_eq!(
+        app.balance(key, "pending", "NGN").await,
+        sum,
+        "round {round}"
+    );
     let mut running = 0;
     for l in lines.iter().rev() {
         running += l["amount"].as_i64().unwrap();
-        assert_eq!(l["balance_after"].as_i64().unwrap(), running, "round {round}");
+        assert_eq!(
+            l["balance_after"].as_i64().unwrap(),
+            running,
+            "round {round}"
+        );
     }
     let mut successful = 0;
     let mut after: Option<String> = None;
     loop {
         let path = match &after {
-            Some(a) => format!("/v1/payment_intents?status=successful&limit=100&starting_after={a}"),
+            Some(a) => {
+                format!("/v1/payment_intents?status=successful&limit=100&starting_after={a}")
+            }
             None => "/v1/payment_intents?status=successful&limit=100".into(),
         };
         let r = app.get(key, &path).await;
@@ -168,5 +202,9 @@ async fn verify(
             break;
         }
     }
-    assert_eq!(successful, lines.len(), "round {round}: successful intents and captures differ");
+    assert_eq!(
+        successful,
+        lines.len(),
+        "round {round}: successful intents and captures differ"
+    );
 }

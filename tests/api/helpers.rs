@@ -55,7 +55,11 @@ impl Resp {
     }
     #[track_caller]
     pub fn assert_status(&self, status: u16) -> &Self {
-        assert_eq!(self.status, status, "unexpected status; body: {}", self.text);
+        assert_eq!(
+            self.status, status,
+            "unexpected status; body: {}",
+            self.text
+        );
         self
     }
     /// Asserts the spec's error body and its code (and param when given).
@@ -63,9 +67,14 @@ impl Resp {
     pub fn assert_error(&self, status: u16, code: &str, param: Option<&str>) {
         self.assert_status(status);
         assert_eq!(self.code(), code, "body: {}", self.text);
-        assert!(self.body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+        assert!(self.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()));
         assert!(self.body["error"]["type"].is_string());
-        assert!(self.body["error"].get("param").is_some(), "param is on every error");
+        assert!(
+            self.body["error"].get("param").is_some(),
+            "param is on every error"
+        );
         if let Some(p) = param {
             assert_eq!(self.param(), Some(p), "body: {}", self.text);
         }
@@ -111,7 +120,14 @@ impl TestApp {
             .open(self.log_path())
             .unwrap();
         let mut child = Command::new(binary())
-            .args(["serve", "--listen", "127.0.0.1:0", "--clock", "manual", "--admin-token"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--clock",
+                "manual",
+                "--admin-token",
+            ])
             .arg(&self.admin_token)
             .arg("--data")
             .arg(self.data_dir())
@@ -164,7 +180,11 @@ impl TestApp {
     }
 
     pub fn next_key(&self) -> String {
-        format!("key-{}-{}", self.keys.fetch_add(1, Ordering::Relaxed), uuid::Uuid::new_v4().simple())
+        format!(
+            "key-{}-{}",
+            self.keys.fetch_add(1, Ordering::Relaxed),
+            uuid::Uuid::new_v4().simple()
+        )
     }
 
     pub async fn send(
@@ -175,7 +195,9 @@ impl TestApp {
         idem: Option<&str>,
         body: Option<&Value>,
     ) -> Resp {
-        let mut req = self.client.request(method, format!("{}{}", self.base, path));
+        let mut req = self
+            .client
+            .request(method, format!("{}{}", self.base, path));
         if let Some(b) = bearer {
             req = req.bearer_auth(b);
         }
@@ -203,32 +225,60 @@ impl TestApp {
     /// POST with a fresh Idempotency-Key.
     pub async fn post(&self, key: &str, path: &str, body: Value) -> Resp {
         let idem = self.next_key();
-        self.send(reqwest::Method::POST, path, Some(key), Some(&idem), Some(&body))
-            .await
+        self.send(
+            reqwest::Method::POST,
+            path,
+            Some(key),
+            Some(&idem),
+            Some(&body),
+        )
+        .await
     }
 
     pub async fn post_with_key(&self, key: &str, path: &str, idem: &str, body: Value) -> Resp {
-        self.send(reqwest::Method::POST, path, Some(key), Some(idem), Some(&body))
-            .await
+        self.send(
+            reqwest::Method::POST,
+            path,
+            Some(key),
+            Some(idem),
+            Some(&body),
+        )
+        .await
     }
 
     pub async fn get(&self, key: &str, path: &str) -> Resp {
-        self.send(reqwest::Method::GET, path, Some(key), None, None).await
+        self.send(reqwest::Method::GET, path, Some(key), None, None)
+            .await
     }
 
     pub async fn admin_post(&self, path: &str, body: Value) -> Resp {
-        self.send(reqwest::Method::POST, path, Some(&self.admin_token.clone()), None, Some(&body))
-            .await
+        self.send(
+            reqwest::Method::POST,
+            path,
+            Some(&self.admin_token.clone()),
+            None,
+            Some(&body),
+        )
+        .await
     }
 
     pub async fn admin_get(&self, path: &str) -> Resp {
-        self.send(reqwest::Method::GET, path, Some(&self.admin_token.clone()), None, None)
-            .await
+        self.send(
+            reqwest::Method::GET,
+            path,
+            Some(&self.admin_token.clone()),
+            None,
+            None,
+        )
+        .await
     }
 
     pub async fn create_merchant(&self, settings: Value) -> Merchant {
         let r = self
-            .admin_post("/admin/v1/merchants", json!({"name": "Ada Stores", "settings": settings}))
+            .admin_post(
+                "/admin/v1/merchants",
+                json!({"name": "Ada Stores", "settings": settings}),
+            )
             .await;
         r.assert_status(201);
         Merchant {
@@ -255,7 +305,11 @@ impl TestApp {
             .await;
         let id = pi["id"].as_str().unwrap();
         let r = self
-            .post(key, &format!("/v1/test_helpers/payment_intents/{id}/simulate_transfer"), json!({}))
+            .post(
+                key,
+                &format!("/v1/test_helpers/payment_intents/{id}/simulate_transfer"),
+                json!({}),
+            )
             .await;
         r.assert_status(200);
         assert_eq!(r.body["status"], "successful");
@@ -327,7 +381,9 @@ impl TestApp {
         headers: &[(&str, &str)],
         body: Option<Vec<u8>>,
     ) -> Resp {
-        let mut req = self.client.request(method, format!("{}{}", self.base, path));
+        let mut req = self
+            .client
+            .request(method, format!("{}{}", self.base, path));
         for (name, value) in headers {
             req = req.header(*name, *value);
         }

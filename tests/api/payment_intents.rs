@@ -27,14 +27,19 @@ async fn a_created_payment_intent_has_every_field_and_secrets_only_on_create() {
     assert_eq!(pi["metadata"]["n"], 2);
     assert!(pi["paid_at"].is_null() && pi["canceled_at"].is_null());
     // Card estimate: 1.5% + ₦100 = 17,500 kobo; VAT 7.5% = 1,313.
-    assert_eq!(pi["fees"], json!({"fee": 17500, "vat": 1313, "net": 481187}));
+    assert_eq!(
+        pi["fees"],
+        json!({"fee": 17500, "vat": 1313, "net": 481187})
+    );
     assert_eq!(pi["amount_charged"]["total"], 500000);
     let checkout = pi["checkout_url"].as_str().unwrap();
     assert!(checkout.starts_with(&app.base), "{checkout}");
     assert!(pi["client_secret"].as_str().unwrap().contains("_secret_"));
 
     let id = pi["id"].as_str().unwrap();
-    let got = app.get(&m.test_key, &format!("/v1/payment_intents/{id}")).await;
+    let got = app
+        .get(&m.test_key, &format!("/v1/payment_intents/{id}"))
+        .await;
     got.assert_status(200);
     assert!(got.body.get("checkout_url").is_none());
     assert!(got.body.get("client_secret").is_none());
@@ -48,23 +53,37 @@ async fn a_customer_bearing_the_fee_pays_it_on_top_and_the_merchant_nets_the_amo
     let app = spawn_app().await;
     let m = app.merchant().await;
     let pi = app
-        .create_intent(&m.test_key, json!({"amount": 1000000, "currency": "NGN", "fee_bearer": "customer"}))
+        .create_intent(
+            &m.test_key,
+            json!({"amount": 1000000, "currency": "NGN", "fee_bearer": "customer"}),
+        )
         .await;
     assert_eq!(pi["fees"]["net"], 1000000);
     let id = pi["id"].as_str().unwrap();
     let bt = app
-        .post(&m.test_key, &format!("/v1/payment_intents/{id}/bank_transfer"), json!({}))
+        .post(
+            &m.test_key,
+            &format!("/v1/payment_intents/{id}/bank_transfer"),
+            json!({}),
+        )
         .await;
     bt.assert_status(200);
     // Bank transfer price: 1% = 10,000 kobo, VAT 750.
     assert_eq!(bt.body["bank_transfer"]["amount"], 1010750);
     assert_eq!(bt.body["amount_charged"]["total"], 1010750);
     let paid = app
-        .post(&m.test_key, &format!("/v1/test_helpers/payment_intents/{id}/simulate_transfer"), json!({}))
+        .post(
+            &m.test_key,
+            &format!("/v1/test_helpers/payment_intents/{id}/simulate_transfer"),
+            json!({}),
+        )
         .await;
     paid.assert_status(200);
     assert_eq!(paid.body["status"], "successful");
-    assert_eq!(paid.body["fees"], json!({"fee": 10000, "vat": 750, "net": 1000000}));
+    assert_eq!(
+        paid.body["fees"],
+        json!({"fee": 10000, "vat": 750, "net": 1000000})
+    );
     assert_eq!(app.balance(&m.test_key, "pending", "NGN").await, 1000000);
     let lines = app.all_lines(&m.test_key).await;
     assert_eq!(lines.len(), 1);
@@ -76,7 +95,9 @@ async fn a_customer_bearing_the_fee_pays_it_on_top_and_the_merchant_nets_the_amo
 async fn a_bank_transfer_gives_the_same_account_while_it_is_open() {
     let app = spawn_app().await;
     let m = app.merchant().await;
-    let pi = app.create_intent(&m.test_key, json!({"amount": 20000, "currency": "NGN"})).await;
+    let pi = app
+        .create_intent(&m.test_key, json!({"amount": 20000, "currency": "NGN"}))
+        .await;
     let id = pi["id"].as_str().unwrap();
     let path = format!("/v1/payment_intents/{id}/bank_transfer");
     let first = app.post(&m.test_key, &path, json!({})).await;
@@ -87,14 +108,20 @@ async fn a_bank_transfer_gives_the_same_account_while_it_is_open() {
     assert_eq!(acct["bank_name"], "Kobo Sandbox Bank");
     assert_eq!(acct["account_number"].as_str().unwrap().len(), 10);
     assert_eq!(acct["amount"], 20000);
-    let expires: chrono::DateTime<chrono::Utc> = acct["expires_at"].as_str().unwrap().parse().unwrap();
+    let expires: chrono::DateTime<chrono::Utc> =
+        acct["expires_at"].as_str().unwrap().parse().unwrap();
     assert_eq!(expires - app.now().await, chrono::Duration::minutes(30));
 
     app.advance(600).await;
     let again = app.post(&m.test_key, &path, json!({})).await;
     again.assert_status(200);
     assert_eq!(again.body["bank_transfer"], first.body["bank_transfer"]);
-    let attempts = app.get(&m.test_key, &format!("/v1/payment_intents/{id}/charge_attempts")).await;
+    let attempts = app
+        .get(
+            &m.test_key,
+            &format!("/v1/payment_intents/{id}/charge_attempts"),
+        )
+        .await;
     assert_eq!(attempts.body["data"].as_array().unwrap().len(), 1);
     assert_eq!(attempts.body["data"][0]["channel"], "bank_transfer");
     assert_eq!(attempts.body["data"][0]["status"], "pending");
@@ -104,46 +131,89 @@ async fn a_bank_transfer_gives_the_same_account_while_it_is_open() {
 async fn bank_transfer_is_for_naira_only_and_only_when_turned_on() {
     let app = spawn_app().await;
     let m = app.merchant().await;
-    let usd = app.create_intent(&m.test_key, json!({"amount": 10000, "currency": "USD"})).await;
+    let usd = app
+        .create_intent(&m.test_key, json!({"amount": 10000, "currency": "USD"}))
+        .await;
     let r = app
-        .post(&m.test_key, &format!("/v1/payment_intents/{}/bank_transfer", usd["id"].as_str().unwrap()), json!({}))
+        .post(
+            &m.test_key,
+            &format!(
+                "/v1/payment_intents/{}/bank_transfer",
+                usd["id"].as_str().unwrap()
+            ),
+            json!({}),
+        )
         .await;
     r.assert_error(400, "payment_method_unavailable", None);
 
-    let off = app.create_merchant(json!({"payment_methods": {"bank_transfer": false}})).await;
-    let pi = app.create_intent(&off.test_key, json!({"amount": 10000, "currency": "NGN"})).await;
+    let off = app
+        .create_merchant(json!({"payment_methods": {"bank_transfer": false}}))
+        .await;
+    let pi = app
+        .create_intent(&off.test_key, json!({"amount": 10000, "currency": "NGN"}))
+        .await;
     let r = app
-        .post(&off.test_key, &format!("/v1/payment_intents/{}/bank_transfer", pi["id"].as_str().unwrap()), json!({}))
+        .post(
+            &off.test_key,
+            &format!(
+                "/v1/payment_intents/{}/bank_transfer",
+                pi["id"].as_str().unwrap()
+            ),
+            json!({}),
+        )
         .await;
     r.assert_error(400, "payment_method_unavailable", None);
-    let again = app.get(&off.test_key, &format!("/v1/payment_intents/{}", pi["id"].as_str().unwrap())).await;
+    let again = app
+        .get(
+            &off.test_key,
+            &format!("/v1/payment_intents/{}", pi["id"].as_str().unwrap()),
+        )
+        .await;
     assert_eq!(again.body["status"], "created");
 }
 
 #[tokio::test]
-async fn a_payment_processing_for_30_minutes_is_abandoned_and_late_money_still_makes_it_successful() {
+async fn a_payment_processing_for_30_minutes_is_abandoned_and_late_money_still_makes_it_successful()
+{
     let app = spawn_app().await;
     let m = app.merchant().await;
-    let pi = app.create_intent(&m.test_key, json!({"amount": 30000, "currency": "NGN"})).await;
+    let pi = app
+        .create_intent(&m.test_key, json!({"amount": 30000, "currency": "NGN"}))
+        .await;
     let id = pi["id"].as_str().unwrap();
-    app.post(&m.test_key, &format!("/v1/payment_intents/{id}/bank_transfer"), json!({}))
-        .await
-        .assert_status(200);
+    app.post(
+        &m.test_key,
+        &format!("/v1/payment_intents/{id}/bank_transfer"),
+        json!({}),
+    )
+    .await
+    .assert_status(200);
     app.advance(30 * 60 - 1).await;
-    let r = app.get(&m.test_key, &format!("/v1/payment_intents/{id}")).await;
+    let r = app
+        .get(&m.test_key, &format!("/v1/payment_intents/{id}"))
+        .await;
     assert_eq!(r.body["status"], "processing");
     app.advance(1).await;
-    let r = app.get(&m.test_key, &format!("/v1/payment_intents/{id}")).await;
+    let r = app
+        .get(&m.test_key, &format!("/v1/payment_intents/{id}"))
+        .await;
     assert_eq!(r.body["status"], "abandoned");
 
     app.advance(3600).await;
     let late = app
-        .post(&m.test_key, &format!("/v1/test_helpers/payment_intents/{id}/simulate_transfer"), json!({}))
+        .post(
+            &m.test_key,
+            &format!("/v1/test_helpers/payment_intents/{id}/simulate_transfer"),
+            json!({}),
+        )
         .await;
     late.assert_status(200);
     assert_eq!(late.body["status"], "successful");
     assert!(late.body["paid_at"].is_string());
-    assert_eq!(app.balance(&m.test_key, "pending", "NGN").await, 30000 - 300 - 23);
+    assert_eq!(
+        app.balance(&m.test_key, "pending", "NGN").await,
+        30000 - 300 - 23
+    );
 }
 
 #[tokio::test]
@@ -152,7 +222,12 @@ async fn abandonment_does_not_touch_a_payment_that_was_paid_in_time() {
     let m = app.merchant().await;
     let paid = app.paid_intent(&m.test_key, 50000).await;
     app.advance(3600).await;
-    let r = app.get(&m.test_key, &format!("/v1/payment_intents/{}", paid["id"].as_str().unwrap())).await;
+    let r = app
+        .get(
+            &m.test_key,
+            &format!("/v1/payment_intents/{}", paid["id"].as_str().unwrap()),
+        )
+        .await;
     assert_eq!(r.body["status"], "successful");
 }
 
@@ -160,14 +235,25 @@ async fn abandonment_does_not_touch_a_payment_that_was_paid_in_time() {
 async fn a_transfer_of_the_wrong_amount_is_returned_and_leaves_the_payment_unchanged() {
     let app = spawn_app().await;
     let m = app.merchant().await;
-    let pi = app.create_intent(&m.test_key, json!({"amount": 40000, "currency": "NGN"})).await;
+    let pi = app
+        .create_intent(&m.test_key, json!({"amount": 40000, "currency": "NGN"}))
+        .await;
     let id = pi["id"].as_str().unwrap();
     let r = app
-        .post(&m.test_key, &format!("/v1/test_helpers/payment_intents/{id}/simulate_transfer"), json!({"amount": 39999}))
+        .post(
+            &m.test_key,
+            &format!("/v1/test_helpers/payment_intents/{id}/simulate_transfer"),
+            json!({"amount": 39999}),
+        )
         .await;
     r.assert_status(200);
     assert_eq!(r.body["status"], "processing");
-    let attempts = app.get(&m.test_key, &format!("/v1/payment_intents/{id}/charge_attempts")).await;
+    let attempts = app
+        .get(
+            &m.test_key,
+            &format!("/v1/payment_intents/{id}/charge_attempts"),
+        )
+        .await;
     let data = attempts.body["data"].as_array().unwrap();
     assert_eq!(data.len(), 2);
     assert_eq!(data[0]["status"], "pending");
@@ -182,55 +268,102 @@ async fn cancel_is_allowed_only_from_created_failed_or_abandoned() {
     let app = spawn_app().await;
     let m = app.merchant().await;
     // created -> canceled
-    let pi = app.create_intent(&m.test_key, json!({"amount": 10000, "currency": "NGN"})).await;
+    let pi = app
+        .create_intent(&m.test_key, json!({"amount": 10000, "currency": "NGN"}))
+        .await;
     let id = pi["id"].as_str().unwrap();
-    let c = app.post(&m.test_key, &format!("/v1/payment_intents/{id}/cancel"), json!({})).await;
+    let c = app
+        .post(
+            &m.test_key,
+            &format!("/v1/payment_intents/{id}/cancel"),
+            json!({}),
+        )
+        .await;
     c.assert_status(200);
     assert_eq!(c.body["status"], "canceled");
     assert!(c.body["canceled_at"].is_string());
     // canceled -> 409
-    app.post(&m.test_key, &format!("/v1/payment_intents/{id}/cancel"), json!({}))
-        .await
-        .assert_error(409, "payment_intent_unexpected_state", None);
+    app.post(
+        &m.test_key,
+        &format!("/v1/payment_intents/{id}/cancel"),
+        json!({}),
+    )
+    .await
+    .assert_error(409, "payment_intent_unexpected_state", None);
     // processing -> 409
-    let pi = app.create_intent(&m.test_key, json!({"amount": 10000, "currency": "NGN"})).await;
+    let pi = app
+        .create_intent(&m.test_key, json!({"amount": 10000, "currency": "NGN"}))
+        .await;
     let id = pi["id"].as_str().unwrap();
-    app.post(&m.test_key, &format!("/v1/payment_intents/{id}/bank_transfer"), json!({})).await;
-    app.post(&m.test_key, &format!("/v1/payment_intents/{id}/cancel"), json!({}))
-        .await
-        .assert_error(409, "payment_intent_unexpected_state", None);
+    app.post(
+        &m.test_key,
+        &format!("/v1/payment_intents/{id}/bank_transfer"),
+        json!({}),
+    )
+    .await;
+    app.post(
+        &m.test_key,
+        &format!("/v1/payment_intents/{id}/cancel"),
+        json!({}),
+    )
+    .await
+    .assert_error(409, "payment_intent_unexpected_state", None);
     // abandoned -> canceled
     app.advance(1800).await;
-    let c = app.post(&m.test_key, &format!("/v1/payment_intents/{id}/cancel"), json!({})).await;
+    let c = app
+        .post(
+            &m.test_key,
+            &format!("/v1/payment_intents/{id}/cancel"),
+            json!({}),
+        )
+        .await;
     c.assert_status(200);
     assert_eq!(c.body["status"], "canceled");
     // successful -> 409
     let paid = app.paid_intent(&m.test_key, 10000).await;
-    app.post(&m.test_key, &format!("/v1/payment_intents/{}/cancel", paid["id"].as_str().unwrap()), json!({}))
-        .await
-        .assert_error(409, "payment_intent_unexpected_state", None);
+    app.post(
+        &m.test_key,
+        &format!(
+            "/v1/payment_intents/{}/cancel",
+            paid["id"].as_str().unwrap()
+        ),
+        json!({}),
+    )
+    .await
+    .assert_error(409, "payment_intent_unexpected_state", None);
     // unknown -> 404
-    app.post(&m.test_key, &format!("/v1/payment_intents/{}/cancel", uuid::Uuid::new_v4()), json!({}))
-        .await
-        .assert_error(404, "resource_missing", None);
+    app.post(
+        &m.test_key,
+        &format!("/v1/payment_intents/{}/cancel", uuid::Uuid::new_v4()),
+        json!({}),
+    )
+    .await
+    .assert_error(404, "resource_missing", None);
 }
 
 #[tokio::test]
 async fn the_succeed_helper_captures_once_and_refuses_a_second_time() {
     let app = spawn_app().await;
     let m = app.merchant().await;
-    let pi = app.create_intent(&m.test_key, json!({"amount": 100000, "currency": "USD"})).await;
+    let pi = app
+        .create_intent(&m.test_key, json!({"amount": 100000, "currency": "USD"}))
+        .await;
     let id = pi["id"].as_str().unwrap();
     let path = format!("/v1/test_helpers/payment_intents/{id}/succeed");
     let r = app.post(&m.test_key, &path, json!({})).await;
     r.assert_status(200);
     assert_eq!(r.body["status"], "successful");
     // USD card 3.9% = 3,900; VAT 293.
-    assert_eq!(r.body["fees"], json!({"fee": 3900, "vat": 293, "net": 95807}));
+    assert_eq!(
+        r.body["fees"],
+        json!({"fee": 3900, "vat": 293, "net": 95807})
+    );
     assert_eq!(app.balance(&m.test_key, "pending", "USD").await, 95807);
-    app.post(&m.test_key, &path, json!({}))
-        .await
-        .assert_error(409, "payment_intent_unexpected_state", None);
+    app.post(&m.test_key, &path, json!({})).await.assert_error(
+        409,
+        "payment_intent_unexpected_state",
+        None,
+    );
     assert_eq!(app.balance(&m.test_key, "pending", "USD").await, 95807);
     assert_eq!(app.all_lines(&m.test_key).await.len(), 1);
 }
@@ -239,11 +372,23 @@ async fn the_succeed_helper_captures_once_and_refuses_a_second_time() {
 async fn a_canceled_payment_can_still_be_made_successful_by_the_test_helper() {
     let app = spawn_app().await;
     let m = app.merchant().await;
-    let pi = app.create_intent(&m.test_key, json!({"amount": 10000, "currency": "NGN"})).await;
+    let pi = app
+        .create_intent(&m.test_key, json!({"amount": 10000, "currency": "NGN"}))
+        .await;
     let id = pi["id"].as_str().unwrap();
-    app.post(&m.test_key, &format!("/v1/payment_intents/{id}/cancel"), json!({})).await.assert_status(200);
+    app.post(
+        &m.test_key,
+        &format!("/v1/payment_intents/{id}/cancel"),
+        json!({}),
+    )
+    .await
+    .assert_status(200);
     let r = app
-        .post(&m.test_key, &format!("/v1/test_helpers/payment_intents/{id}/succeed"), json!({}))
+        .post(
+            &m.test_key,
+            &format!("/v1/test_helpers/payment_intents/{id}/succeed"),
+            json!({}),
+        )
         .await;
     r.assert_status(200);
     assert_eq!(r.body["status"], "successful");

@@ -8,11 +8,18 @@ use serde_json::json;
 use crate::helpers::spawn_app;
 
 #[tokio::test]
-async fn the_first_start_creates_a_demo_merchant_whose_key_works_and_later_starts_do_not_print_it() {
+async fn the_first_start_creates_a_demo_merchant_whose_key_works_and_later_starts_do_not_print_it()
+{
     let mut app = spawn_app().await;
     // The demo line follows the listening line on the first start.
     let demo_key = loop {
-        if let Some(line) = app.stdout_rest.lock().unwrap().iter().find(|l| l.contains("svc_test_")) {
+        if let Some(line) = app
+            .stdout_rest
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|l| l.contains("svc_test_"))
+        {
             break line.split_whitespace().last().unwrap().to_string();
         }
         tokio::task::yield_now().await;
@@ -24,7 +31,12 @@ async fn the_first_start_creates_a_demo_merchant_whose_key_works_and_later_start
     app.get(&demo_key, "/v1/balance").await.assert_status(200);
     // Talk to the restarted server once so its stdout has been produced.
     app.get("x", "/healthz").await.assert_status(200);
-    assert!(app.stdout_rest.lock().unwrap().iter().all(|l| !l.contains("svc_test_")));
+    assert!(app
+        .stdout_rest
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|l| !l.contains("svc_test_")));
 }
 
 #[tokio::test]
@@ -32,7 +44,14 @@ async fn without_an_admin_token_one_is_generated_kept_private_and_reused() {
     let dir = tempfile::tempdir().unwrap();
     let run = || {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kobo"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--clock", "manual", "--data"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--clock",
+                "manual",
+                "--data",
+            ])
             .arg(dir.path())
             .env_remove("KOBO_ADMIN_TOKEN")
             .stdout(Stdio::piped())
@@ -40,15 +59,25 @@ async fn without_an_admin_token_one_is_generated_kept_private_and_reused() {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
-        assert!(line.starts_with("kobo listening on http://127.0.0.1:"), "{line}");
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert!(
+            line.starts_with("kobo listening on http://127.0.0.1:"),
+            "{line}"
+        );
         child.kill().unwrap();
         child.wait().unwrap();
         std::fs::read_to_string(dir.path().join("admin-token")).unwrap()
     };
     let first = run();
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(dir.path().join("admin-token")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(dir.path().join("admin-token"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600);
     assert_eq!(run(), first);
 }
@@ -63,7 +92,10 @@ async fn a_second_process_on_the_same_data_directory_fails_at_once_with_a_clear_
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("already in use by another kobo process"), "{stderr}");
+    assert!(
+        stderr.contains("already in use by another kobo process"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{stderr}");
     // The first server is unharmed.
     app.get("x", "/healthz").await.assert_status(200);
@@ -78,10 +110,22 @@ async fn sigterm_stops_the_server_cleanly_and_a_restart_continues_where_it_stopp
     let before = app.now().await;
     assert_eq!(app.terminate(), Some(0));
     app.start(&[]);
-    assert_eq!(app.now().await, before, "the manual clock continues from the stored time");
-    let r = app.get(&m.test_key, &format!("/v1/payment_intents/{}", paid["id"].as_str().unwrap())).await;
+    assert_eq!(
+        app.now().await,
+        before,
+        "the manual clock continues from the stored time"
+    );
+    let r = app
+        .get(
+            &m.test_key,
+            &format!("/v1/payment_intents/{}", paid["id"].as_str().unwrap()),
+        )
+        .await;
     assert_eq!(r.body, paid);
-    assert_eq!(app.balance(&m.test_key, "pending", "NGN").await, 100000 - 1075);
+    assert_eq!(
+        app.balance(&m.test_key, "pending", "NGN").await,
+        100000 - 1075
+    );
 }
 
 #[tokio::test]
@@ -96,7 +140,9 @@ async fn the_manual_clock_moves_only_when_advanced() {
     assert_eq!(r["object"], "clock");
     assert_eq!(app.now().await, t0 + chrono::Duration::seconds(90));
     let to = t0 + chrono::Duration::days(2);
-    let r = app.admin_post("/admin/v1/clock/advance", json!({"to": to.to_rfc3339()})).await;
+    let r = app
+        .admin_post("/admin/v1/clock/advance", json!({"to": to.to_rfc3339()}))
+        .await;
     r.assert_status(200);
     assert_eq!(app.now().await, to);
     app.admin_post("/admin/v1/clock/advance", json!({"to": t0.to_rfc3339()}))
@@ -111,12 +157,21 @@ async fn the_manual_clock_moves_only_when_advanced() {
 async fn merchants_are_created_read_and_partially_updated_by_the_operator() {
     let app = spawn_app().await;
     let r = app
-        .admin_post("/admin/v1/merchants", json!({"name": "Chidi Foods", "settings": {"payout_tier": "verified"}}))
+        .admin_post(
+            "/admin/v1/merchants",
+            json!({"name": "Chidi Foods", "settings": {"payout_tier": "verified"}}),
+        )
         .await;
     r.assert_status(201);
     assert_eq!(r.body["object"], "merchant");
-    assert!(r.body["test_secret_key"].as_str().unwrap().starts_with("svc_test_"));
-    assert!(r.body["live_secret_key"].as_str().unwrap().starts_with("svc_live_"));
+    assert!(r.body["test_secret_key"]
+        .as_str()
+        .unwrap()
+        .starts_with("svc_test_"));
+    assert!(r.body["live_secret_key"]
+        .as_str()
+        .unwrap()
+        .starts_with("svc_live_"));
     assert_eq!(r.body["settings"]["payout_tier"], "verified");
     assert_eq!(r.body["settings"]["payment_methods"]["card"], true);
     let id = r.body["id"].as_str().unwrap();
@@ -124,14 +179,20 @@ async fn merchants_are_created_read_and_partially_updated_by_the_operator() {
     got.assert_status(200);
     assert!(got.body.get("test_secret_key").is_none());
     let upd = app
-        .admin_post(&format!("/admin/v1/merchants/{id}"), json!({"settings": {"live_approved": true}}))
+        .admin_post(
+            &format!("/admin/v1/merchants/{id}"),
+            json!({"settings": {"live_approved": true}}),
+        )
         .await;
     upd.assert_status(200);
     assert_eq!(upd.body["settings"]["live_approved"], true);
     assert_eq!(upd.body["settings"]["payout_tier"], "verified");
-    app.admin_post(&format!("/admin/v1/merchants/{id}"), json!({"settings": {"payout_tier": "gold"}}))
-        .await
-        .assert_error(400, "parameter_invalid", Some("settings.payout_tier"));
+    app.admin_post(
+        &format!("/admin/v1/merchants/{id}"),
+        json!({"settings": {"payout_tier": "gold"}}),
+    )
+    .await
+    .assert_error(400, "parameter_invalid", Some("settings.payout_tier"));
     app.admin_post("/admin/v1/merchants", json!({}))
         .await
         .assert_error(400, "parameter_missing", Some("name"));
@@ -165,12 +226,17 @@ async fn health_readiness_metrics_and_actor_health_are_served() {
     let actors = app.admin_get("/admin/v1/actors").await;
     actors.assert_status(200);
     let kinds = actors.body["kinds"].as_array().unwrap();
-    let pi = kinds.iter().find(|k| k["kind"] == "payment_intent").unwrap();
+    let pi = kinds
+        .iter()
+        .find(|k| k["kind"] == "payment_intent")
+        .unwrap();
     assert!(pi["activations"].as_u64().unwrap() >= 1);
     for field in ["live", "mailbox_depth", "restarts", "passivations"] {
         assert!(pi.get(field).is_some(), "{field}");
     }
-    app.get("x", "/admin/v1/actors").await.assert_error(401, "invalid_api_key", None);
+    app.get("x", "/admin/v1/actors")
+        .await
+        .assert_error(401, "invalid_api_key", None);
 }
 
 #[tokio::test]
@@ -186,16 +252,26 @@ async fn idle_actors_are_passivated_and_reactivated_from_the_store() {
     loop {
         let r = app.admin_get("/admin/v1/actors").await;
         let kinds = r.body["kinds"].as_array().unwrap().clone();
-        let pi = kinds.iter().find(|k| k["kind"] == "payment_intent").unwrap();
+        let pi = kinds
+            .iter()
+            .find(|k| k["kind"] == "payment_intent")
+            .unwrap();
         if pi["live"] == 0 && pi["passivations"].as_u64().unwrap() >= 1 {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "actors were not passivated: {kinds:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "actors were not passivated: {kinds:?}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     // The next message reactivates it from its snapshot.
     let id = paid["id"].as_str().unwrap();
-    app.post(&m.test_key, &format!("/v1/test_helpers/payment_intents/{id}/succeed"), json!({}))
-        .await
-        .assert_error(409, "payment_intent_unexpected_state", None);
+    app.post(
+        &m.test_key,
+        &format!("/v1/test_helpers/payment_intents/{id}/succeed"),
+        json!({}),
+    )
+    .await
+    .assert_error(409, "payment_intent_unexpected_state", None);
 }

@@ -138,23 +138,19 @@ impl Handler<PostEntry> for LedgerActor {
         self.pending_commits += 1;
         let ack = kobo.writer.submit(batch);
         let lines = posting.lines;
-        Box::pin(
-            async move { ack.await }
-                .into_actor(self)
-                .map(move |outcome, act, _ctx| {
-                    act.pending_commits -= 1;
-                    act.activation.rest();
-                    match outcome {
-                        Ok(Ok(())) => Ok(lines),
-                        Ok(Err(conflict)) => {
-                            // Ledger batches carry no preconditions; memory is
-                            // now ahead of disk, which must never be: stop.
-                            tracing::error!(%conflict, "ledger batch rejected; stopping");
-                            std::process::abort();
-                        }
-                        Err(_) => Err(DomainError::internal("the store writer stopped")),
-                    }
-                }),
-        )
+        Box::pin(ack.into_actor(self).map(move |outcome, act, _ctx| {
+            act.pending_commits -= 1;
+            act.activation.rest();
+            match outcome {
+                Ok(Ok(())) => Ok(lines),
+                Ok(Err(conflict)) => {
+                    // Ledger batches carry no preconditions; memory is
+                    // now ahead of disk, which must never be: stop.
+                    tracing::error!(%conflict, "ledger batch rejected; stopping");
+                    std::process::abort();
+                }
+                Err(_) => Err(DomainError::internal("the store writer stopped")),
+            }
+        }))
     }
 }

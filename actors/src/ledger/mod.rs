@@ -13,7 +13,8 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use kobo_storage::KeyBuf;
@@ -22,7 +23,10 @@ use crate::error::{DomainError, DomainResult};
 use crate::ids::{scope_key, Mode};
 use crate::money::Currency;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// A balance bucket.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Bucket {
     Pending,
@@ -61,7 +65,7 @@ impl Bucket {
 }
 
 /// The type shared by the lines of one entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EntryType {
     Payment,
@@ -74,6 +78,15 @@ pub enum EntryType {
 }
 
 impl EntryType {
+    pub const ALL: [EntryType; 7] = [
+        EntryType::Payment,
+        EntryType::Release,
+        EntryType::Payout,
+        EntryType::Refund,
+        EntryType::Dispute,
+        EntryType::Conversion,
+        EntryType::Correction,
+    ];
     pub fn as_str(self) -> &'static str {
         match self {
             EntryType::Payment => "payment",
@@ -87,21 +100,62 @@ impl EntryType {
     }
     /// The balance-transaction filter groups (plural) and the types they match.
     pub fn parse_group(s: &str) -> Option<&'static [EntryType]> {
-        Some(match s {
-            "payments" => &[EntryType::Payment],
-            "releases" => &[EntryType::Release],
-            "payouts" => &[EntryType::Payout],
-            "refunds" => &[EntryType::Refund],
-            "disputes" => &[EntryType::Dispute],
-            "conversions" => &[EntryType::Conversion, EntryType::Correction],
-            _ => return None,
-        })
+        EntryGroup::ALL
+            .into_iter()
+            .find(|g| g.as_str() == s)
+            .map(EntryGroup::types)
     }
     /// Whether an entry of this type may bring money into the business or
     /// take it out (a named external flow). Other entries only move money
     /// between buckets and must sum to zero per currency.
     fn crosses_the_boundary(self) -> bool {
         !matches!(self, EntryType::Release)
+    }
+}
+
+/// A balance-transaction filter group (the `type` filter): plural names, each
+/// matching one or more entry types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryGroup {
+    Payments,
+    Releases,
+    Payouts,
+    Refunds,
+    Disputes,
+    /// Conversions, corrections included.
+    Conversions,
+}
+
+impl EntryGroup {
+    pub const ALL: [EntryGroup; 6] = [
+        EntryGroup::Payments,
+        EntryGroup::Releases,
+        EntryGroup::Payouts,
+        EntryGroup::Refunds,
+        EntryGroup::Disputes,
+        EntryGroup::Conversions,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryGroup::Payments => "payments",
+            EntryGroup::Releases => "releases",
+            EntryGroup::Payouts => "payouts",
+            EntryGroup::Refunds => "refunds",
+            EntryGroup::Disputes => "disputes",
+            EntryGroup::Conversions => "conversions",
+        }
+    }
+    /// The entry types the group matches.
+    pub fn types(self) -> &'static [EntryType] {
+        match self {
+            EntryGroup::Payments => &[EntryType::Payment],
+            EntryGroup::Releases => &[EntryType::Release],
+            EntryGroup::Payouts => &[EntryType::Payout],
+            EntryGroup::Refunds => &[EntryType::Refund],
+            EntryGroup::Disputes => &[EntryType::Dispute],
+            EntryGroup::Conversions => &[EntryType::Conversion, EntryType::Correction],
+        }
     }
 }
 
@@ -147,24 +201,69 @@ pub struct LedgerLine {
     pub created_at: DateTime<Utc>,
 }
 
+/// The `object` value of a balance transaction.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum BalanceTransactionObject {
+    #[serde(rename = "balance_transaction")]
+    BalanceTransaction,
+}
+
+/// The public balance transaction object: one ledger line.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = BalanceTransaction)]
+pub struct BalanceTransactionView {
+    /// A string of digits; the pagination cursor.
+    #[schema(pattern = "^[0-9]+$")]
+    pub id: String,
+    #[schema(inline)]
+    pub object: BalanceTransactionObject,
+    pub livemode: bool,
+    /// Lines of one entry share `type` and `created_at`.
+    #[serde(rename = "type")]
+    pub entry_type: EntryType,
+    /// Signed: positive adds to `bucket`, negative takes from it.
+    pub amount: i64,
+    pub currency: Currency,
+    pub bucket: Bucket,
+    /// That bucket's balance after the line.
+    pub balance_after: i64,
+    /// On payment lines: what the customer paid.
+    #[schema(required = true)]
+    pub gross: Option<i64>,
+    /// On payment lines: fee plus VAT.
+    #[schema(required = true)]
+    pub fee: Option<i64>,
+    /// The id of the payment, payout, refund, dispute or conversion behind
+    /// the line.
+    pub source: Uuid,
+    pub brand: Uuid,
+    pub description: String,
+    pub created_at: DateTime<Utc>,
+}
+
 impl LedgerLine {
+    pub fn view(&self) -> BalanceTransactionView {
+        BalanceTransactionView {
+            id: self.id.to_string(),
+            object: BalanceTransactionObject::BalanceTransaction,
+            livemode: self.mode.livemode(),
+            entry_type: self.entry_type,
+            amount: self.amount,
+            currency: self.currency,
+            bucket: self.bucket,
+            balance_after: self.balance_after,
+            gross: self.gross,
+            fee: self.fee,
+            source: self.source,
+            brand: self.brand,
+            description: self.description.clone(),
+            created_at: self.created_at,
+        }
+    }
+
+    /// The public balance transaction object, as JSON.
     pub fn to_api(&self) -> Value {
-        json!({
-            "id": self.id.to_string(),
-            "object": "balance_transaction",
-            "livemode": self.mode.livemode(),
-            "type": self.entry_type.as_str(),
-            "amount": self.amount,
-            "currency": self.currency,
-            "bucket": self.bucket.as_str(),
-            "balance_after": self.balance_after,
-            "gross": self.gross,
-            "fee": self.fee,
-            "source": self.source,
-            "brand": self.brand,
-            "description": self.description,
-            "created_at": self.created_at,
-        })
+        serde_json::to_value(self.view()).expect("a balance transaction view serializes")
     }
 
     pub fn store_key(&self) -> Vec<u8> {
@@ -350,6 +449,84 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.code, "insufficient_funds");
+    }
+
+    /// The view renders exactly what the `json!` rendering it replaced did.
+    #[test]
+    fn balance_transaction_json_is_unchanged() {
+        use serde_json::json;
+        let old = |l: &LedgerLine| {
+            json!({
+                "id": l.id.to_string(),
+                "object": "balance_transaction",
+                "livemode": l.mode.livemode(),
+                "type": l.entry_type.as_str(),
+                "amount": l.amount,
+                "currency": l.currency,
+                "bucket": l.bucket.as_str(),
+                "balance_after": l.balance_after,
+                "gross": l.gross,
+                "fee": l.fee,
+                "source": l.source,
+                "brand": l.brand,
+                "description": l.description,
+                "created_at": l.created_at,
+            })
+        };
+        for (n, entry_type) in EntryType::ALL.into_iter().enumerate() {
+            for bucket in Bucket::ALL {
+                for currency in Currency::ALL {
+                    let mut l = LedgerLine {
+                        id: 1_000 + n as u64,
+                        merchant: Uuid::new_v4(),
+                        mode: Mode::Test,
+                        brand: Uuid::new_v4(),
+                        currency,
+                        bucket,
+                        amount: -250,
+                        balance_after: 750,
+                        entry_type,
+                        gross: None,
+                        fee: None,
+                        source: Uuid::new_v4(),
+                        description: "payment order-1".into(),
+                        created_at: Utc::now(),
+                    };
+                    assert_eq!(l.to_api(), old(&l));
+                    l.mode = Mode::Live;
+                    l.gross = Some(1_000);
+                    l.fee = Some(250);
+                    assert_eq!(l.to_api(), old(&l));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn filter_groups_match_their_entry_types() {
+        let t = |s| EntryType::parse_group(s).unwrap().to_vec();
+        assert_eq!(t("payments"), [EntryType::Payment]);
+        assert_eq!(t("releases"), [EntryType::Release]);
+        assert_eq!(t("payouts"), [EntryType::Payout]);
+        assert_eq!(t("refunds"), [EntryType::Refund]);
+        assert_eq!(t("disputes"), [EntryType::Dispute]);
+        assert_eq!(
+            t("conversions"),
+            [EntryType::Conversion, EntryType::Correction]
+        );
+        assert_eq!(EntryType::parse_group("payment"), None);
+        assert_eq!(EntryType::parse_group(""), None);
+        for g in EntryGroup::ALL {
+            assert_eq!(serde_json::to_value(g).unwrap(), g.as_str());
+        }
+        // Every entry type is in exactly one group.
+        for e in EntryType::ALL {
+            let n = EntryGroup::ALL
+                .iter()
+                .filter(|g| g.types().contains(&e))
+                .count();
+            assert_eq!(n, 1, "{e:?}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use kobo_storage::{Batch, CommitError, KeyBuf, Table};
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
 use crate::idempotency::IdempotencySave;
-use crate::ids::{random_base62, scope_key, sha256_hex, Mode};
+use crate::ids::{base62, new_id, random_base62, scope_key, sha256_hex, Mode};
 use crate::ledger::actor::PostEntry;
 use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
 use crate::merchant::Merchant;
@@ -86,10 +86,12 @@ pub async fn create(
         .get(&params.currency)
         .cloned()
         .unwrap_or_default();
-    let id = Uuid::new_v4();
+    let id = new_id(now);
     let client_secret = format!("pi_{}_secret_{}", id.simple(), random_base62(24));
-    let checkout_code = random_base62(10);
     let seq = kobo.seq.next();
+    // Unguessable, short, and clustered in the store: a base62 sequence
+    // prefix, then random characters.
+    let checkout_code = format!("{}{}", base62(seq), random_base62(8));
     let intent = PaymentIntent {
         id,
         merchant: merchant.id,
@@ -221,7 +223,7 @@ pub async fn commit_decision(
     for effect in &decision.effects {
         match effect {
             Effect::Event(t) => Event {
-                id: Uuid::new_v4(),
+                id: new_id(now),
                 merchant: after.merchant,
                 mode: after.mode,
                 seq: kobo.seq.next(),

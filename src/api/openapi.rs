@@ -1,0 +1,754 @@
+//! `GET /v1/openapi.json`: the OpenAPI 3.1 document of every `/v1`
+//! operation, generated with utoipa from the code's own types: responses
+//! from the view structs that render them (`PaymentIntentView`, ...),
+//! request bodies and queries from the schema structs whose field names unit
+//! tests keep equal to what the parsers accept, and each operation from the
+//! `#[utoipa::path]` annotation on its handler. No part of it is written by
+//! hand as JSON.
+
+use std::borrow::Cow;
+use std::marker::PhantomData;
+use std::sync::OnceLock;
+
+use actix_web::HttpResponse;
+use utoipa::openapi::extensions::ExtensionsBuilder;
+use utoipa::openapi::schema::{Ref, Schema};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::RefOr;
+use utoipa::{IntoParams, Modify, OpenApi, PartialSchema, ToSchema};
+use uuid::Uuid;
+
+use kobo_actors::ledger::BalanceTransactionView;
+use kobo_actors::payment_intent::{ChargeAttemptView, PaymentIntentView};
+
+pub use responses::*;
+
+/// Where the document is served.
+pub const PATH: &str = "/v1/openapi.json";
+
+/// The name of the secret-key security scheme.
+pub const BEARER: &str = "bearer";
+/// The name of the client-secret security scheme.
+pub const CLIENT_SECRET: &str = "client_secret";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "kobo",
+        version = "0.1.0",
+        description = "Payments, balances and payouts for businesses in Nigeria. Every amount is an integer in the currency's smallest unit (kobo, cents). Every POST needs an `Idempotency-Key` header: the same key with the same body answers the saved response with `Idempotent-Replayed: true`.",
+        license(name = "MIT")
+    ),
+    paths(
+        serve,
+        super::payment_intents::create,
+        super::payment_intents::list,
+        super::payment_intents::retrieve,
+        super::payment_intents::cancel,
+        super::payment_intents::bank_transfer,
+        super::payment_intents::charge_attempts,
+        super::balance::balance,
+        super::balance::transactions,
+        super::balance::export,
+        super::test_helpers::succeed,
+        super::test_helpers::simulate_transfer,
+    ),
+    components(
+        schemas(super::ErrorBody),
+        responses(
+            BadRequest,
+            BadRequestReplayable,
+            Unauthorized,
+            Forbidden,
+            NotFound,
+            NotFoundReplayable,
+            ConflictReplayable,
+            PayloadTooLarge,
+            IdempotencyKeyReused,
+            InternalError,
+            Overloaded,
+        )
+    ),
+    modifiers(&SecuritySchemes, &OptionalBodies, &Lifecycle),
+    security(("bearer" = [])),
+    tags(
+        (name = "payment_intents", description = "Accepting payments."),
+        (name = "balance", description = "Balances and the ledger's balance transactions."),
+        (name = "test_helpers", description = "Simulated provider behaviour; test keys only (404 for live keys)."),
+        (name = "meta", description = "About the API itself."),
+    )
+)]
+pub struct ApiDoc;
+
+/// The document.
+pub fn document() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+fn document_json() -> &'static str {
+    static JSON: OnceLock<String> = OnceLock::new();
+    JSON.get_or_init(|| {
+        document()
+            .to_json()
+            .expect("the OpenAPI document serializes")
+    })
+}
+
+/// This document
+///
+/// The OpenAPI 3.1 document of every `/v1` operation. Needs no key.
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    operation_id = "get_openapi",
+    tag = "meta",
+    security(()),
+    responses(
+        (status = 200, description = "The OpenAPI document.", content_type = "application/json", body = Object),
+    )
+)]
+pub async fn serve() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(document_json())
+}
+
+/// Adds the security schemes and makes the document's own operation need no
+/// key (`security: []`).
+struct SecuritySchemes;
+
+impl Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            BEARER,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A secret key: `svc_test_...` sees test data only, `svc_live_...` live data only. Missing, malformed, unknown or revoked: 401.",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            CLIENT_SECRET,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A payment intent's `client_secret` (from its create response): acts on that one payment intent only, where an operation lists this scheme; anything else answers 401.",
+                    ))
+                    .build(),
+            ),
+        );
+        if let Some(item) = openapi.paths.paths.get_mut(PATH) {
+            if let Some(op) = item.get.as_mut() {
+                op.security = Some(Vec::new());
+            }
+        }
+    }
+}
+
+/// An optional request body (`Option<T>` in `request_body`) may be left out;
+/// it may not be `null`: its schema is `T`'s (utoipa renders it as
+/// `oneOf: [T, null]`), and `required` stays false.
+struct OptionalBodies;
+
+impl Modify for OptionalBodies {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            for op in [&mut item.post, &mut item.put, &mut item.patch]
+                .into_iter()
+                .flatten()
+            {
+                let Some(RefOr::T(body)) = op.request_body.as_mut() else {
+                    continue;
+                };
+                for content in body.content.values_mut() {
+                    let RefOr::T(content) = content else {
+                        continue;
+                    };
+                    let Some(RefOr::T(Schema::OneOf(one_of))) = &content.schema else {
+                        continue;
+                    };
+                    let null = serde_json::json!({"type": "null"});
+                    let not_null: Vec<&RefOr<Schema>> = one_of
+                        .items
+                        .iter()
+                        .filter(|i| serde_json::to_value(i).ok().as_ref() != Some(&null))
+                        .collect();
+                    if let [only] = not_null[..] {
+                        if one_of.items.len() == 2 {
+                            content.schema = Some(only.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Marks every operation live (service-api.md, Versioning): `x-lifecycle`.
+struct Lifecycle;
+
+impl Modify for Lifecycle {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            for op in [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.patch,
+                &mut item.delete,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let live = ExtensionsBuilder::new().add("x-lifecycle", "live").build();
+                match op.extensions.as_mut() {
+                    Some(e) => e.merge(live),
+                    None => op.extensions = Some(live),
+                }
+            }
+        }
+    }
+}
+
+/// The `Idempotency-Key` header every POST needs.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)]
+pub struct IdempotencyKey {
+    /// 1 to 255 characters. The same key with the same request answers the
+    /// saved response (`Idempotent-Replayed: true`); with a different
+    /// request, 422. Missing: 400 `parameter_missing`. Keys are kept 24
+    /// hours.
+    #[param(rename = "Idempotency-Key", min_length = 1, max_length = 255)]
+    key: String,
+}
+
+/// The `{id}` of a payment intent.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub struct PaymentIntentId {
+    /// The payment intent's id; unknown, malformed, another merchant's or
+    /// the other mode's: 404.
+    id: Uuid,
+}
+
+/// The error responses, each with the [`super::ErrorBody`] schema. The
+/// `...Replayable` ones are those of POSTs, whose 4xx answers are saved and
+/// replayed under the same Idempotency-Key.
+#[allow(dead_code)]
+mod responses {
+    use utoipa::ToResponse;
+
+    use super::super::ErrorBody;
+
+    /// `invalid_request_error`: a parameter is missing (`parameter_missing`), unknown (`parameter_unknown`) or invalid (`parameter_invalid`), named by `param`.
+    #[derive(ToResponse)]
+    pub struct BadRequest(ErrorBody);
+
+    /// `invalid_request_error`: a parameter is missing (`parameter_missing`), unknown (`parameter_unknown`) or invalid (`parameter_invalid`), named by `param` (malformed JSON: `body`; a missing or too long Idempotency-Key: `Idempotency-Key`). Saved and replayed under the same Idempotency-Key.
+    #[derive(ToResponse)]
+    #[response(headers(
+        ("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key")
+    ))]
+    pub struct BadRequestReplayable(ErrorBody);
+
+    /// `authentication_error`: the key is missing, malformed, unknown or revoked (a client secret used beyond its payment intent included).
+    #[derive(ToResponse)]
+    pub struct Unauthorized(ErrorBody);
+
+    /// `authentication_error`: the account cannot do this yet (`account_not_activated`: live payments before approval).
+    #[derive(ToResponse)]
+    pub struct Forbidden(ErrorBody);
+
+    /// `invalid_request_error` `resource_missing`: no such object, or it belongs to another account or mode.
+    #[derive(ToResponse)]
+    pub struct NotFound(ErrorBody);
+
+    /// `invalid_request_error` `resource_missing`: no such object, or it belongs to another account or mode (test helpers: always for live keys). Saved and replayed under the same Idempotency-Key.
+    #[derive(ToResponse)]
+    #[response(headers(
+        ("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key")
+    ))]
+    pub struct NotFoundReplayable(ErrorBody);
+
+    /// `state_error`: the object's state does not allow the operation (`payment_intent_unexpected_state`, `duplicate_reference`, ...), or a request with the same Idempotency-Key is still running (`idempotency_key_in_use`). Saved and replayed under the same Idempotency-Key.
+    #[derive(ToResponse)]
+    #[response(headers(
+        ("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key")
+    ))]
+    pub struct ConflictReplayable(ErrorBody);
+
+    /// `invalid_request_error` `body_too_large`: the body is over 1 MiB.
+    #[derive(ToResponse)]
+    pub struct PayloadTooLarge(ErrorBody);
+
+    /// `idempotency_error` `idempotency_key_reused`: the Idempotency-Key was used with a different request.
+    #[derive(ToResponse)]
+    pub struct IdempotencyKeyReused(ErrorBody);
+
+    /// `api_error`: a failure on the service's side; nothing was saved, retry with the same Idempotency-Key.
+    #[derive(ToResponse)]
+    pub struct InternalError(ErrorBody);
+
+    /// `api_error` `overloaded`: the object is busy; nothing was saved, retry shortly with the same Idempotency-Key.
+    #[derive(ToResponse)]
+    #[response(headers(
+        ("Retry-After" = String, description = "Seconds to wait before retrying.")
+    ))]
+    pub struct Overloaded(ErrorBody);
+}
+
+/// A schema used by reference. utoipa inlines the schemas of generic
+/// arguments; a list of `ByRef<T>` (through the aliases below) lists
+/// `$ref`s to `T`'s schema instead, and registers that schema.
+pub struct ByRef<T>(PhantomData<T>);
+
+impl<T: ToSchema> PartialSchema for ByRef<T> {
+    fn schema() -> RefOr<Schema> {
+        RefOr::Ref(Ref::from_schema_name(T::name()))
+    }
+}
+
+impl<T: ToSchema> ToSchema for ByRef<T> {
+    fn name() -> Cow<'static, str> {
+        T::name()
+    }
+
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((T::name().into_owned(), T::schema()));
+        T::schemas(schemas);
+    }
+}
+
+/// List items: `ListView<PaymentIntentRef>` is `List_PaymentIntent`.
+pub type PaymentIntentRef = ByRef<PaymentIntentView>;
+pub type ChargeAttemptRef = ByRef<ChargeAttemptView>;
+pub type BalanceTransactionRef = ByRef<BalanceTransactionView>;
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use actix_web::{test as web, App};
+    use serde_json::Value;
+    use utoipa::openapi::path::ParameterIn;
+
+    use kobo_actors::money::MAX_AMOUNT;
+
+    use super::super::{balance, payment_intents, test_helpers};
+    use super::*;
+
+    /// Every operation the server routes under `/v1` (`configure` and the
+    /// route modules), as (method, path).
+    const V1_ROUTES: &[(&str, &str)] = &[
+        ("get", "/v1/openapi.json"),
+        ("post", "/v1/payment_intents"),
+        ("get", "/v1/payment_intents"),
+        ("get", "/v1/payment_intents/{id}"),
+        ("post", "/v1/payment_intents/{id}/cancel"),
+        ("post", "/v1/payment_intents/{id}/bank_transfer"),
+        ("get", "/v1/payment_intents/{id}/charge_attempts"),
+        ("get", "/v1/balance"),
+        ("get", "/v1/balance_transactions"),
+        ("get", "/v1/balance_transactions/export"),
+        ("post", "/v1/test_helpers/payment_intents/{id}/succeed"),
+        (
+            "post",
+            "/v1/test_helpers/payment_intents/{id}/simulate_transfer",
+        ),
+    ];
+
+    fn doc() -> Value {
+        serde_json::from_str(document_json()).unwrap()
+    }
+
+    /// Every (method, path, operation) of the document.
+    fn operations(doc: &Value) -> Vec<(String, String, Value)> {
+        let mut ops = Vec::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                ops.push((method.clone(), path.clone(), op.clone()));
+            }
+        }
+        ops
+    }
+
+    /// Follows a local `$ref` (`#/components/...`).
+    fn resolve<'a>(doc: &'a Value, v: &'a Value) -> &'a Value {
+        match v.get("$ref").and_then(Value::as_str) {
+            Some(r) => {
+                let pointer = r.strip_prefix('#').expect("a local reference");
+                doc.pointer(pointer)
+                    .unwrap_or_else(|| panic!("{r} does not resolve"))
+            }
+            None => v,
+        }
+    }
+
+    fn property_names(schema: RefOr<Schema>) -> BTreeSet<String> {
+        let v = serde_json::to_value(schema).unwrap();
+        v["properties"]
+            .as_object()
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn param_names<P: IntoParams>() -> BTreeSet<String> {
+        P::into_params(|| Some(ParameterIn::Query))
+            .into_iter()
+            .map(|p| p.name)
+            .collect()
+    }
+
+    fn names(list: &[&str]) -> BTreeSet<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_document_is_openapi_3_1_of_api_version_0_1_0() {
+        let d = doc();
+        assert!(
+            d["openapi"].as_str().unwrap().starts_with("3.1."),
+            "{}",
+            d["openapi"]
+        );
+        assert_eq!(d["info"]["version"], "0.1.0");
+        assert_eq!(d["security"], serde_json::json!([{"bearer": []}]));
+        assert_eq!(
+            d["components"]["securitySchemes"]["bearer"]["scheme"],
+            "bearer"
+        );
+    }
+
+    #[test]
+    fn every_v1_route_is_documented_and_nothing_else() {
+        let d = doc();
+        let documented: BTreeSet<(String, String)> =
+            operations(&d).into_iter().map(|(m, p, _)| (m, p)).collect();
+        let routed: BTreeSet<(String, String)> = V1_ROUTES
+            .iter()
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+            .collect();
+        assert_eq!(documented, routed);
+    }
+
+    /// The other direction, against the real routing table: each documented
+    /// operation reaches a handler (no 404 "no route", no 405).
+    #[actix_web::test]
+    async fn every_documented_operation_is_routed() {
+        let app = web::init_service(App::new().configure(super::super::configure)).await;
+        // What an unrouted path and an unrouted method answer.
+        let res = web::call_service(&app, web::TestRequest::get().uri("/v1/nope").to_request());
+        assert_eq!(res.await.status().as_u16(), 404);
+        let res = web::call_service(&app, web::TestRequest::delete().uri(PATH).to_request());
+        assert_eq!(res.await.status().as_u16(), 405);
+        let id = Uuid::new_v4().to_string();
+        for (method, path, _) in operations(&doc()) {
+            let uri = path.replace("{id}", &id);
+            let req = match method.as_str() {
+                "get" => web::TestRequest::get(),
+                "post" => web::TestRequest::post(),
+                other => panic!("unexpected method {other}"),
+            }
+            .uri(&uri)
+            .to_request();
+            let status = web::call_service(&app, req).await.status().as_u16();
+            assert!(
+                status != 404 && status != 405,
+                "{method} {path} answered {status}"
+            );
+        }
+    }
+
+    #[actix_web::test]
+    async fn the_document_is_served_without_a_key() {
+        let app = web::init_service(App::new().configure(super::super::configure)).await;
+        let res = web::call_service(&app, web::TestRequest::get().uri(PATH).to_request()).await;
+        assert_eq!(res.status().as_u16(), 200);
+        assert_eq!(
+            res.headers().get("content-type").unwrap(),
+            "application/json"
+        );
+        let body: Value = web::read_body_json(res).await;
+        assert_eq!(body, doc());
+    }
+
+    #[test]
+    fn every_operation_documents_its_errors_headers_and_security() {
+        let d = doc();
+        for (method, path, op) in operations(&d) {
+            let at = format!("{method} {path}");
+            let responses = op["responses"].as_object().unwrap();
+            assert_eq!(op["x-lifecycle"], "live", "{at}");
+            if path == PATH {
+                assert_eq!(op["security"], serde_json::json!([]), "{at}");
+                continue;
+            }
+            assert!(op.get("security").is_none_or(|s| s
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r.get(BEARER).is_some())));
+            for status in ["401", "500"] {
+                assert!(responses.contains_key(status), "{at} lacks {status}");
+            }
+            let mut success = 0;
+            for (status, response) in responses {
+                let response = resolve(&d, response);
+                if status.starts_with('2') {
+                    success += 1;
+                    continue;
+                }
+                let schema = &response["content"]["application/json"]["schema"];
+                assert_eq!(
+                    schema["$ref"], "#/components/schemas/Error",
+                    "{at} {status}"
+                );
+            }
+            assert_eq!(success, 1, "{at}");
+            let params = op["parameters"].as_array().cloned().unwrap_or_default();
+            let idempotency_key = params
+                .iter()
+                .find(|p| p["name"] == "Idempotency-Key" && p["in"] == "header");
+            if method == "post" {
+                let key = idempotency_key.unwrap_or_else(|| panic!("{at}"));
+                assert_eq!(key["required"], true, "{at}");
+                assert_eq!(key["schema"]["maxLength"], 255, "{at}");
+                for status in ["400", "413", "422"] {
+                    assert!(responses.contains_key(status), "{at} lacks {status}");
+                }
+                // A replay answers the saved response, 2xx or 4xx, with the
+                // header.
+                for (status, response) in responses {
+                    let replayable =
+                        status.starts_with('2') || ["400", "404", "409"].contains(&status.as_str());
+                    let header = &resolve(&d, response)["headers"]["Idempotent-Replayed"];
+                    assert_eq!(replayable, !header.is_null(), "{at} {status}");
+                }
+                assert!(op["requestBody"].is_object(), "{at}");
+            } else {
+                assert!(idempotency_key.is_none(), "{at}");
+            }
+            if path.contains("{id}") {
+                assert!(
+                    params
+                        .iter()
+                        .any(|p| p["name"] == "id" && p["in"] == "path"),
+                    "{at}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_reference_resolves() {
+        let d = doc();
+        fn walk(doc: &Value, v: &Value) {
+            match v {
+                Value::Object(o) => {
+                    if o.contains_key("$ref") {
+                        resolve(doc, v);
+                    }
+                    o.values().for_each(|x| walk(doc, x));
+                }
+                Value::Array(a) => a.iter().for_each(|x| walk(doc, x)),
+                _ => {}
+            }
+        }
+        walk(&d, &d);
+    }
+
+    /// Each request schema has exactly the fields its parser accepts, and
+    /// each POST's documented body is that schema.
+    #[test]
+    fn request_schemas_match_what_the_parsers_accept() {
+        use payment_intents::{CreatePaymentIntentRequest, NoFields, CREATE_FIELDS, NO_FIELDS};
+        use test_helpers::{SimulateTransferRequest, SIMULATE_TRANSFER_FIELDS};
+        assert_eq!(
+            property_names(CreatePaymentIntentRequest::schema()),
+            names(CREATE_FIELDS)
+        );
+        assert_eq!(property_names(NoFields::schema()), names(NO_FIELDS));
+        assert_eq!(
+            property_names(SimulateTransferRequest::schema()),
+            names(SIMULATE_TRANSFER_FIELDS)
+        );
+
+        let d = doc();
+        let body_schema = |path: &str| {
+            d["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{path}"))
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        let bodies = [
+            ("/v1/payment_intents", CreatePaymentIntentRequest::name()),
+            ("/v1/payment_intents/{id}/cancel", NoFields::name()),
+            ("/v1/payment_intents/{id}/bank_transfer", NoFields::name()),
+            (
+                "/v1/test_helpers/payment_intents/{id}/succeed",
+                NoFields::name(),
+            ),
+            (
+                "/v1/test_helpers/payment_intents/{id}/simulate_transfer",
+                SimulateTransferRequest::name(),
+            ),
+        ];
+        for (path, schema) in bodies {
+            assert_eq!(body_schema(path), schema, "{path}");
+        }
+        // Only the bodies that may be left out are optional.
+        assert_eq!(
+            d["paths"]["/v1/payment_intents"]["post"]["requestBody"]["required"],
+            true
+        );
+        assert!(
+            d["paths"]["/v1/payment_intents/{id}/cancel"]["post"]["requestBody"]
+                .get("required")
+                .is_none_or(|r| r == false)
+        );
+
+        // The amount bounds the parsers apply.
+        let create = serde_json::to_value(CreatePaymentIntentRequest::schema()).unwrap();
+        assert_eq!(
+            create["properties"]["amount"]["minimum"],
+            payment_intents::MIN_PAYMENT_AMOUNT
+        );
+        assert_eq!(create["properties"]["amount"]["maximum"], MAX_AMOUNT);
+        assert_eq!(
+            create["required"],
+            serde_json::json!(["amount", "currency"])
+        );
+        let simulate = serde_json::to_value(SimulateTransferRequest::schema()).unwrap();
+        assert_eq!(simulate["properties"]["amount"]["minimum"], 1);
+        assert_eq!(simulate["properties"]["amount"]["maximum"], MAX_AMOUNT);
+    }
+
+    /// Each query's documented parameters are exactly those its parser
+    /// accepts.
+    #[test]
+    fn query_parameters_match_what_the_parsers_accept() {
+        assert_eq!(
+            param_names::<payment_intents::ListPaymentIntentsQuery>(),
+            names(payment_intents::LIST_PARAMS)
+        );
+        assert_eq!(
+            param_names::<balance::BalanceQuery>(),
+            names(balance::BALANCE_PARAMS)
+        );
+        assert_eq!(
+            param_names::<balance::LineFilterQuery>(),
+            names(balance::FILTERS)
+        );
+        assert_eq!(
+            param_names::<balance::LinePageQuery>(),
+            names(balance::PAGE_PARAMS)
+        );
+        let d = doc();
+        let documented = |path: &str| -> BTreeSet<String> {
+            d["paths"][path]["get"]["parameters"]
+                .as_array()
+                .map(|ps| {
+                    ps.iter()
+                        .filter(|p| p["in"] == "query")
+                        .map(|p| p["name"].as_str().unwrap().to_string())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            documented("/v1/payment_intents"),
+            names(payment_intents::LIST_PARAMS)
+        );
+        assert_eq!(documented("/v1/balance"), names(balance::BALANCE_PARAMS));
+        let mut transactions = names(balance::FILTERS);
+        transactions.extend(names(balance::PAGE_PARAMS));
+        assert_eq!(documented("/v1/balance_transactions"), transactions);
+        assert_eq!(
+            documented("/v1/balance_transactions/export"),
+            names(balance::FILTERS)
+        );
+    }
+
+    /// The response schemas are those of the views that render them.
+    #[test]
+    fn responses_use_the_view_schemas() {
+        let d = doc();
+        let ok = |method: &str, path: &str| {
+            let op = &d["paths"][path][method];
+            let (_, response) = op["responses"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .find(|(s, _)| s.starts_with('2'))
+                .unwrap();
+            response["content"]["application/json"]["schema"]["$ref"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        let schema = |name: Cow<'static, str>| format!("#/components/schemas/{name}");
+        assert_eq!(
+            ok("post", "/v1/payment_intents"),
+            schema(PaymentIntentView::name())
+        );
+        assert_eq!(
+            ok("get", "/v1/payment_intents/{id}"),
+            schema(PaymentIntentView::name())
+        );
+        assert_eq!(
+            ok("get", "/v1/payment_intents"),
+            "#/components/schemas/List_PaymentIntent"
+        );
+        assert_eq!(
+            ok("get", "/v1/payment_intents/{id}/charge_attempts"),
+            "#/components/schemas/List_ChargeAttempt"
+        );
+        assert_eq!(
+            ok("get", "/v1/balance_transactions"),
+            "#/components/schemas/List_BalanceTransaction"
+        );
+        assert_eq!(
+            d["components"]["schemas"]["List_ChargeAttempt"]["properties"]["data"]["items"]["$ref"],
+            schema(ChargeAttemptView::name())
+        );
+        assert_eq!(
+            d["components"]["schemas"]["List_BalanceTransaction"]["properties"]["data"]["items"]
+                ["$ref"],
+            schema(BalanceTransactionView::name())
+        );
+        assert_eq!(
+            ok("get", "/v1/balance"),
+            schema(kobo_actors::query::BalanceView::name())
+        );
+        assert_eq!(
+            ok("get", "/v1/balance_transactions/export"),
+            schema(balance::StatementExportView::name())
+        );
+        // Fields shown only on create are optional; the others required.
+        let pi = &d["components"]["schemas"]["PaymentIntent"];
+        let required: BTreeSet<&str> = pi["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let properties: BTreeSet<&str> = pi["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let optional: BTreeSet<&str> = properties.difference(&required).copied().collect();
+        assert_eq!(optional, BTreeSet::from(["checkout_url", "client_secret"]));
+    }
+}
