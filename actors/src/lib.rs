@@ -16,6 +16,7 @@
 //! - [`clock`], [`provider`], [`runtime`], [`error`], [`ids`]: plumbing.
 
 pub mod admin;
+pub mod calendar;
 pub mod clock;
 pub mod error;
 pub mod event;
