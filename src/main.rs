@@ -60,6 +60,11 @@ pub struct ServeArgs {
     /// `manual` moves only through POST /admin/v1/clock/advance.
     #[arg(long, env = "KOBO_CLOCK", value_enum, default_value = "system")]
     pub clock: ClockKind,
+    /// Manual clock only: start no earlier than this RFC 3339 time (moves a
+    /// stored manual time forward, never back). For tests and rehearsals of
+    /// "the server was down at settlement time".
+    #[arg(long, env = "KOBO_CLOCK_START", value_name = "DATE-TIME")]
+    pub clock_start: Option<String>,
     /// Deliver webhooks for HOST to IP instead of DNS (repeatable).
     #[arg(long = "webhook-resolve", value_name = "HOST=IP")]
     pub webhook_resolve: Vec<String>,

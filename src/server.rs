@@ -17,6 +17,7 @@ use actix_web::{middleware, web, App, HttpServer};
 use anyhow::{Context, Result};
 use chrono::Utc;
 
+use kobo_actors::calendar::Calendar;
 use kobo_actors::clock::{from_micros, micros, Clock};
 use kobo_actors::ids::random_base62;
 use kobo_actors::merchant::Settings;
@@ -76,11 +77,23 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         ClockKind::System => Clock::System,
         ClockKind::Manual => {
             let stored = store.read()?.get(Table::Meta, META_MANUAL_CLOCK)?;
-            let start = stored
+            let mut start = stored
                 .map(|v| from_micros(u64_from(&v) as i64))
                 .unwrap_or_else(|| from_micros(Utc::now().timestamp_micros()));
+            if let Some(at) = &args.clock_start {
+                let at = chrono::DateTime::parse_from_rfc3339(at)
+                    .with_context(|| format!("--clock-start {at} is not an RFC 3339 date-time"))?
+                    .with_timezone(&Utc);
+                start = start.max(at);
+            }
             Clock::manual(start)
         }
+    };
+
+    let calendar = match &args.holidays {
+        Some(path) => Calendar::from_file(path)
+            .map_err(|e| anyhow::anyhow!("--holidays {}: {e}", path.display()))?,
+        None => Calendar::nigeria(),
     };
 
     let writer_metrics = WriterMetrics::new();
@@ -104,6 +117,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             base_url,
             actor_idle: Duration::from_secs(args.actor_idle_secs.max(1)),
             mailbox_capacity: 1024,
+            calendar,
         },
     )?;
 

@@ -32,6 +32,37 @@ fn add_brand(batch: &mut Batch, brand: &Brand) {
         .note_seq(brand.seq);
 }
 
+/// Creates a brand of a merchant in one mode.
+pub async fn create_brand(
+    kobo: &Arc<Kobo>,
+    merchant: Uuid,
+    mode: Mode,
+    name: String,
+    idem: Option<&crate::idempotency::IdempotencySave>,
+) -> DomainResult<Value> {
+    let now = kobo.clock.now();
+    let brand = Brand {
+        id: crate::ids::new_id(now),
+        merchant,
+        mode,
+        seq: kobo.seq.next(),
+        name,
+        default: false,
+        created_at: now,
+    };
+    let view = brand.to_api();
+    let mut batch = Batch::new();
+    add_brand(&mut batch, &brand);
+    if let Some(idem) = idem {
+        idem.add_to(&mut batch, 201, &view.to_string(), now);
+    }
+    kobo.writer
+        .commit(batch)
+        .await
+        .map_err(|e| DomainError::internal(e.to_string()))?;
+    Ok(view)
+}
+
 /// Creates a merchant. Returns the operator view with both secret keys (the
 /// only time they are shown, besides a roll).
 pub async fn create_merchant(
@@ -67,7 +98,12 @@ pub async fn create_merchant(
         default_brand_live: brands[1],
         key_hash_test: key_hash(&test_key),
         key_hash_live: key_hash(&live_key),
+        reserve_since: None,
     };
+    let mut merchant = merchant;
+    if merchant.settings.reserve.is_some() {
+        merchant.reserve_since = Some(now);
+    }
     batch.put(Table::Merchants, id.as_bytes().to_vec(), &merchant);
     for (mode, key) in [(Mode::Test, &test_key), (Mode::Live, &live_key)] {
         batch.put(
@@ -160,7 +196,11 @@ async fn change(kobo: Arc<Kobo>, id: Uuid, change: MerchantChange) -> DomainResu
     let mut batch = Batch::new();
     let view = match change {
         MerchantChange::Settings(patch) => {
-            merchant.settings = merchant.settings.patched(&patch)?;
+            let settings = merchant.settings.patched(&patch)?;
+            if settings.reserve != merchant.settings.reserve {
+                merchant.reserve_since = settings.reserve.as_ref().map(|_| now);
+            }
+            merchant.settings = settings;
             merchant.to_api()
         }
         MerchantChange::RollKey(mode) => {

@@ -30,6 +30,7 @@ pub mod provider;
 pub mod query;
 pub mod registry;
 pub mod runtime;
+pub mod settlement;
 pub mod timers;
 
 pub use error::{DomainError, DomainResult, ErrorKind};

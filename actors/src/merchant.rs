@@ -290,6 +290,9 @@ pub struct Merchant {
     pub default_brand_live: Uuid,
     pub key_hash_test: String,
     pub key_hash_live: String,
+    /// When the current reserve terms were set.
+    #[serde(default)]
+    pub reserve_since: Option<DateTime<Utc>>,
 }
 
 impl Merchant {
@@ -485,6 +488,7 @@ mod tests {
                 default_brand_live: Uuid::new_v4(),
                 key_hash_test: "t".into(),
                 key_hash_live: "l".into(),
+                reserve_since: None,
             };
             let old = json!({
                 "id": m.id,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use chrono_tz::Africa::Lagos;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -441,6 +441,110 @@ pub fn statement_lines(
     })?;
     lines.reverse();
     Ok((lines, truncated))
+}
+
+/// A merchant's brands in one mode, newest first.
+pub fn list_brands(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+    limit: usize,
+    starting_after: Option<Uuid>,
+) -> DomainResult<Page> {
+    let read = kobo.store.read()?;
+    let prefix = scope_key(merchant, mode).build();
+    let before = match starting_after {
+        Some(id) => match read.get_decoded::<Brand>(Table::Brands, id.as_bytes())? {
+            Some(b) if b.merchant == merchant && b.mode == mode => {
+                Some(crate::admin::brand_index_key(merchant, mode, b.seq))
+            }
+            _ => {
+                return Err(DomainError::invalid(
+                    "starting_after",
+                    format!("no such brand: {id}"),
+                ))
+            }
+        },
+        None => None,
+    };
+    let mut data = Vec::new();
+    let mut has_more = false;
+    read.scan_prefix_rev(Table::BrandIndex, &prefix, before.as_deref(), |_, v| {
+        let id = Uuid::from_slice(v)
+            .map_err(|_| kobo_storage::StoreError::Redb("bad brand index".into()))?;
+        if let Some(b) = read.get_decoded::<Brand>(Table::Brands, id.as_bytes())? {
+            if data.len() == limit {
+                has_more = true;
+                return Ok(false);
+            }
+            data.push(b.to_api());
+        }
+        Ok(true)
+    })?;
+    Ok(Page { data, has_more })
+}
+
+/// Plain words for the reserve reasons kobo's risk team uses.
+pub fn reserve_reason_text(reason: &str) -> String {
+    match reason {
+        "new_account" => "Your account is new: a share of each payment is held while it builds a payment history.".into(),
+        "high_chargebacks" | "chargebacks" => "Your recent payments had more disputes than usual: a share of each payment is held to cover them.".into(),
+        "high_risk" | "high_risk_category" => "Your business category carries more disputes: a share of each payment is held to cover them.".into(),
+        "manual_review" => "Our risk team reviewed your account: a share of each payment is held for now.".into(),
+        other => {
+            let words = other.replace(['_', '-'], " ");
+            let mut c = words.chars();
+            match c.next() {
+                Some(f) => format!("{}{}.", f.to_uppercase(), c.as_str()),
+                None => String::new(),
+            }
+        }
+    }
+}
+
+/// `GET /v1/reserve`: the terms, what is held and when it is released.
+pub fn reserve(kobo: &Kobo, merchant: &Merchant, mode: Mode) -> DomainResult<Value> {
+    use crate::settlement::{release_prefix, ScheduledRelease};
+    let read = kobo.store.read()?;
+    let mut held: BTreeMap<Currency, (i64, usize, Option<DateTime<Utc>>)> = BTreeMap::new();
+    let mut releases: BTreeMap<(NaiveDate, Currency), i64> = BTreeMap::new();
+    read.scan_prefix(
+        Table::ScheduledReleases,
+        &release_prefix(merchant.id, mode, Bucket::Reserve).build(),
+        None,
+        |_, v| {
+            let r: ScheduledRelease = decode(v)?;
+            let h = held.entry(r.currency).or_insert((0, 0, None));
+            h.0 += r.amount;
+            h.1 += 1;
+            h.2 = Some(h.2.map_or(r.due, |d: DateTime<Utc>| d.min(r.due)));
+            *releases
+                .entry((kobo.calendar.lagos_date(r.due), r.currency))
+                .or_default() += r.amount;
+            Ok(true)
+        },
+    )?;
+    let terms = merchant.settings.reserve.as_ref().map(|t| {
+        json!({
+            "percent_bps": t.percent_bps,
+            "days": t.days,
+            "reason": t.reason,
+            "reason_text": t.reason.as_deref().map(reserve_reason_text),
+            "note": t.note,
+            "since": merchant.reserve_since,
+        })
+    });
+    Ok(json!({
+        "object": "reserve",
+        "livemode": mode.livemode(),
+        "terms": terms,
+        "held": held.into_iter().map(|(c, (amount, payments, next))| json!({
+            "currency": c, "amount": amount, "payments": payments, "next_release_at": next,
+        })).collect::<Vec<_>>(),
+        "releases": releases.into_iter().map(|((date, c), amount)| json!({
+            "date": date.to_string(), "currency": c, "amount": amount,
+        })).collect::<Vec<_>>(),
+    }))
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use kobo_storage::{writer::u64_from, writer::META_SEQ_HIGH_WATER, Store, Table, Writer};
 
 use crate::admin::MerchantActor;
+use crate::calendar::Calendar;
 use crate::clock::Clock;
 use crate::error::DomainResult;
 use crate::ledger::actor::LedgerActor;
@@ -23,6 +24,8 @@ pub struct Config {
     pub actor_idle: Duration,
     /// Queued messages per actor before senders get 503.
     pub mailbox_capacity: usize,
+    /// Business days and public holidays (settlement).
+    pub calendar: Calendar,
 }
 
 /// One increasing sequence for object order and ledger line ids. Its high
@@ -36,6 +39,7 @@ impl Sequence {
 }
 
 pub struct Kobo {
+    pub calendar: Calendar,
     pub store: Store,
     pub writer: Writer,
     pub clock: Clock,
@@ -61,6 +65,7 @@ impl Kobo {
             .unwrap_or(0);
         let capacity = config.mailbox_capacity;
         Ok(Arc::new(Kobo {
+            calendar: config.calendar.clone(),
             store,
             writer,
             clock,

@@ -23,8 +23,11 @@ use kobo_storage::{decode, Batch, KeyBuf, Table};
 use crate::clock::{from_micros, micros};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::Mode;
+use crate::ledger::actor::ReleaseScheduled;
+use crate::ledger::Bucket;
 use crate::payment_intent::actor::{Action, IntentMessage};
 use crate::runtime::Kobo;
+use crate::settlement::release_key;
 
 /// How many timers of one due time are dispatched at once.
 pub const TIMER_FANOUT_MAX: usize = 512;
@@ -37,12 +40,20 @@ pub const META_MANUAL_CLOCK: &[u8] = b"manual_clock";
 #[serde(rename_all = "snake_case")]
 pub enum TimerKind {
     PaymentIntentAbandon,
+    /// Release a capture's `pending` money to `available`.
+    ReleasePending,
+    /// Release a capture's reserved money to `available`.
+    ReleaseReserve,
 }
 
 impl TimerKind {
+    /// Part of the timer's key: timers due at the same instant run by kind,
+    /// in this order (releases before anything that spends what they free).
     fn byte(self) -> u8 {
         match self {
             TimerKind::PaymentIntentAbandon => 1,
+            TimerKind::ReleasePending => 2,
+            TimerKind::ReleaseReserve => 3,
         }
     }
 }
@@ -82,24 +93,26 @@ fn due_of(key: &[u8]) -> DateTime<Utc> {
     from_micros(u64::from_be_bytes(b) as i64)
 }
 
-/// Timers sharing one due time, with their store keys.
+/// Timers sharing one due time and kind, with their store keys.
 type DueGroup = (DateTime<Utc>, Vec<(Vec<u8>, Timer)>);
 
-/// Timers due at or before `limit`, all sharing the earliest due time.
+/// Timers due at or before `limit`, all sharing the earliest due time and,
+/// within it, the first kind.
 fn next_due_group(kobo: &Kobo, limit: DateTime<Utc>) -> DomainResult<Option<DueGroup>> {
     let read = kobo.store.read()?;
     let mut group: Vec<(Vec<u8>, Timer)> = Vec::new();
-    let mut due_time = None;
+    let mut first: Option<[u8; 9]> = None;
     read.scan_prefix(Table::Timers, &[], None, |k, v| {
         let due = due_of(k);
-        if due > limit || due_time.is_some_and(|d| d != due) || group.len() >= TIMER_FANOUT_MAX {
+        let head: [u8; 9] = k[..9].try_into().expect("timer keys start with due|kind");
+        if due > limit || first.is_some_and(|f| f != head) || group.len() >= TIMER_FANOUT_MAX {
             return Ok(false);
         }
-        due_time = Some(due);
+        first = Some(head);
         group.push((k.to_vec(), decode(v)?));
         Ok(true)
     })?;
-    Ok(due_time.map(|d| (d, group)))
+    Ok(first.map(|f| (due_of(&f), group)))
 }
 
 pub fn timers_due(kobo: &Kobo, limit: DateTime<Utc>) -> DomainResult<u64> {
@@ -117,6 +130,35 @@ pub fn timers_due(kobo: &Kobo, limit: DateTime<Utc>) -> DomainResult<u64> {
 
 async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
     let outcome: DomainResult<()> = match timer.kind {
+        TimerKind::ReleasePending | TimerKind::ReleaseReserve => {
+            let bucket = match timer.kind {
+                TimerKind::ReleaseReserve => Bucket::Reserve,
+                _ => Bucket::Pending,
+            };
+            let row = release_key(
+                timer.merchant,
+                timer.mode,
+                bucket,
+                due_of(&key),
+                timer.target,
+            );
+            match kobo
+                .ledgers
+                .send(
+                    kobo,
+                    (timer.merchant, timer.mode),
+                    ReleaseScheduled { keys: vec![row] },
+                )
+                .await
+            {
+                // Released: the ledger deleted this timer with the row.
+                Ok(Ok(n)) if n > 0 => Ok(()),
+                // Nothing left to release (done earlier, or in flight with
+                // a batch that deletes this timer too): drop the timer.
+                Ok(Ok(_)) => Err(DomainError::not_found("scheduled release", timer.target)),
+                Ok(Err(e)) | Err(e) => Err(e),
+            }
+        }
         TimerKind::PaymentIntentAbandon => {
             let merchant_name = String::new();
             kobo.payment_intents

@@ -6,9 +6,11 @@
 pub mod admin;
 pub mod balance;
 pub mod body;
+pub mod brands;
 pub mod openapi;
 pub mod ops;
 pub mod payment_intents;
+pub mod settlement;
 pub mod test_helpers;
 
 use std::collections::HashSet;
@@ -428,6 +430,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/openapi.json").route(web::get().to(openapi::serve)));
     payment_intents::configure(cfg);
     balance::configure(cfg);
+    brands::configure(cfg);
+    settlement::configure(cfg);
     test_helpers::configure(cfg);
     admin::configure(cfg);
     ops::configure(cfg);

@@ -80,6 +80,22 @@ tables! {
     Idempotency => "idempotency",
     // expiry (unix micros)|merchant|mode|key -> ()
     IdempotencyExpiry => "idempotency_expiry",
+    // merchant|mode|bucket|due (unix micros)|payment id -> ScheduledRelease
+    ScheduledReleases => "scheduled_releases",
+    // Webhooks (actors/src/webhook). seq -> event id: events whose
+    // deliveries are not yet created (written with the event).
+    EventOutbox => "event_outbox",
+    // merchant|mode|type byte|seq -> event id (GET /v1/events?type=)
+    EventTypeIndex => "event_type_index",
+    // endpoint id -> WebhookEndpoint; merchant|mode|seq -> endpoint id
+    WebhookEndpoints => "webhook_endpoints",
+    WebhookEndpointIndex => "webhook_endpoint_index",
+    // event id|endpoint id -> Delivery
+    Deliveries => "deliveries",
+    // endpoint id|due (unix micros)|event id -> () (waiting deliveries)
+    DeliveryQueue => "delivery_queue",
+    // merchant|mode|stream position -> event id (GET /v1/stream resume)
+    EventStream => "event_stream",
 }
 
 /// Builds a composite key from fixed-width parts.

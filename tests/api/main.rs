@@ -10,3 +10,4 @@ mod crash;
 mod idempotency;
 mod payment_intents;
 mod server;
+mod settlement;

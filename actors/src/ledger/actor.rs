@@ -8,21 +8,26 @@
 //! confirms. The writer commits in submission order and stops the process if
 //! a commit fails, so memory is never ahead of disk after a restart. The actor
 //! does not passivate while commits are pending.
+//!
+//! It also releases scheduled money (settlement): see [`ReleaseScheduled`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use actix::prelude::*;
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use kobo_storage::{decode, Batch, Table};
+use kobo_storage::{decode, Batch, CommitError, Table};
 
 use crate::error::{DomainError, DomainResult};
 use crate::ids::Mode;
 use crate::ledger::{
-    balance_prefix, balance_store_key, post, BalanceKey, BalanceRow, EntrySpec, LedgerLine,
+    balance_prefix, balance_store_key, post_all, BalanceKey, BalanceRow, Bucket, EntrySpec,
+    EntryType, LedgerLine, LineSpec,
 };
 use crate::registry::{Activation, Registry, VirtualActor};
 use crate::runtime::Kobo;
+use crate::settlement::ScheduledRelease;
 
 pub type LedgerKey = (Uuid, Mode);
 
@@ -30,6 +35,9 @@ pub struct LedgerActor {
     activation: Activation<LedgerKey>,
     balances: Option<HashMap<BalanceKey, i64>>,
     pending_commits: usize,
+    /// Scheduled releases posted but not yet committed: a second request to
+    /// release them (a timer and the test helper racing) must skip them.
+    releasing: HashSet<Vec<u8>>,
 }
 
 /// Post one entry together with the caller's `with` batch.
@@ -38,6 +46,15 @@ pub struct LedgerActor {
 pub struct PostEntry {
     pub entry: EntrySpec,
     pub with: Batch,
+}
+
+/// Release these scheduled releases (row keys of `scheduled_releases`) to
+/// `available`. Rows already released are skipped. Answers how many
+/// payments' money was released.
+#[derive(Clone, Message)]
+#[rtype(result = "DomainResult<usize>")]
+pub struct ReleaseScheduled {
+    pub keys: Vec<Vec<u8>>,
 }
 
 impl Actor for LedgerActor {
@@ -52,6 +69,7 @@ impl VirtualActor for LedgerActor {
             activation,
             balances: None,
             pending_commits: 0,
+            releasing: HashSet::new(),
         }
     }
     fn activation(&self) -> &Activation<LedgerKey> {
@@ -86,37 +104,35 @@ pub fn load_balances(
     Ok(out)
 }
 
-impl Handler<PostEntry> for LedgerActor {
-    type Result = ResponseActFuture<Self, DomainResult<Vec<LedgerLine>>>;
+type Submitted = (Vec<LedgerLine>, oneshot::Receiver<Result<(), CommitError>>);
 
-    fn handle(&mut self, msg: PostEntry, _ctx: &mut Context<Self>) -> Self::Result {
-        self.activation.touch();
+impl LedgerActor {
+    /// Checks and applies `entries` in memory, adds their lines and balances
+    /// to `batch` and submits it. All entries or none.
+    fn post_and_submit(
+        &mut self,
+        entries: &[EntrySpec],
+        mut batch: Batch,
+    ) -> DomainResult<Submitted> {
         let kobo = self.activation.kobo.clone();
         let (merchant, mode) = self.activation.key;
         if self.balances.is_none() {
-            match load_balances(&kobo, merchant, mode) {
-                Ok(b) => self.balances = Some(b),
-                Err(e) => return Box::pin(fut::ready(Err(e))),
-            }
+            self.balances = Some(load_balances(&kobo, merchant, mode)?);
         }
         let balances = self.balances.as_mut().expect("loaded above");
         let now = kobo.clock.now();
         let seq = &kobo.seq;
         let posting = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            post(balances, merchant, mode, &msg.entry, || seq.next(), now)
+            post_all(balances, merchant, mode, entries, || seq.next(), now)
         }));
         let posting = match posting {
-            Ok(Ok(p)) => p,
-            Ok(Err(e)) => return Box::pin(fut::ready(Err(e))),
+            Ok(p) => p?,
             Err(_) => {
                 // Nothing was applied: the posting works on a copy.
                 self.activation.record_restart();
-                return Box::pin(fut::ready(Err(DomainError::internal(
-                    "the ledger failed to post an entry",
-                ))));
+                return Err(DomainError::internal("the ledger failed to post an entry"));
             }
         };
-        let mut batch = msg.with;
         for line in &posting.lines {
             batch
                 .put(Table::LedgerLines, line.store_key(), line)
@@ -136,21 +152,116 @@ impl Handler<PostEntry> for LedgerActor {
             );
         }
         self.pending_commits += 1;
-        let ack = kobo.writer.submit(batch);
-        let lines = posting.lines;
+        Ok((posting.lines, kobo.writer.submit(batch)))
+    }
+}
+
+/// The end of a pipelined commit: ledger batches carry no preconditions, so
+/// a refused batch would leave memory ahead of disk, which must never be.
+fn settle(outcome: Result<Result<(), CommitError>, oneshot::error::RecvError>) -> DomainResult<()> {
+    match outcome {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(conflict)) => {
+            tracing::error!(%conflict, "ledger batch rejected; stopping");
+            std::process::abort();
+        }
+        Err(_) => Err(DomainError::internal("the store writer stopped")),
+    }
+}
+
+impl Handler<PostEntry> for LedgerActor {
+    type Result = ResponseActFuture<Self, DomainResult<Vec<LedgerLine>>>;
+
+    fn handle(&mut self, msg: PostEntry, _ctx: &mut Context<Self>) -> Self::Result {
+        self.activation.touch();
+        let (lines, ack) = match self.post_and_submit(std::slice::from_ref(&msg.entry), msg.with) {
+            Ok(s) => s,
+            Err(e) => return Box::pin(fut::ready(Err(e))),
+        };
         Box::pin(ack.into_actor(self).map(move |outcome, act, _ctx| {
             act.pending_commits -= 1;
             act.activation.rest();
-            match outcome {
-                Ok(Ok(())) => Ok(lines),
-                Ok(Err(conflict)) => {
-                    // Ledger batches carry no preconditions; memory is
-                    // now ahead of disk, which must never be: stop.
-                    tracing::error!(%conflict, "ledger batch rejected; stopping");
-                    std::process::abort();
+            settle(outcome).map(|()| lines)
+        }))
+    }
+}
+
+impl Handler<ReleaseScheduled> for LedgerActor {
+    type Result = ResponseActFuture<Self, DomainResult<usize>>;
+
+    fn handle(&mut self, msg: ReleaseScheduled, _ctx: &mut Context<Self>) -> Self::Result {
+        self.activation.touch();
+        let kobo = self.activation.kobo.clone();
+        let mut rows = Vec::new();
+        let found: DomainResult<()> = (|| {
+            let read = kobo.store.read()?;
+            for key in &msg.keys {
+                if self.releasing.contains(key) {
+                    continue;
                 }
-                Err(_) => Err(DomainError::internal("the store writer stopped")),
+                if let Some(row) =
+                    read.get_decoded::<ScheduledRelease>(Table::ScheduledReleases, key)?
+                {
+                    rows.push(row);
+                }
             }
+            Ok(())
+        })();
+        if let Err(e) = found {
+            return Box::pin(fut::ready(Err(e)));
+        }
+        if rows.is_empty() {
+            return Box::pin(fut::ready(Ok(0)));
+        }
+        let mut batch = Batch::new();
+        let entries: Vec<EntrySpec> = rows
+            .iter()
+            .map(|row| {
+                row.unschedule(&mut batch);
+                EntrySpec {
+                    entry_type: EntryType::Release,
+                    source: row.payment,
+                    description: format!(
+                        "release of payment {} from {}",
+                        row.payment,
+                        row.bucket.as_str()
+                    ),
+                    lines: vec![
+                        LineSpec {
+                            brand: row.brand,
+                            currency: row.currency,
+                            bucket: row.bucket,
+                            amount: -row.amount,
+                            gross: None,
+                            fee: None,
+                        },
+                        LineSpec {
+                            brand: row.brand,
+                            currency: row.currency,
+                            bucket: Bucket::Available,
+                            amount: row.amount,
+                            gross: None,
+                            fee: None,
+                        },
+                    ],
+                    allow_negative: false,
+                }
+            })
+            .collect();
+        let (_, ack) = match self.post_and_submit(&entries, batch) {
+            Ok(s) => s,
+            Err(e) => return Box::pin(fut::ready(Err(e))),
+        };
+        let keys: Vec<Vec<u8>> = rows.iter().map(|r| r.key()).collect();
+        let released = rows.iter().map(|r| r.payment).collect::<HashSet<_>>().len();
+        self.releasing.extend(keys.iter().cloned());
+        Box::pin(ack.into_actor(self).map(move |outcome, act, _ctx| {
+            act.pending_commits -= 1;
+            for k in &keys {
+                act.releasing.remove(k);
+            }
+            act.activation.rest();
+            settle(outcome).map(|()| released)
         }))
     }
 }

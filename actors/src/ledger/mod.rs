@@ -384,6 +384,37 @@ pub fn post(
     })
 }
 
+/// Posts several entries in order, each seeing the balances the previous
+/// left; all or nothing. Pure.
+pub fn post_all(
+    balances: &HashMap<BalanceKey, i64>,
+    merchant: Uuid,
+    mode: Mode,
+    entries: &[EntrySpec],
+    mut next_id: impl FnMut() -> u64,
+    now: DateTime<Utc>,
+) -> DomainResult<Posting> {
+    let mut overlay: HashMap<BalanceKey, i64> = HashMap::new();
+    let mut lines = Vec::new();
+    for entry in entries {
+        let view = |k: &BalanceKey| overlay.get(k).or_else(|| balances.get(k)).copied();
+        let mut current: HashMap<BalanceKey, i64> = HashMap::new();
+        for l in &entry.lines {
+            let k = (l.brand, l.currency, l.bucket);
+            if let Some(v) = view(&k) {
+                current.insert(k, v);
+            }
+        }
+        let p = post(&current, merchant, mode, entry, &mut next_id, now)?;
+        lines.extend(p.lines);
+        overlay.extend(p.balances);
+    }
+    Ok(Posting {
+        lines,
+        balances: overlay.into_iter().collect(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

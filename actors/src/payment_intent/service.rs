@@ -13,11 +13,12 @@ use crate::event::Event;
 use crate::idempotency::IdempotencySave;
 use crate::ids::{base62, new_id, random_base62, scope_key, sha256_hex, Mode};
 use crate::ledger::actor::PostEntry;
-use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
+use crate::ledger::{EntrySpec, EntryType};
 use crate::merchant::Merchant;
 use crate::money::{Currency, FeeBearer};
 use crate::payment_intent::{ChargeAttempt, Decision, Effect, PaymentIntent, Status};
 use crate::runtime::Kobo;
+use crate::settlement::plan_capture;
 use crate::timers::{Timer, TimerKind};
 
 /// A validated create request (the HTTP layer parses the body into this).
@@ -262,20 +263,32 @@ pub async fn commit_decision(
     }
     match capture {
         Some((gross, fee, net)) => {
+            // The merchant's settlement terms as they are at capture time.
+            let merchant = crate::admin::load_merchant(kobo, after.merchant)?
+                .ok_or_else(|| DomainError::internal("payment of an unknown merchant"))?;
+            let plan = plan_capture(
+                &kobo.calendar,
+                &merchant.settings,
+                after.id,
+                after.merchant,
+                after.mode,
+                after.brand,
+                after.currency,
+                gross,
+                fee,
+                net,
+                now,
+            );
+            for release in &plan.releases {
+                release.schedule(&mut batch);
+            }
             let entry = EntrySpec {
                 entry_type: EntryType::Payment,
                 source: after.id,
                 description: format!("payment {}", after.reference.as_deref().unwrap_or(""))
                     .trim_end()
                     .to_string(),
-                lines: vec![LineSpec {
-                    brand: after.brand,
-                    currency: after.currency,
-                    bucket: Bucket::Pending,
-                    amount: net,
-                    gross: Some(gross),
-                    fee: Some(fee),
-                }],
+                lines: plan.lines,
                 allow_negative: false,
             };
             kobo.ledgers

@@ -1,0 +1,289 @@
+//! Settlement: when captured money becomes available.
+//!
+//! A capture schedules its releases in the same batch that posts it: one
+//! [`ScheduledRelease`] row per bucket it fills (`pending`, and `reserve`
+//! when the merchant has a rolling reserve), each with a durable timer due
+//! at the release instant (08:00 Lagos on the release date). When the timer
+//! fires, the merchant's ledger actor posts a `release` entry (bucket out,
+//! `available` in) and deletes the row and the timer in that same batch, so a
+//! second run — a restart, a late timer, the test helper — finds nothing left
+//! to release: nothing is ever released twice.
+
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use kobo_storage::{Batch, KeyBuf, Table};
+
+use crate::calendar::Calendar;
+use crate::clock::micros;
+use crate::ids::{scope_key, Mode};
+use crate::ledger::{Bucket, LineSpec};
+use crate::merchant::Settings;
+use crate::money::Currency;
+use crate::timers::{Timer, TimerKind};
+
+/// Money waiting in `pending` or `reserve` for its release instant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduledRelease {
+    pub payment: Uuid,
+    pub merchant: Uuid,
+    pub mode: Mode,
+    pub brand: Uuid,
+    pub currency: Currency,
+    pub bucket: Bucket,
+    pub amount: i64,
+    pub due: DateTime<Utc>,
+    pub collected_at: DateTime<Utc>,
+}
+
+impl ScheduledRelease {
+    pub fn key(&self) -> Vec<u8> {
+        release_key(
+            self.merchant,
+            self.mode,
+            self.bucket,
+            self.due,
+            self.payment,
+        )
+    }
+
+    pub fn timer_kind(&self) -> TimerKind {
+        match self.bucket {
+            Bucket::Reserve => TimerKind::ReleaseReserve,
+            _ => TimerKind::ReleasePending,
+        }
+    }
+
+    pub fn timer_key(&self) -> Vec<u8> {
+        Timer::key(self.due, self.timer_kind(), self.payment)
+    }
+
+    /// Writes the row and its timer.
+    pub fn schedule(&self, batch: &mut Batch) {
+        batch.put(Table::ScheduledReleases, self.key(), self);
+        Timer::new(self.timer_kind(), self.payment, self.merchant, self.mode)
+            .schedule(batch, self.due);
+    }
+
+    /// Deletes the row and its timer (the release happened).
+    pub fn unschedule(&self, batch: &mut Batch) {
+        batch
+            .delete(Table::ScheduledReleases, self.key())
+            .delete(Table::Timers, self.timer_key());
+    }
+}
+
+pub fn release_prefix(merchant: Uuid, mode: Mode, bucket: Bucket) -> KeyBuf {
+    scope_key(merchant, mode).u8(bucket.byte())
+}
+
+pub fn release_key(
+    merchant: Uuid,
+    mode: Mode,
+    bucket: Bucket,
+    due: DateTime<Utc>,
+    payment: Uuid,
+) -> Vec<u8> {
+    release_prefix(merchant, mode, bucket)
+        .u64(micros(due))
+        .bytes(payment.as_bytes())
+        .build()
+}
+
+/// The share of `net` a reserve of `bps` holds, rounded half up.
+pub fn reserve_share(net: i64, bps: i64) -> i64 {
+    if net <= 0 || bps <= 0 {
+        return 0;
+    }
+    (((net as i128) * (bps as i128) + 5000) / 10000) as i64
+}
+
+/// When reserved money is released: 08:00 Lagos on the Lagos date `days`
+/// after collection (calendar days).
+pub fn reserve_release_instant(
+    cal: &Calendar,
+    collected_at: DateTime<Utc>,
+    days: u32,
+) -> DateTime<Utc> {
+    let date: NaiveDate = cal.lagos_date(collected_at) + Duration::days(days as i64);
+    cal.settlement_instant(date)
+}
+
+/// What a capture posts and schedules: the ledger lines (net into
+/// `pending`, less the reserve's share into `reserve`) and the releases.
+pub struct CapturePlan {
+    pub lines: Vec<LineSpec>,
+    pub releases: Vec<ScheduledRelease>,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn plan_capture(
+    cal: &Calendar,
+    settings: &Settings,
+    payment: Uuid,
+    merchant: Uuid,
+    mode: Mode,
+    brand: Uuid,
+    currency: Currency,
+    gross: i64,
+    fee: i64,
+    net: i64,
+    now: DateTime<Utc>,
+) -> CapturePlan {
+    let reserve = settings
+        .reserve
+        .as_ref()
+        .map(|r| (reserve_share(net, r.percent_bps), r.days))
+        .unwrap_or((0, 0));
+    let pending = net - reserve.0;
+    let mut lines = vec![LineSpec {
+        brand,
+        currency,
+        bucket: Bucket::Pending,
+        amount: pending,
+        gross: Some(gross),
+        fee: Some(fee),
+    }];
+    let delay = settings.settlement_delay_days.for_currency(currency);
+    let mut releases = vec![ScheduledRelease {
+        payment,
+        merchant,
+        mode,
+        brand,
+        currency,
+        bucket: Bucket::Pending,
+        amount: pending,
+        due: cal.release_instant(now, delay),
+        collected_at: now,
+    }];
+    if reserve.0 > 0 {
+        lines.push(LineSpec {
+            brand,
+            currency,
+            bucket: Bucket::Reserve,
+            amount: reserve.0,
+            gross: None,
+            fee: None,
+        });
+        releases.push(ScheduledRelease {
+            payment,
+            merchant,
+            mode,
+            brand,
+            currency,
+            bucket: Bucket::Reserve,
+            amount: reserve.0,
+            due: reserve_release_instant(cal, now, reserve.1),
+            collected_at: now,
+        });
+    }
+    CapturePlan { lines, releases }
+}
+
+/// The keys of a merchant's scheduled releases from `bucket`, due at or
+/// before `until` when given, oldest first.
+pub fn scheduled_keys(
+    kobo: &crate::runtime::Kobo,
+    merchant: Uuid,
+    mode: Mode,
+    bucket: Bucket,
+    until: Option<DateTime<Utc>>,
+) -> crate::error::DomainResult<Vec<Vec<u8>>> {
+    let read = kobo.store.read()?;
+    let prefix = release_prefix(merchant, mode, bucket).build();
+    let mut keys = Vec::new();
+    read.scan_prefix(Table::ScheduledReleases, &prefix, None, |k, _| {
+        let due = crate::clock::from_micros(kobo_storage::writer::u64_from(
+            &k[prefix.len()..prefix.len() + 8],
+        ) as i64);
+        if until.is_some_and(|u| due > u) {
+            return Ok(false);
+        }
+        keys.push(k.to_vec());
+        Ok(true)
+    })?;
+    Ok(keys)
+}
+
+/// Releases the given scheduled releases through the merchant's ledger, in
+/// chunks (each chunk one entry per payment, one commit). Answers how many
+/// payments' money was released.
+pub async fn release(
+    kobo: &std::sync::Arc<crate::runtime::Kobo>,
+    merchant: Uuid,
+    mode: Mode,
+    keys: Vec<Vec<u8>>,
+) -> crate::error::DomainResult<usize> {
+    let mut released = 0;
+    for chunk in keys.chunks(RELEASE_CHUNK) {
+        released += kobo
+            .ledgers
+            .send(
+                kobo,
+                (merchant, mode),
+                crate::ledger::actor::ReleaseScheduled {
+                    keys: chunk.to_vec(),
+                },
+            )
+            .await??;
+    }
+    Ok(released)
+}
+
+/// Scheduled releases one ledger message carries.
+pub const RELEASE_CHUNK: usize = 500;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reserve_share_rounds_half_up_and_is_zero_without_terms() {
+        assert_eq!(reserve_share(10_000, 1_000), 1_000);
+        assert_eq!(reserve_share(15, 1_000), 2); // 1.5 -> 2
+        assert_eq!(reserve_share(14, 1_000), 1); // 1.4 -> 1
+        assert_eq!(reserve_share(10_000, 0), 0);
+    }
+
+    #[test]
+    fn a_capture_with_a_reserve_splits_the_net_and_schedules_both_releases() {
+        let cal = Calendar::nigeria();
+        let settings = Settings {
+            reserve: Some(crate::merchant::ReserveTerms {
+                percent_bps: 1_000,
+                days: 90,
+                reason: None,
+                note: None,
+            }),
+            ..Settings::default()
+        };
+        // Friday 2026-11-20 12:00 Lagos.
+        let now: DateTime<Utc> = "2026-11-20T11:00:00Z".parse().unwrap();
+        let p = plan_capture(
+            &cal,
+            &settings,
+            Uuid::nil(),
+            Uuid::nil(),
+            Mode::Test,
+            Uuid::nil(),
+            Currency::NGN,
+            10_000,
+            100,
+            9_900,
+            now,
+        );
+        assert_eq!(p.lines[0].amount + p.lines[1].amount, 9_900);
+        assert_eq!(p.lines[1].amount, 990);
+        // Naira T+1: Monday 08:00 Lagos = 07:00 UTC.
+        assert_eq!(
+            p.releases[0].due,
+            "2026-11-23T07:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        // Reserve: 90 calendar days later, 08:00 Lagos.
+        assert_eq!(
+            p.releases[1].due,
+            "2027-02-18T07:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+    }
+}
