@@ -11,3 +11,4 @@ mod idempotency;
 mod payment_intents;
 mod server;
 mod settlement;
+mod simulation;

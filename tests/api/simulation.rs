@@ -1,0 +1,166 @@
+//! A seeded simulation: random sequences of payments (naira and dollars,
+//! several brands), clock jumps and early releases, checked after every step
+//! against a simple reference model of the buckets. A divergence prints the
+//! seed; rerun it with `KOBO_SIM_SEED=<seed> cargo test --test api simulation`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, Utc};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use kobo_actors::calendar::Calendar;
+
+use crate::helpers::spawn_app;
+
+struct Captured {
+    currency: &'static str,
+    pending_part: i64,
+    reserve_part: i64,
+    pending_due: DateTime<Utc>,
+    reserve_due: DateTime<Utc>,
+    pending_released_early: bool,
+}
+
+fn expected(model: &[Captured], now: DateTime<Utc>) -> BTreeMap<(&'static str, &'static str), i64> {
+    let mut out = BTreeMap::new();
+    for p in model {
+        let pending_done = p.pending_released_early || p.pending_due <= now;
+        let reserve_done = p.reserve_due <= now;
+        *out.entry((p.currency, "pending")).or_default() += if pending_done { 0 } else { p.pending_part };
+        *out.entry((p.currency, "reserve")).or_default() += if reserve_done { 0 } else { p.reserve_part };
+        *out.entry((p.currency, "available")).or_default() += if pending_done { p.pending_part } else { 0 }
+            + if reserve_done { p.reserve_part } else { 0 };
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_seeded_simulation_of_payments_releases_and_clock_jumps_matches_the_model() {
+    let seed: u64 = std::env::var("KOBO_SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| rand::thread_rng().gen());
+    let mut rng = StdRng::seed_from_u64(seed);
+    let app = spawn_app().await;
+    let reserve_bps = [0i64, 500, 1000][rng.gen_range(0..3)];
+    let reserve_days = rng.gen_range(1..20u32);
+    let m = app
+        .create_merchant(if reserve_bps > 0 {
+            json!({"reserve": {"percent_bps": reserve_bps, "days": reserve_days}})
+        } else {
+            json!({})
+        })
+        .await;
+    let brand = app.post(&m.test_key, "/v1/brands", json!({"name": "Second"})).await.body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let cal = Calendar::nigeria();
+    let mut model: Vec<Captured> = Vec::new();
+
+    for step in 0..60 {
+        let now = app.now().await;
+        let action = rng.gen_range(0..10);
+        let what = match action {
+            0..=3 | 4 => {
+                let (currency, delay) = if action == 4 { ("USD", 7) } else { ("NGN", 1) };
+                let amount = rng.gen_range(100..5_000_000i64);
+                let mut body = json!({"amount": amount, "currency": currency});
+                if rng.gen_bool(0.5) {
+                    body["brand"] = json!(brand);
+                }
+                let pi = app.create_intent(&m.test_key, body).await;
+                let id = pi["id"].as_str().unwrap();
+                let path = if currency == "NGN" {
+                    format!("/v1/test_helpers/payment_intents/{id}/simulate_transfer")
+                } else {
+                    format!("/v1/test_helpers/payment_intents/{id}/succeed")
+                };
+                let paid = app.post(&m.test_key, &path, json!({})).await;
+                paid.assert_status(200);
+                let net = paid.body["fees"]["net"].as_i64().unwrap();
+                let reserve_part = if reserve_bps > 0 { (net * reserve_bps + 5000) / 10000 } else { 0 };
+                let lagos = cal.lagos_date(now) + Duration::days(reserve_days as i64);
+                model.push(Captured {
+                    currency,
+                    pending_part: net - reserve_part,
+                    reserve_part,
+                    pending_due: cal.release_instant(now, delay),
+                    reserve_due: cal.settlement_instant(lagos),
+                    pending_released_early: false,
+                });
+                format!("pay {amount} {currency}")
+            }
+            5..=7 => {
+                let secs = rng.gen_range(60..4 * 86400i64);
+                app.advance(secs).await;
+                format!("advance {secs}s")
+            }
+            8 => {
+                // Land exactly on the next 08:00 Lagos.
+                let next = cal.next_settlement_instant(now);
+                app.admin_post("/admin/v1/clock/advance", json!({"to": next.to_rfc3339()}))
+                    .await
+                    .assert_status(200);
+                format!("advance to {next}")
+            }
+            _ => {
+                let r = app.post(&m.test_key, "/v1/test_helpers/balance/release_pending", json!({})).await;
+                r.assert_status(200);
+                let now = app.now().await;
+                let mut n = 0;
+                for p in model.iter_mut() {
+                    if !p.pending_released_early && p.pending_due > now {
+                        p.pending_released_early = true;
+                        n += 1;
+                    }
+                }
+                assert_eq!(r.body["released"], n, "seed {seed} step {step}: released count");
+                "release_pending".into()
+            }
+        };
+        let now = app.now().await;
+        let want = expected(&model, now);
+        let balance = app.get(&m.test_key, "/v1/balance").await;
+        for ((currency, bucket), amount) in &want {
+            let got = balance.body[*bucket]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["currency"] == *currency)
+                .unwrap()["amount"]
+                .as_i64()
+                .unwrap();
+            assert_eq!(got, *amount, "seed {seed} step {step} ({what}) at {now}: {currency} {bucket}");
+        }
+    }
+    // The ledger's lines add up to the balances, and balance_after is exact.
+    let lines = app.all_lines(&m.test_key).await;
+    let mut running: BTreeMap<(String, String, String), i64> = BTreeMap::new();
+    for l in lines.iter().rev() {
+        let k = (
+            l["brand"].as_str().unwrap().to_string(),
+            l["currency"].as_str().unwrap().to_string(),
+            l["bucket"].as_str().unwrap().to_string(),
+        );
+        let v = running.entry(k).or_default();
+        *v += l["amount"].as_i64().unwrap();
+        assert_eq!(l["balance_after"].as_i64().unwrap(), *v, "seed {seed}: balance_after of line {}", l["id"]);
+    }
+    let balance = app.get(&m.test_key, "/v1/balance").await;
+    for bucket in ["pending", "available", "reserve"] {
+        for currency in ["NGN", "USD"] {
+            let sum: i64 = running
+                .iter()
+                .filter(|((_, c, b), _)| c == currency && b == bucket)
+                .map(|(_, v)| *v)
+                .sum();
+            let got = balance.body[bucket].as_array().unwrap().iter().find(|e| e["currency"] == currency).unwrap()["amount"]
+                .as_i64()
+                .unwrap();
+            assert_eq!(got, sum, "seed {seed}: {currency} {bucket} lines vs balance");
+        }
+    }
+}
