@@ -71,6 +71,10 @@ pub struct ServeArgs {
     /// Extra PEM root certificate trusted for webhook deliveries.
     #[arg(long = "webhook-ca", value_name = "FILE")]
     pub webhook_ca: Option<PathBuf>,
+    /// Test seam: answer DNS for HOST with IP; unlike --webhook-resolve the
+    /// answer still passes the public-address filter (repeatable).
+    #[arg(long = "webhook-dns-fake", value_name = "HOST=IP", hide = true)]
+    pub webhook_dns_fake: Vec<String>,
     /// Nigerian public holidays, one YYYY-MM-DD a line (overrides the built-in list).
     #[arg(long, value_name = "FILE")]
     pub holidays: Option<PathBuf>,

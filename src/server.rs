@@ -61,6 +61,60 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     f.sync_all()
 }
 
+/// `--webhook-resolve`, `--webhook-ca` (and the hidden DNS test seam).
+fn webhook_config(args: &ServeArgs) -> Result<kobo_actors::webhook::supervisor::WebhookConfig> {
+    use kobo_actors::webhook::dispatcher::ClientConfig;
+    let pairs = |flag: &str, values: &[String]| -> Result<Vec<(String, std::net::IpAddr)>> {
+        values
+            .iter()
+            .map(|v| {
+                let (host, ip) = v
+                    .split_once('=')
+                    .with_context(|| format!("{flag} {v}: expected HOST=IP"))?;
+                let ip = ip
+                    .trim_matches(|c| c == '[' || c == ']')
+                    .parse()
+                    .with_context(|| format!("{flag} {v}: {ip} is not an IP address"))?;
+                Ok((host.trim().to_ascii_lowercase(), ip))
+            })
+            .collect()
+    };
+    let extra_roots_pem = match &args.webhook_ca {
+        Some(path) => {
+            Some(std::fs::read(path).with_context(|| format!("--webhook-ca {}", path.display()))?)
+        }
+        None => None,
+    };
+    Ok(kobo_actors::webhook::supervisor::WebhookConfig {
+        client: ClientConfig {
+            resolve: pairs("--webhook-resolve", &args.webhook_resolve)?,
+            extra_roots_pem,
+            fake_dns: pairs("--webhook-dns-fake", &args.webhook_dns_fake)?,
+        },
+        dispatchers: 2,
+    })
+}
+
+/// On SIGTERM or SIGINT (which also start the server's graceful stop), end
+/// the event streams, which would otherwise hold their connections open
+/// until the shutdown time-out.
+fn close_streams_on_signal(kobo: std::sync::Arc<Kobo>) {
+    actix_web::rt::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        kobo.webhooks.close_streams();
+    });
+}
+
 pub async fn serve(args: ServeArgs) -> Result<()> {
     let store = match Store::open(&args.data) {
         Ok(s) => s,
@@ -152,6 +206,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         None
     };
 
+    kobo_actors::webhook::supervisor::start(&kobo, webhook_config(&args)?)
+        .map_err(|e| anyhow::anyhow!(e))?;
     let timers = TimerSupervisor::new(kobo.clone()).start();
     let metrics = Metrics::new(&writer_metrics);
     let state = web::Data::new(AppState::new(kobo.clone(), admin_token, timers, metrics));
@@ -169,6 +225,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         server = server.workers(w.max(1));
     }
     let running = server.run();
+    close_streams_on_signal(kobo.clone());
 
     let mut out = std::io::stdout().lock();
     writeln!(out, "kobo listening on http://{addr}")?;

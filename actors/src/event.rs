@@ -106,12 +106,29 @@ impl Event {
         serde_json::to_value(self.view()).expect("an event view serializes")
     }
 
+    /// Records the event in the change's batch: the event, its list
+    /// indexes, and its outbox row, from which the webhook supervisor
+    /// creates its deliveries (so an event committed is never lost to its
+    /// endpoints, whatever crashes after).
     pub fn add_to(&self, batch: &mut Batch) {
         batch
             .put(Table::Events, self.id.as_bytes().to_vec(), self)
             .put_raw(
                 Table::EventIndex,
                 scope_key(self.merchant, self.mode).u64(self.seq).build(),
+                self.id.as_bytes().to_vec(),
+            )
+            .put_raw(
+                Table::EventTypeIndex,
+                scope_key(self.merchant, self.mode)
+                    .u8(crate::webhook::query::type_byte(&self.event_type))
+                    .u64(self.seq)
+                    .build(),
+                self.id.as_bytes().to_vec(),
+            )
+            .put_raw(
+                Table::EventOutbox,
+                kobo_storage::KeyBuf::new().u64(self.seq).build(),
                 self.id.as_bytes().to_vec(),
             )
             .note_seq(self.seq);

@@ -12,6 +12,8 @@
 //! - [`event`], [`idempotency`]: records written in the same batch as the
 //!   change they describe or guard.
 //! - [`query`]: read-only views straight from store snapshots.
+//! - [`webhook`]: endpoints, durable deliveries, the dispatcher pool and
+//!   the live event stream.
 //! - [`admin`]: merchant creation, settings and key rolls.
 //! - [`clock`], [`provider`], [`runtime`], [`error`], [`ids`]: plumbing.
 
@@ -32,6 +34,7 @@ pub mod registry;
 pub mod runtime;
 pub mod settlement;
 pub mod timers;
+pub mod webhook;
 
 pub use error::{DomainError, DomainResult, ErrorKind};
 pub use ids::Mode;

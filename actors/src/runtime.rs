@@ -49,6 +49,8 @@ pub struct Kobo {
     pub payment_intents: Registry<PaymentIntentActor>,
     pub ledgers: Registry<LedgerActor>,
     pub merchants: Registry<MerchantActor>,
+    /// Webhook supervisor mailbox and the event stream.
+    pub webhooks: crate::webhook::Hub,
 }
 
 impl Kobo {
@@ -75,6 +77,7 @@ impl Kobo {
             payment_intents: Registry::new(capacity),
             ledgers: Registry::new(capacity),
             merchants: Registry::new(capacity),
+            webhooks: crate::webhook::Hub::new(),
         }))
     }
 

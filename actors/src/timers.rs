@@ -199,6 +199,8 @@ pub async fn run_due(kobo: &Arc<Kobo>, limit: DateTime<Utc>) -> DomainResult<u64
         fired += group.len() as u64;
         join_all(group.into_iter().map(|(k, t)| fire(kobo, k, t))).await;
     }
+    // Webhook deliveries (first attempts and retries) due by `limit`.
+    crate::webhook::run_due(kobo, limit).await;
     let read = kobo.store.read()?;
     let prune = crate::idempotency::prune_batch(&read, kobo.clock.now(), PRUNE_MAX)?;
     if !prune.is_empty() {

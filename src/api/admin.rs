@@ -167,6 +167,7 @@ async fn actors(req: HttpRequest, state: State) -> ApiResult {
                 "queue_depth": state.kobo.writer.queue_depth(),
                 "commits": state.kobo.writer.commits(),
             },
+            "webhooks": state.kobo.webhooks.stats(),
         }),
     ))
 }

@@ -6,12 +6,15 @@
 pub mod admin;
 pub mod balance;
 pub mod body;
+pub mod events;
 pub mod brands;
 pub mod openapi;
 pub mod ops;
 pub mod payment_intents;
 pub mod settlement;
+pub mod stream;
 pub mod test_helpers;
+pub mod webhooks;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -433,6 +436,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     brands::configure(cfg);
     settlement::configure(cfg);
     test_helpers::configure(cfg);
+    webhooks::configure(cfg);
+    events::configure(cfg);
+    stream::configure(cfg);
     admin::configure(cfg);
     ops::configure(cfg);
 }

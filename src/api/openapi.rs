@@ -52,6 +52,14 @@ pub const CLIENT_SECRET: &str = "client_secret";
         super::balance::export,
         super::test_helpers::succeed,
         super::test_helpers::simulate_transfer,
+        super::webhooks::create,
+        super::webhooks::list,
+        super::webhooks::disable,
+        super::webhooks::enable,
+        super::webhooks::delete,
+        super::events::list,
+        super::events::redeliver,
+        super::stream::stream,
     ),
     components(
         schemas(super::ErrorBody),
@@ -75,6 +83,7 @@ pub const CLIENT_SECRET: &str = "client_secret";
         (name = "payment_intents", description = "Accepting payments."),
         (name = "balance", description = "Balances and the ledger's balance transactions."),
         (name = "test_helpers", description = "Simulated provider behaviour; test keys only (404 for live keys)."),
+        (name = "webhooks", description = "Webhook endpoints, the event history with deliveries, redelivery, and the live event stream. Deliveries are HTTPS POSTs of the Event (without `deliveries`) signed with `Service-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<event id>.<raw body>\">`."),
         (name = "meta", description = "About the API itself."),
     )
 )]
@@ -330,6 +339,8 @@ impl<T: ToSchema> ToSchema for ByRef<T> {
 pub type PaymentIntentRef = ByRef<PaymentIntentView>;
 pub type ChargeAttemptRef = ByRef<ChargeAttemptView>;
 pub type BalanceTransactionRef = ByRef<BalanceTransactionView>;
+pub type WebhookEndpointRef = ByRef<kobo_actors::webhook::WebhookEndpointView>;
+pub type EventRef = ByRef<kobo_actors::webhook::query::EventListView>;
 
 #[cfg(test)]
 mod tests {
@@ -341,7 +352,7 @@ mod tests {
 
     use kobo_actors::money::MAX_AMOUNT;
 
-    use super::super::{balance, payment_intents, test_helpers};
+    use super::super::{balance, events, payment_intents, test_helpers, webhooks};
     use super::*;
 
     /// Every operation the server routes under `/v1` (`configure` and the
@@ -362,6 +373,14 @@ mod tests {
             "post",
             "/v1/test_helpers/payment_intents/{id}/simulate_transfer",
         ),
+        ("post", "/v1/webhook_endpoints"),
+        ("get", "/v1/webhook_endpoints"),
+        ("post", "/v1/webhook_endpoints/{id}/disable"),
+        ("post", "/v1/webhook_endpoints/{id}/enable"),
+        ("post", "/v1/webhook_endpoints/{id}/delete"),
+        ("get", "/v1/events"),
+        ("post", "/v1/events/{id}/redeliver"),
+        ("get", "/v1/stream"),
     ];
 
     fn doc() -> Value {
@@ -579,6 +598,10 @@ mod tests {
             property_names(SimulateTransferRequest::schema()),
             names(SIMULATE_TRANSFER_FIELDS)
         );
+        assert_eq!(
+            property_names(webhooks::CreateWebhookEndpointRequest::schema()),
+            names(webhooks::CREATE_FIELDS)
+        );
 
         let d = doc();
         let body_schema = |path: &str| {
@@ -602,6 +625,14 @@ mod tests {
                 "/v1/test_helpers/payment_intents/{id}/simulate_transfer",
                 SimulateTransferRequest::name(),
             ),
+            (
+                "/v1/webhook_endpoints",
+                webhooks::CreateWebhookEndpointRequest::name(),
+            ),
+            ("/v1/webhook_endpoints/{id}/disable", NoFields::name()),
+            ("/v1/webhook_endpoints/{id}/enable", NoFields::name()),
+            ("/v1/webhook_endpoints/{id}/delete", NoFields::name()),
+            ("/v1/events/{id}/redeliver", NoFields::name()),
         ];
         for (path, schema) in bodies {
             assert_eq!(body_schema(path), schema, "{path}");
@@ -677,6 +708,15 @@ mod tests {
             documented("/v1/balance_transactions/export"),
             names(balance::FILTERS)
         );
+        assert_eq!(
+            param_names::<events::ListEventsQuery>(),
+            names(events::LIST_PARAMS)
+        );
+        assert_eq!(documented("/v1/events"), names(events::LIST_PARAMS));
+        assert_eq!(
+            documented("/v1/webhook_endpoints"),
+            names(webhooks::LIST_PARAMS)
+        );
     }
 
     /// The response schemas are those of the views that render them.
@@ -725,6 +765,26 @@ mod tests {
             d["components"]["schemas"]["List_BalanceTransaction"]["properties"]["data"]["items"]
                 ["$ref"],
             schema(BalanceTransactionView::name())
+        );
+        assert_eq!(
+            ok("post", "/v1/webhook_endpoints"),
+            schema(kobo_actors::webhook::WebhookEndpointView::name())
+        );
+        assert_eq!(
+            ok("get", "/v1/webhook_endpoints"),
+            "#/components/schemas/List_WebhookEndpoint"
+        );
+        assert_eq!(
+            ok("get", "/v1/events"),
+            "#/components/schemas/List_EventWithDeliveries"
+        );
+        assert_eq!(
+            ok("post", "/v1/events/{id}/redeliver"),
+            schema(kobo_actors::webhook::RedeliveryView::name())
+        );
+        assert_eq!(
+            ok("post", "/v1/webhook_endpoints/{id}/delete"),
+            schema(kobo_actors::webhook::DeletedEndpointView::name())
         );
         assert_eq!(
             ok("get", "/v1/balance"),

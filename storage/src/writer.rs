@@ -17,13 +17,13 @@
 //! on disk, and no in-memory state runs ahead of it.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge};
 use redb::{Database, Durability, ReadableTable};
 use serde::Serialize;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::codec::encode;
 use crate::tables::Table;
@@ -164,6 +164,9 @@ struct Submission {
     ack: oneshot::Sender<Result<(), CommitError>>,
 }
 
+/// Tables whose writes wake someone: (table, who).
+type Watches = Arc<Mutex<Vec<(Table, Arc<Notify>)>>>;
+
 /// Handle to the writer thread. Cheap to clone.
 #[derive(Clone)]
 pub struct Writer {
@@ -171,6 +174,7 @@ pub struct Writer {
     depth: Arc<AtomicI64>,
     metrics: WriterMetrics,
     commits_done: Arc<AtomicU64>,
+    watches: Watches,
 }
 
 impl Writer {
@@ -203,21 +207,35 @@ impl Writer {
     pub fn commits(&self) -> u64 {
         self.commits_done.load(Ordering::Relaxed)
     }
+
+    /// A notification raised after every commit that put a key into
+    /// `table` (a permit is kept when nobody waits, so no wake-up is lost).
+    /// Lets a consumer of an outbox table sleep until there is work.
+    pub fn watch(&self, table: Table) -> Arc<Notify> {
+        let notify = Arc::new(Notify::new());
+        self.watches
+            .lock()
+            .expect("watch list")
+            .push((table, notify.clone()));
+        notify
+    }
 }
 
 pub(crate) fn start(db: Arc<Database>, metrics: WriterMetrics) -> Writer {
     let (tx, rx) = mpsc::unbounded_channel();
     let depth = Arc::new(AtomicI64::new(0));
     let commits_done = Arc::new(AtomicU64::new(0));
+    let watches: Watches = Arc::default();
     let writer = Writer {
         tx,
         depth: depth.clone(),
         metrics: metrics.clone(),
         commits_done: commits_done.clone(),
+        watches: watches.clone(),
     };
     std::thread::Builder::new()
         .name("kobo-store-writer".into())
-        .spawn(move || run(db, rx, depth, metrics, commits_done))
+        .spawn(move || run(db, rx, depth, metrics, commits_done, watches))
         .expect("spawn the store writer thread");
     writer
 }
@@ -228,6 +246,7 @@ fn run(
     depth: Arc<AtomicI64>,
     metrics: WriterMetrics,
     commits_done: Arc<AtomicU64>,
+    watches: Watches,
 ) {
     let mut group: Vec<Submission> = Vec::with_capacity(256);
     while let Some(first) = rx.blocking_recv() {
@@ -260,8 +279,30 @@ fn run(
         metrics.batches.inc_by(group.len() as u64);
         metrics.batches_per_commit.observe(group.len() as f64);
         commits_done.fetch_add(1, Ordering::Relaxed);
+        wake_watchers(&watches, &group, &outcomes);
         for (sub, outcome) in group.drain(..).zip(outcomes) {
             let _ = sub.ack.send(outcome);
+        }
+    }
+}
+
+/// Wakes the watchers of every table a committed batch put a key into.
+fn wake_watchers(watches: &Watches, group: &[Submission], outcomes: &[Result<(), CommitError>]) {
+    let watches = watches.lock().expect("watch list");
+    if watches.is_empty() {
+        return;
+    }
+    for (table, notify) in watches.iter() {
+        let touched = group.iter().zip(outcomes).any(|(sub, outcome)| {
+            outcome.is_ok()
+                && sub
+                    .batch
+                    .ops
+                    .iter()
+                    .any(|op| matches!(op, Op::Put(t, _, _) if t == table))
+        });
+        if touched {
+            notify.notify_one();
         }
     }
 }
@@ -370,6 +411,30 @@ mod tests {
         let r = store.read().unwrap();
         assert_eq!(r.get(Table::Meta, &key(1)).unwrap(), Some(b"a".to_vec()));
         assert_eq!(r.get(Table::Meta, &key(2)).unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_watched_table_wakes_its_watcher_after_the_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let writer = store.start_writer(WriterMetrics::new());
+        let notify = writer.watch(Table::Events);
+        let mut other = Batch::new();
+        other.put_raw(Table::Meta, key(1), vec![1]);
+        writer.commit(other).await.unwrap();
+        let woke = tokio::time::timeout(std::time::Duration::from_millis(50), notify.notified());
+        assert!(woke.await.is_err(), "a write elsewhere does not wake");
+        let mut b = Batch::new();
+        b.put_raw(Table::Events, key(1), vec![1]);
+        writer.commit(b).await.unwrap();
+        // The permit was stored at commit: this returns at once.
+        notify.notified().await;
+        assert!(store
+            .read()
+            .unwrap()
+            .get(Table::Events, &key(1))
+            .unwrap()
+            .is_some());
     }
 
     #[tokio::test]

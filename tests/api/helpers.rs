@@ -20,6 +20,8 @@ pub struct TestApp {
     /// The first start's stdout lines after the listening line (demo key).
     pub stdout_rest: Arc<std::sync::Mutex<Vec<String>>>,
     keys: AtomicU64,
+    /// Flags every start of this app adds (see [`spawn_app_with`]).
+    pub extra_args: Vec<String>,
 }
 
 /// A merchant made through the operator API.
@@ -86,6 +88,12 @@ fn binary() -> &'static str {
 }
 
 pub async fn spawn_app() -> TestApp {
+    spawn_app_with(&[]).await
+}
+
+/// Like [`spawn_app`], with flags added to this and every later start
+/// (restarts included).
+pub async fn spawn_app_with(extra: &[String]) -> TestApp {
     let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
     let mut app = TestApp {
         base: String::new(),
@@ -98,6 +106,7 @@ pub async fn spawn_app() -> TestApp {
         child: None,
         stdout_rest: Arc::new(std::sync::Mutex::new(Vec::new())),
         keys: AtomicU64::new(0),
+        extra_args: extra.to_vec(),
     };
     app.start(&[]);
     app
@@ -131,6 +140,7 @@ impl TestApp {
             .arg(&self.admin_token)
             .arg("--data")
             .arg(self.data_dir())
+            .args(&self.extra_args)
             .args(extra)
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())

@@ -10,5 +10,6 @@ mod crash;
 mod idempotency;
 mod payment_intents;
 mod server;
+mod webhooks;
 mod settlement;
 mod simulation;

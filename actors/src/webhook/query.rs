@@ -1,0 +1,233 @@
+//! Reads for the webhook API, straight from store snapshots: endpoint
+//! lists, events with their deliveries, and the stream's replay.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use kobo_storage::{decode, ReadTxn, StoreError, Table};
+
+use crate::error::{DomainError, DomainResult};
+use crate::event::{event_type_schema, Event, EventData, EventObject, EVENT_TYPES};
+use crate::ids::{scope_key, Mode};
+use crate::query::Page;
+use crate::runtime::Kobo;
+
+use super::{stream_key, Delivery, DeliveryView, StreamItem, WebhookEndpoint};
+
+/// The byte of an event type in `event_type_index` keys: its place in
+/// [`EVENT_TYPES`] plus one (the list only ever grows at its end).
+pub fn type_byte(event_type: &str) -> u8 {
+    EVENT_TYPES
+        .iter()
+        .position(|t| *t == event_type)
+        .map(|i| i as u8 + 1)
+        .unwrap_or(0)
+}
+
+fn bad_index() -> StoreError {
+    StoreError::Redb("an index row does not hold an id".into())
+}
+
+/// A scope's non-deleted endpoints, newest first (at most
+/// [`super::MAX_ENDPOINTS_PER_MODE`] exist).
+pub fn scope_endpoints(
+    read: &ReadTxn,
+    merchant: Uuid,
+    mode: Mode,
+) -> DomainResult<Vec<WebhookEndpoint>> {
+    let mut out = Vec::new();
+    read.scan_prefix_rev(
+        Table::WebhookEndpointIndex,
+        &scope_key(merchant, mode).build(),
+        None,
+        |_, v| {
+            let id = Uuid::from_slice(v).map_err(|_| bad_index())?;
+            if let Some(e) =
+                read.get_decoded::<WebhookEndpoint>(Table::WebhookEndpoints, id.as_bytes())?
+            {
+                if e.deleted_at.is_none() {
+                    out.push(e);
+                }
+            }
+            Ok(true)
+        },
+    )?;
+    Ok(out)
+}
+
+/// `GET /v1/webhook_endpoints`: every endpoint of the mode, newest first.
+pub fn list_endpoints(kobo: &Kobo, merchant: Uuid, mode: Mode) -> DomainResult<Page> {
+    let read = kobo.store.read()?;
+    let data = scope_endpoints(&read, merchant, mode)?
+        .iter()
+        .map(|e| e.to_api(false))
+        .collect();
+    Ok(Page {
+        data,
+        has_more: false,
+    })
+}
+
+/// An event as listed by `GET /v1/events`: the Event with its deliveries.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = EventWithDeliveries)]
+pub struct EventListView {
+    pub id: Uuid,
+    #[schema(inline)]
+    pub object: EventObject,
+    #[serde(rename = "type")]
+    #[schema(schema_with = event_type_schema)]
+    pub event_type: String,
+    pub livemode: bool,
+    pub created_at: DateTime<Utc>,
+    pub data: EventData,
+    /// One per endpoint the event was sent (or queued) to, deleted
+    /// endpoints included.
+    pub deliveries: Vec<DeliveryView>,
+}
+
+/// The deliveries of one event.
+pub fn deliveries(read: &ReadTxn, event: Uuid) -> DomainResult<Vec<Delivery>> {
+    let mut out = Vec::new();
+    read.scan_prefix(Table::Deliveries, event.as_bytes(), None, |_, v| {
+        out.push(decode::<Delivery>(v)?);
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+fn list_item(read: &ReadTxn, e: &Event) -> DomainResult<serde_json::Value> {
+    let mut deliveries: Vec<Delivery> = deliveries(read, e.id)?;
+    deliveries.sort_by_key(|d| d.created_at);
+    let view = EventListView {
+        id: e.id,
+        object: EventObject::Event,
+        event_type: e.event_type.clone(),
+        livemode: e.mode.livemode(),
+        created_at: e.created_at,
+        data: EventData {
+            object: e.object.clone(),
+        },
+        deliveries: deliveries.iter().map(Delivery::view).collect(),
+    };
+    Ok(serde_json::to_value(view).expect("an event view serializes"))
+}
+
+pub struct EventFilter {
+    pub limit: usize,
+    pub starting_after: Option<Uuid>,
+    pub event_type: Option<String>,
+}
+
+/// `GET /v1/events`: newest first, optionally of one type (through its own
+/// index, so a rare type never walks the others).
+pub fn list_events(kobo: &Kobo, merchant: Uuid, mode: Mode, f: &EventFilter) -> DomainResult<Page> {
+    let read = kobo.store.read()?;
+    let (table, prefix) = match &f.event_type {
+        Some(t) => (
+            Table::EventTypeIndex,
+            scope_key(merchant, mode).u8(type_byte(t)).build(),
+        ),
+        None => (Table::EventIndex, scope_key(merchant, mode).build()),
+    };
+    let before = match f.starting_after {
+        Some(id) => match read.get_decoded::<Event>(Table::Events, id.as_bytes())? {
+            Some(c) if c.merchant == merchant && c.mode == mode => {
+                let mut k = prefix.clone();
+                k.extend_from_slice(&c.seq.to_be_bytes());
+                Some(k)
+            }
+            _ => {
+                return Err(DomainError::invalid(
+                    "starting_after",
+                    format!("no such event: {id}"),
+                ))
+            }
+        },
+        None => None,
+    };
+    let mut data = Vec::new();
+    let mut has_more = false;
+    read.scan_prefix_rev(table, &prefix, before.as_deref(), |_, v| {
+        let id = Uuid::from_slice(v).map_err(|_| bad_index())?;
+        let Some(event) = read.get_decoded::<Event>(Table::Events, id.as_bytes())? else {
+            return Ok(true);
+        };
+        if data.len() == f.limit {
+            has_more = true;
+            return Ok(false);
+        }
+        data.push(list_item(&read, &event).map_err(|e| StoreError::Redb(e.message))?);
+        Ok(true)
+    })?;
+    Ok(Page { data, has_more })
+}
+
+/// Events announced on the scope's stream after position `after`, oldest
+/// first, at most `max`; and whether more were left out.
+pub fn stream_after(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+    after: u64,
+    max: usize,
+) -> DomainResult<(Vec<StreamItem>, bool)> {
+    let read = kobo.store.read()?;
+    let prefix = scope_key(merchant, mode).build();
+    let from = stream_key(merchant, mode, after.saturating_add(1));
+    let mut out = Vec::new();
+    let mut more = false;
+    read.scan_prefix(Table::EventStream, &prefix, Some(&from), |k, v| {
+        if out.len() == max {
+            more = true;
+            return Ok(false);
+        }
+        let pos = u64::from_be_bytes(k[k.len() - 8..].try_into().map_err(|_| bad_index())?);
+        let id = Uuid::from_slice(v).map_err(|_| bad_index())?;
+        if let Some(e) = read.get_decoded::<Event>(Table::Events, id.as_bytes())? {
+            out.push(StreamItem {
+                merchant,
+                mode,
+                pos,
+                event_type: e.event_type.clone(),
+                data: Arc::from(e.to_api().to_string()),
+            });
+        }
+        Ok(true)
+    })?;
+    Ok((out, more))
+}
+
+/// The newest stream position of a scope (0 when nothing was announced).
+pub fn stream_head(kobo: &Kobo, merchant: Uuid, mode: Mode) -> DomainResult<u64> {
+    let read = kobo.store.read()?;
+    let mut head = 0;
+    read.scan_prefix_rev(
+        Table::EventStream,
+        &scope_key(merchant, mode).build(),
+        None,
+        |k, _| {
+            head = u64::from_be_bytes(k[k.len() - 8..].try_into().map_err(|_| bad_index())?);
+            Ok(false)
+        },
+    )?;
+    Ok(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_event_type_has_its_own_index_byte() {
+        let mut bytes: Vec<u8> = EVENT_TYPES.iter().map(|t| type_byte(t)).collect();
+        assert!(bytes.iter().all(|b| *b > 0));
+        bytes.dedup();
+        assert_eq!(bytes.len(), EVENT_TYPES.len());
+        assert_eq!(type_byte("no.such"), 0);
+    }
+}

@@ -1,0 +1,950 @@
+//! The webhook supervisor: the single owner (and single writer) of webhook
+//! endpoints, deliveries, the delivery queue, the event outbox and the
+//! stream log.
+//!
+//! It is a task that drains its mailbox the way the store writer does: it
+//! takes every queued message, folds all attempt outcomes and the next slice
+//! of the outbox into ONE batch, commits it, and only then announces,
+//! replies and dispatches. Because it awaits each of its own commits and
+//! nothing else writes these tables, what it reads from the store is always
+//! current; because many outcomes share a commit, throughput comes from
+//! group commit, not from skipping it.
+//!
+//! Scheduling: the queue is keyed endpoint|due|event, so each endpoint's
+//! waiting deliveries are a range in due order. In memory the supervisor
+//! keeps, per endpoint, the earliest time it may have something due
+//! (`wake`), its claimed attempts, and whether it is at its concurrency
+//! bound (`blocked`). A pass takes endpoints in wake order and hands at
+//! most [`PER_ENDPOINT_IN_FLIGHT_MAX`] attempts per endpoint (and
+//! [`IN_FLIGHT_MAX`] in all) to the dispatchers. An endpoint that never
+//! answers holds only its own slots, so the others go on at full speed.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, Notify};
+use uuid::Uuid;
+
+use kobo_storage::{prefix_end, Batch, CommitError, KeyBuf, ReadTxn, Table};
+
+use crate::clock::{from_micros, micros};
+use crate::error::{DomainError, DomainResult};
+use crate::event::Event;
+use crate::idempotency::IdempotencySave;
+use crate::ids::{new_id, scope_key, Mode};
+use crate::runtime::Kobo;
+
+use super::dispatcher::{self, Attempt, ClientConfig, Dispatcher, Job, Outcome};
+use super::{
+    delivery_key, endpoint_index_key, new_secret, parse_queue_key, queue_key, stream_key,
+    validate_url, Command, DeletedEndpointView, Delivery, DeliveryStatus, EndpointChange,
+    EndpointStatus, EventRedeliveryObject, Msg, RedeliveryView, StreamItem, WebhookEndpoint,
+    WebhookEndpointObject, MAX_ENDPOINTS_PER_MODE, RETRY_DELAYS_SECS,
+};
+
+/// Attempts in flight to one endpoint at most.
+pub const PER_ENDPOINT_IN_FLIGHT_MAX: usize = 8;
+/// Attempts in flight in all at most.
+pub const IN_FLIGHT_MAX: usize = 512;
+/// Outbox rows fanned out per batch.
+pub const OUTBOX_SLICE: usize = 512;
+/// Messages taken per turn.
+const MAILBOX_SLICE: usize = 4096;
+/// Waiting deliveries dropped per batch when an endpoint is disabled or
+/// deleted (a larger backlog takes several batches).
+const DROP_SLICE: usize = 2048;
+/// Queue rows one endpoint's scan may look at per pass.
+const SCAN_MAX: usize = 4096;
+/// Scopes whose endpoint lists are cached.
+const SCOPE_CACHE_MAX: usize = 10_000;
+/// Longest sleep when idle with the system clock (due retries are also
+/// pushed by the timer pass every second).
+const IDLE_WAKE: Duration = Duration::from_secs(1);
+
+/// How the webhook machinery is set up.
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    pub client: ClientConfig,
+    /// Dispatcher actors, each on its own thread.
+    pub dispatchers: usize,
+}
+
+/// Starts the dispatchers and the supervisor (once per process).
+pub fn start(kobo: &Arc<Kobo>, cfg: WebhookConfig) -> Result<(), String> {
+    let rx = kobo
+        .webhooks
+        .take_receiver()
+        .ok_or("the webhook supervisor is already running")?;
+    let client = dispatcher::build_client(&cfg.client)?;
+    let report = kobo.webhooks.sender();
+    let mut dispatchers = Vec::new();
+    let mut arbiters = Vec::new();
+    for _ in 0..cfg.dispatchers.max(1) {
+        let arbiter = Arbiter::new();
+        let (client, clock, report) = (client.clone(), kobo.clock.clone(), report.clone());
+        dispatchers.push(Dispatcher::start_in_arbiter(&arbiter.handle(), move |_| {
+            Dispatcher::new(client, clock, report)
+        }));
+        arbiters.push(arbiter);
+    }
+    let outbox = kobo.writer.watch(Table::EventOutbox);
+    let supervisor = Supervisor {
+        kobo: kobo.clone(),
+        rx,
+        outbox,
+        dispatchers,
+        _arbiters: arbiters,
+        next_dispatcher: 0,
+        sched: Sched::default(),
+        claims: HashMap::new(),
+        scopes: HashMap::new(),
+        waiters: Vec::new(),
+    };
+    let home = Arbiter::new();
+    home.spawn(supervisor.run());
+    std::mem::forget(home);
+    Ok(())
+}
+
+/// An attempt handed to a dispatcher, by (endpoint, event).
+struct Claim {
+    version: u64,
+    queue_key: Vec<u8>,
+}
+
+/// Per-endpoint scheduling state.
+#[derive(Default)]
+struct Sched {
+    /// (earliest possible due, endpoint): endpoints to look at.
+    wake: BTreeSet<(u64, Uuid)>,
+    /// endpoint -> its entry in `wake`.
+    next: HashMap<Uuid, u64>,
+    /// endpoint -> claimed attempts.
+    in_flight: HashMap<Uuid, usize>,
+    total: usize,
+    /// Endpoints with due work and no free slot.
+    blocked: HashSet<Uuid>,
+}
+
+impl Sched {
+    /// The endpoint may have a delivery due at `due`.
+    fn note(&mut self, endpoint: Uuid, due: u64) {
+        match self.next.get(&endpoint) {
+            Some(d) if *d <= due => {}
+            Some(d) => {
+                self.wake.remove(&(*d, endpoint));
+                self.wake.insert((due, endpoint));
+                self.next.insert(endpoint, due);
+            }
+            None => {
+                self.wake.insert((due, endpoint));
+                self.next.insert(endpoint, due);
+            }
+        }
+    }
+    fn claimed(&mut self, endpoint: Uuid) {
+        *self.in_flight.entry(endpoint).or_default() += 1;
+        self.total += 1;
+    }
+    fn released(&mut self, endpoint: Uuid) {
+        if let Some(n) = self.in_flight.get_mut(&endpoint) {
+            *n -= 1;
+            if *n == 0 {
+                self.in_flight.remove(&endpoint);
+            }
+            self.total -= 1;
+        }
+        self.blocked.remove(&endpoint);
+        // Look again: a slot is free, and a redelivery may have queued a
+        // row behind the claim.
+        self.note(endpoint, 0);
+    }
+    fn free(&self, endpoint: Uuid) -> usize {
+        PER_ENDPOINT_IN_FLIGHT_MAX - self.in_flight.get(&endpoint).copied().unwrap_or(0)
+    }
+}
+
+/// What to do once a batch has committed.
+#[derive(Default)]
+struct After {
+    notes: Vec<(Uuid, u64)>,
+    announce: Vec<Arc<StreamItem>>,
+    released: Vec<Uuid>,
+    delivered: u64,
+    failed_attempts: u64,
+    dropped: u64,
+    touched_scopes: Vec<(Uuid, Mode)>,
+}
+
+struct Supervisor {
+    kobo: Arc<Kobo>,
+    rx: mpsc::UnboundedReceiver<Msg>,
+    outbox: Arc<Notify>,
+    dispatchers: Vec<Addr<Dispatcher>>,
+    _arbiters: Vec<Arbiter>,
+    next_dispatcher: usize,
+    sched: Sched,
+    claims: HashMap<(Uuid, Uuid), Claim>,
+    /// Non-deleted endpoints per scope (merchant, mode), newest first.
+    scopes: HashMap<(Uuid, Mode), Arc<Vec<WebhookEndpoint>>>,
+    waiters: Vec<oneshot::Sender<()>>,
+}
+
+type Replies = Vec<(oneshot::Sender<DomainResult<Value>>, DomainResult<Value>)>;
+
+impl Supervisor {
+    async fn run(mut self) {
+        if let Err(e) = self.rebuild() {
+            tracing::error!(error = %e, "webhook queue scan failed");
+        }
+        let mut outbox_dirty = true;
+        loop {
+            let mut msgs = Vec::new();
+            if !outbox_dirty && self.waiters.is_empty() && !self.due_now() {
+                let sleep = self.idle_sleep();
+                tokio::select! {
+                    m = self.rx.recv() => match m {
+                        Some(m) => msgs.push(m),
+                        None => return,
+                    },
+                    _ = self.outbox.notified() => outbox_dirty = true,
+                    _ = tokio::time::sleep(sleep) => {}
+                }
+            }
+            while msgs.len() < MAILBOX_SLICE {
+                match self.rx.try_recv() {
+                    Ok(m) => msgs.push(m),
+                    Err(_) => break,
+                }
+            }
+            match self.turn(msgs, outbox_dirty).await {
+                Ok(more) => outbox_dirty = more,
+                Err(e) => {
+                    tracing::error!(error = %e, "webhook supervisor turn failed; retrying");
+                    outbox_dirty = true;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
+    /// Whether a pass could dispatch something right now.
+    fn due_now(&self) -> bool {
+        let now = micros(self.kobo.clock.now());
+        self.sched.total < IN_FLIGHT_MAX && self.sched.wake.first().is_some_and(|(d, _)| *d <= now)
+    }
+
+    fn idle_sleep(&self) -> Duration {
+        if self.kobo.clock.is_manual() {
+            return Duration::from_secs(3600);
+        }
+        let now = micros(self.kobo.clock.now());
+        match self.sched.wake.first() {
+            Some((d, _)) => Duration::from_micros(d.saturating_sub(now)).min(IDLE_WAKE),
+            None => IDLE_WAKE,
+        }
+    }
+
+    /// One turn: outcomes and the outbox in one batch, then commands, then
+    /// a dispatch pass. Returns whether outbox rows are left.
+    async fn turn(&mut self, msgs: Vec<Msg>, outbox_dirty: bool) -> DomainResult<bool> {
+        let mut outcomes = Vec::new();
+        let mut commands = Vec::new();
+        let mut outbox_dirty = outbox_dirty;
+        for m in msgs {
+            match m {
+                Msg::Outcome(o) => outcomes.push(o),
+                Msg::Command(c, reply) => commands.push((c, reply)),
+                Msg::Pump(w) => {
+                    self.waiters.push(w);
+                    outbox_dirty = true;
+                }
+            }
+        }
+        let mut batch = Batch::new();
+        let mut after = After::default();
+        let read = self.kobo.store.read()?;
+        self.record_outcomes(&read, &mut batch, outcomes, &mut after)?;
+        let more = if outbox_dirty {
+            self.fan_out(&read, &mut batch, &mut after)?
+        } else {
+            false
+        };
+        drop(read);
+        self.commit(batch, after).await?;
+
+        let mut replies: Replies = Vec::new();
+        for (cmd, reply) in commands {
+            let r = self.command(cmd).await;
+            replies.push((reply, r));
+        }
+        for (reply, r) in replies {
+            let _ = reply.send(r);
+        }
+
+        self.pass().await?;
+        if !more {
+            for w in self.waiters.drain(..) {
+                let _ = w.send(());
+            }
+        }
+        Ok(more)
+    }
+
+    async fn commit(&mut self, batch: Batch, after: After) -> DomainResult<()> {
+        if !batch.is_empty() {
+            match self.kobo.writer.commit(batch).await {
+                Ok(()) => {}
+                Err(CommitError::Conflict { table, .. }) => {
+                    // Webhook batches carry no preconditions.
+                    return Err(DomainError::internal(format!(
+                        "unexpected conflict in {table}"
+                    )));
+                }
+                Err(CommitError::Closed) => {
+                    return Err(DomainError::internal("the store writer stopped"))
+                }
+            }
+        }
+        for scope in after.touched_scopes {
+            self.scopes.remove(&scope);
+        }
+        for ep in after.released {
+            self.sched.released(ep);
+        }
+        for (ep, due) in after.notes {
+            self.sched.note(ep, due);
+        }
+        let stats = &self.kobo.webhooks.stats;
+        stats.in_flight.store(self.sched.total, Ordering::Relaxed);
+        stats
+            .delivered
+            .fetch_add(after.delivered, Ordering::Relaxed);
+        stats
+            .failed_attempts
+            .fetch_add(after.failed_attempts, Ordering::Relaxed);
+        stats.dropped.fetch_add(after.dropped, Ordering::Relaxed);
+        for item in after.announce {
+            self.kobo.webhooks.announce(item);
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the schedule from the durable queue (start-up): the first
+    /// row of each endpoint's range.
+    fn rebuild(&mut self) -> DomainResult<()> {
+        let read = self.kobo.store.read()?;
+        let mut cursor: Option<Vec<u8>> = None;
+        loop {
+            let mut first = None;
+            read.scan_prefix(Table::DeliveryQueue, &[], cursor.as_deref(), |k, _| {
+                first = parse_queue_key(k);
+                Ok(false)
+            })?;
+            let Some((endpoint, due, _)) = first else {
+                break;
+            };
+            self.sched.note(endpoint, due);
+            let end = prefix_end(endpoint.as_bytes());
+            if end.is_empty() {
+                break;
+            }
+            cursor = Some(end);
+        }
+        Ok(())
+    }
+
+    fn endpoint(read: &ReadTxn, id: Uuid) -> DomainResult<Option<WebhookEndpoint>> {
+        Ok(read.get_decoded(Table::WebhookEndpoints, id.as_bytes())?)
+    }
+
+    /// The scope's non-deleted endpoints, newest first (cached; the cache
+    /// is dropped for a scope whenever one of its endpoints changes).
+    fn scope(
+        &mut self,
+        read: &ReadTxn,
+        merchant: Uuid,
+        mode: Mode,
+    ) -> DomainResult<Arc<Vec<WebhookEndpoint>>> {
+        if let Some(s) = self.scopes.get(&(merchant, mode)) {
+            return Ok(s.clone());
+        }
+        let list = Arc::new(super::query::scope_endpoints(read, merchant, mode)?);
+        if self.scopes.len() >= SCOPE_CACHE_MAX {
+            self.scopes.clear();
+        }
+        self.scopes.insert((merchant, mode), list.clone());
+        Ok(list)
+    }
+
+    fn record_outcomes(
+        &mut self,
+        read: &ReadTxn,
+        batch: &mut Batch,
+        outcomes: Vec<Outcome>,
+        after: &mut After,
+    ) -> DomainResult<()> {
+        for o in outcomes {
+            let Some(claim) = self.claims.remove(&(o.endpoint, o.event)) else {
+                continue;
+            };
+            after.released.push(o.endpoint);
+            let key = delivery_key(o.event, o.endpoint);
+            let Some(mut d) = read.get_decoded::<Delivery>(Table::Deliveries, &key)? else {
+                batch.delete(Table::DeliveryQueue, claim.queue_key);
+                continue;
+            };
+            let success = o.succeeded();
+            d.attempts += 1;
+            d.last_response_status = o.status;
+            d.last_error = o.error.clone();
+            d.last_attempt_at = Some(o.at);
+            if success {
+                after.delivered += 1;
+            } else {
+                after.failed_attempts += 1;
+                tracing::info!(event = %o.event, endpoint = %o.endpoint, status = ?o.status,
+                    error = ?o.error, attempt = d.attempts, "webhook attempt failed");
+            }
+            if d.version == claim.version {
+                batch.delete(Table::DeliveryQueue, claim.queue_key);
+                let live =
+                    Self::endpoint(read, o.endpoint)?.is_some_and(|e| e.accepts(d.generation));
+                d.next_attempt_at = None;
+                if success {
+                    d.status = DeliveryStatus::Delivered;
+                } else if live && (d.retry_step as usize) < RETRY_DELAYS_SECS.len() {
+                    let due =
+                        o.at + chrono::Duration::seconds(RETRY_DELAYS_SECS[d.retry_step as usize]);
+                    d.retry_step += 1;
+                    d.status = DeliveryStatus::Retrying;
+                    d.next_attempt_at = Some(due);
+                    batch.put_raw(
+                        Table::DeliveryQueue,
+                        queue_key(o.endpoint, due, o.event),
+                        Vec::new(),
+                    );
+                    after.notes.push((o.endpoint, micros(due)));
+                } else {
+                    d.status = DeliveryStatus::Failed;
+                }
+            }
+            batch.put(Table::Deliveries, key, &d);
+        }
+        Ok(())
+    }
+
+    /// Turns the next slice of the outbox into deliveries and stream rows.
+    /// Returns whether rows are left.
+    fn fan_out(
+        &mut self,
+        read: &ReadTxn,
+        batch: &mut Batch,
+        after: &mut After,
+    ) -> DomainResult<bool> {
+        let mut rows: Vec<(Vec<u8>, Uuid)> = Vec::new();
+        read.scan_prefix(Table::EventOutbox, &[], None, |k, v| {
+            if rows.len() >= OUTBOX_SLICE {
+                return Ok(false);
+            }
+            if let Ok(id) = Uuid::from_slice(v) {
+                rows.push((k.to_vec(), id));
+            } else {
+                rows.push((k.to_vec(), Uuid::nil()));
+            }
+            Ok(true)
+        })?;
+        let more = rows.len() >= OUTBOX_SLICE;
+        let now = self.kobo.clock.now();
+        for (key, id) in rows {
+            batch.delete(Table::EventOutbox, key);
+            let Some(event) = read.get_decoded::<Event>(Table::Events, id.as_bytes())? else {
+                tracing::warn!(event = %id, "outbox row without its event; skipped");
+                continue;
+            };
+            let endpoints = self.scope(read, event.merchant, event.mode)?;
+            for ep in endpoints.iter() {
+                // Only events from the moment the endpoint was (re-)enabled:
+                // enabling does not resend what it missed.
+                if ep.status != EndpointStatus::Enabled
+                    || !ep.wants(&event.event_type)
+                    || event.seq < ep.enabled_seq
+                {
+                    continue;
+                }
+                let dkey = delivery_key(event.id, ep.id);
+                if read.get(Table::Deliveries, &dkey)?.is_some() {
+                    // A redelivery got there first.
+                    continue;
+                }
+                let d = Delivery {
+                    event: event.id,
+                    endpoint: ep.id,
+                    status: DeliveryStatus::Pending,
+                    attempts: 0,
+                    last_response_status: None,
+                    last_error: None,
+                    last_attempt_at: None,
+                    next_attempt_at: Some(now),
+                    retry_step: 0,
+                    generation: ep.generation,
+                    version: 1,
+                    created_at: now,
+                };
+                batch.put(Table::Deliveries, dkey, &d).put_raw(
+                    Table::DeliveryQueue,
+                    queue_key(ep.id, now, event.id),
+                    Vec::new(),
+                );
+                after.notes.push((ep.id, micros(now)));
+            }
+            let pos = self.kobo.seq.next();
+            batch
+                .put_raw(
+                    Table::EventStream,
+                    stream_key(event.merchant, event.mode, pos),
+                    event.id.as_bytes().to_vec(),
+                )
+                .note_seq(pos);
+            after.announce.push(Arc::new(StreamItem {
+                merchant: event.merchant,
+                mode: event.mode,
+                pos,
+                event_type: event.event_type.clone(),
+                data: event.to_api().to_string().into(),
+            }));
+        }
+        Ok(more)
+    }
+
+    /// Hands due deliveries to the dispatchers, endpoint by endpoint in
+    /// wake order, within the concurrency bounds. Deliveries whose endpoint
+    /// was disabled or deleted since they were queued are dropped here.
+    async fn pass(&mut self) -> DomainResult<()> {
+        let now = self.kobo.clock.now();
+        let now_us = micros(now);
+        let read = self.kobo.store.read()?;
+        let mut drops = Batch::new();
+        let mut dropped = 0u64;
+        let mut jobs: Vec<Job> = Vec::new();
+        let mut bodies: HashMap<Uuid, Bytes> = HashMap::new();
+        while self.sched.total < IN_FLIGHT_MAX {
+            let Some(&(due, ep)) = self.sched.wake.first() else {
+                break;
+            };
+            if due > now_us {
+                break;
+            }
+            self.sched.wake.pop_first();
+            self.sched.next.remove(&ep);
+            if self.sched.free(ep) == 0 {
+                self.sched.blocked.insert(ep);
+                continue;
+            }
+            let endpoint = Self::endpoint(&read, ep)?;
+            let mut rows: Vec<(Vec<u8>, u64, Uuid)> = Vec::new();
+            read.scan_prefix(Table::DeliveryQueue, ep.as_bytes(), None, |k, _| {
+                if rows.len() >= SCAN_MAX {
+                    return Ok(false);
+                }
+                if let Some((_, due, ev)) = parse_queue_key(k) {
+                    rows.push((k.to_vec(), due, ev));
+                }
+                Ok(true)
+            })?;
+            let scanned_all = rows.len() < SCAN_MAX;
+            let mut next_due = None;
+            for (key, due, ev) in rows {
+                if self.claims.contains_key(&(ep, ev)) {
+                    continue;
+                }
+                if due > now_us {
+                    next_due = Some(due);
+                    break;
+                }
+                let dkey = delivery_key(ev, ep);
+                let Some(mut d) = read.get_decoded::<Delivery>(Table::Deliveries, &dkey)? else {
+                    drops.delete(Table::DeliveryQueue, key);
+                    continue;
+                };
+                if !endpoint.as_ref().is_some_and(|e| e.accepts(d.generation)) {
+                    d.status = DeliveryStatus::Failed;
+                    d.next_attempt_at = None;
+                    drops
+                        .delete(Table::DeliveryQueue, key)
+                        .put(Table::Deliveries, dkey, &d);
+                    dropped += 1;
+                    continue;
+                }
+                if self.sched.free(ep) == 0 {
+                    self.sched.blocked.insert(ep);
+                    next_due = None;
+                    break;
+                }
+                if self.sched.total >= IN_FLIGHT_MAX {
+                    next_due = Some(due);
+                    break;
+                }
+                let endpoint = endpoint.as_ref().expect("accepts() checked it");
+                let body = match bodies.get(&ev) {
+                    Some(b) => b.clone(),
+                    None => {
+                        let Some(event) =
+                            read.get_decoded::<Event>(Table::Events, ev.as_bytes())?
+                        else {
+                            drops.delete(Table::DeliveryQueue, key);
+                            continue;
+                        };
+                        let b = Bytes::from(
+                            serde_json::to_vec(&event.view()).expect("an event view serializes"),
+                        );
+                        bodies.insert(ev, b.clone());
+                        b
+                    }
+                };
+                self.claims.insert(
+                    (ep, ev),
+                    Claim {
+                        version: d.version,
+                        queue_key: key,
+                    },
+                );
+                self.sched.claimed(ep);
+                jobs.push(Job {
+                    event: ev,
+                    endpoint: ep,
+                    url: endpoint.url.clone(),
+                    secret: endpoint.secret.clone(),
+                    body,
+                });
+            }
+            if let Some(d) = next_due {
+                self.sched.note(ep, d);
+            } else if !scanned_all && !self.sched.blocked.contains(&ep) {
+                // More rows than one scan looks at: come back at once.
+                self.sched.note(ep, now_us);
+            }
+        }
+        drop(read);
+        let attempts = jobs.len() as u64;
+        for job in jobs {
+            let d = &self.dispatchers[self.next_dispatcher % self.dispatchers.len()];
+            self.next_dispatcher = self.next_dispatcher.wrapping_add(1);
+            d.do_send(Attempt(job));
+        }
+        let stats = &self.kobo.webhooks.stats;
+        stats.attempts.fetch_add(attempts, Ordering::Relaxed);
+        stats.in_flight.store(self.sched.total, Ordering::Relaxed);
+        if !drops.is_empty() {
+            self.commit(
+                drops,
+                After {
+                    dropped,
+                    ..After::default()
+                },
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    // ---- commands ----
+
+    async fn command(&mut self, cmd: Command) -> DomainResult<Value> {
+        match cmd {
+            Command::Create {
+                merchant,
+                mode,
+                url,
+                events,
+                idem,
+            } => self.create(merchant, mode, url, events, idem).await,
+            Command::Change {
+                merchant,
+                mode,
+                id,
+                change,
+                idem,
+            } => self.change(merchant, mode, id, change, idem).await,
+            Command::Redeliver {
+                merchant,
+                mode,
+                event,
+                idem,
+            } => self.redeliver(merchant, mode, event, idem).await,
+        }
+    }
+
+    async fn create(
+        &mut self,
+        merchant: Uuid,
+        mode: Mode,
+        url: String,
+        events: Vec<String>,
+        idem: Option<IdempotencySave>,
+    ) -> DomainResult<Value> {
+        let read = self.kobo.store.read()?;
+        let existing = self.scope(&read, merchant, mode)?;
+        drop(read);
+        if existing.len() >= MAX_ENDPOINTS_PER_MODE {
+            return Err(DomainError::request(
+                "too_many_endpoints",
+                None,
+                format!(
+                    "a mode holds at most {MAX_ENDPOINTS_PER_MODE} webhook endpoints; delete one first"
+                ),
+            ));
+        }
+        let now = self.kobo.clock.now();
+        let seq = self.kobo.seq.next();
+        let endpoint = WebhookEndpoint {
+            id: new_id(now),
+            merchant,
+            mode,
+            seq,
+            url,
+            events,
+            status: EndpointStatus::Enabled,
+            secret: new_secret(),
+            created_at: now,
+            generation: 1,
+            enabled_seq: seq,
+            deleted_at: None,
+        };
+        let view = endpoint.to_api(true);
+        let mut batch = Batch::new();
+        batch
+            .put(
+                Table::WebhookEndpoints,
+                endpoint.id.as_bytes().to_vec(),
+                &endpoint,
+            )
+            .put_raw(
+                Table::WebhookEndpointIndex,
+                endpoint_index_key(merchant, mode, seq),
+                endpoint.id.as_bytes().to_vec(),
+            )
+            .note_seq(seq);
+        if let Some(idem) = &idem {
+            idem.add_to(&mut batch, 201, &view.to_string(), now);
+        }
+        self.commit(
+            batch,
+            After {
+                touched_scopes: vec![(merchant, mode)],
+                ..After::default()
+            },
+        )
+        .await?;
+        Ok(view)
+    }
+
+    async fn change(
+        &mut self,
+        merchant: Uuid,
+        mode: Mode,
+        id: Uuid,
+        change: EndpointChange,
+        idem: Option<IdempotencySave>,
+    ) -> DomainResult<Value> {
+        let read = self.kobo.store.read()?;
+        let mut ep = match Self::endpoint(&read, id)? {
+            Some(e) if e.merchant == merchant && e.mode == mode && e.deleted_at.is_none() => e,
+            _ => return Err(DomainError::not_found("webhook_endpoint", id)),
+        };
+        drop(read);
+        let now = self.kobo.clock.now();
+        let mut drop_waiting = false;
+        match change {
+            EndpointChange::Disable => {
+                if ep.status == EndpointStatus::Enabled {
+                    ep.status = EndpointStatus::Disabled;
+                    ep.generation += 1;
+                    drop_waiting = true;
+                }
+            }
+            EndpointChange::Enable => {
+                // The rules may have tightened since the endpoint was made.
+                validate_url(&ep.url)?;
+                if ep.status == EndpointStatus::Disabled {
+                    ep.status = EndpointStatus::Enabled;
+                    ep.enabled_seq = self.kobo.seq.next();
+                }
+            }
+            EndpointChange::Delete => {
+                ep.status = EndpointStatus::Disabled;
+                ep.generation += 1;
+                ep.deleted_at = Some(now);
+                ep.secret = String::new();
+                drop_waiting = true;
+            }
+        }
+        let view = match change {
+            EndpointChange::Delete => serde_json::to_value(DeletedEndpointView {
+                id,
+                object: WebhookEndpointObject::WebhookEndpoint,
+                deleted: true,
+            })
+            .expect("a deleted view serializes"),
+            _ => ep.to_api(false),
+        };
+        let mut batch = Batch::new();
+        batch
+            .put(Table::WebhookEndpoints, id.as_bytes().to_vec(), &ep)
+            .note_seq(ep.enabled_seq);
+        if change == EndpointChange::Delete {
+            batch.delete(
+                Table::WebhookEndpointIndex,
+                endpoint_index_key(merchant, mode, ep.seq),
+            );
+        }
+        if let Some(idem) = &idem {
+            let status = 200;
+            idem.add_to(&mut batch, status, &view.to_string(), now);
+        }
+        let mut after = After {
+            touched_scopes: vec![(merchant, mode)],
+            ..After::default()
+        };
+        if drop_waiting {
+            self.drop_waiting(id, &mut batch, &mut after)?;
+        }
+        self.commit(batch, after).await?;
+        // A larger backlog: the rest in further batches.
+        while drop_waiting {
+            let mut batch = Batch::new();
+            let mut after = After::default();
+            if self.drop_waiting(id, &mut batch, &mut after)? == 0 {
+                break;
+            }
+            self.commit(batch, after).await?;
+        }
+        Ok(view)
+    }
+
+    /// Drops up to [`DROP_SLICE`] waiting (unclaimed) deliveries of an
+    /// endpoint: `failed`, out of the queue. Claimed ones are settled when
+    /// their attempt ends (no retry: the generation moved on). Returns how
+    /// many it dropped.
+    fn drop_waiting(
+        &mut self,
+        ep: Uuid,
+        batch: &mut Batch,
+        after: &mut After,
+    ) -> DomainResult<usize> {
+        let read = self.kobo.store.read()?;
+        let mut rows = Vec::new();
+        let claims = &self.claims;
+        read.scan_prefix(Table::DeliveryQueue, ep.as_bytes(), None, |k, _| {
+            if rows.len() >= DROP_SLICE {
+                return Ok(false);
+            }
+            if let Some((_, _, ev)) = parse_queue_key(k) {
+                if !claims.contains_key(&(ep, ev)) {
+                    rows.push((k.to_vec(), ev));
+                }
+            }
+            Ok(true)
+        })?;
+        let n = rows.len();
+        for (key, ev) in rows {
+            batch.delete(Table::DeliveryQueue, key);
+            let dkey = delivery_key(ev, ep);
+            if let Some(mut d) = read.get_decoded::<Delivery>(Table::Deliveries, &dkey)? {
+                d.status = DeliveryStatus::Failed;
+                d.next_attempt_at = None;
+                batch.put(Table::Deliveries, dkey, &d);
+            }
+        }
+        after.dropped += n as u64;
+        Ok(n)
+    }
+
+    async fn redeliver(
+        &mut self,
+        merchant: Uuid,
+        mode: Mode,
+        event_id: Uuid,
+        idem: Option<IdempotencySave>,
+    ) -> DomainResult<Value> {
+        let read = self.kobo.store.read()?;
+        let event = match read.get_decoded::<Event>(Table::Events, event_id.as_bytes())? {
+            Some(e) if e.merchant == merchant && e.mode == mode => e,
+            _ => return Err(DomainError::not_found("event", event_id)),
+        };
+        // An event still in the outbox gets its deliveries from the fan-out.
+        let endpoints = self.scope(&read, merchant, mode)?;
+        let now = self.kobo.clock.now();
+        let mut batch = Batch::new();
+        let mut after = After::default();
+        let mut queued = 0u32;
+        for ep in endpoints.iter() {
+            if ep.status != EndpointStatus::Enabled || !ep.wants(&event.event_type) {
+                continue;
+            }
+            let key = delivery_key(event.id, ep.id);
+            let d = match read.get_decoded::<Delivery>(Table::Deliveries, &key)? {
+                Some(mut d) => {
+                    if let Some(old) = d.next_attempt_at {
+                        batch.delete(Table::DeliveryQueue, queue_key(ep.id, old, event.id));
+                    }
+                    d.version += 1;
+                    d.status = DeliveryStatus::Pending;
+                    d.retry_step = 0;
+                    d.generation = ep.generation;
+                    d.next_attempt_at = Some(now);
+                    d
+                }
+                None => Delivery {
+                    event: event.id,
+                    endpoint: ep.id,
+                    status: DeliveryStatus::Pending,
+                    attempts: 0,
+                    last_response_status: None,
+                    last_error: None,
+                    last_attempt_at: None,
+                    next_attempt_at: Some(now),
+                    retry_step: 0,
+                    generation: ep.generation,
+                    version: 1,
+                    created_at: now,
+                },
+            };
+            batch.put(Table::Deliveries, key, &d).put_raw(
+                Table::DeliveryQueue,
+                queue_key(ep.id, now, event.id),
+                Vec::new(),
+            );
+            after.notes.push((ep.id, micros(now)));
+            queued += 1;
+        }
+        drop(read);
+        let view = serde_json::to_value(RedeliveryView {
+            object: EventRedeliveryObject::EventRedelivery,
+            event_id,
+            queued,
+        })
+        .expect("a redelivery view serializes");
+        if let Some(idem) = &idem {
+            idem.add_to(&mut batch, 200, &view.to_string(), now);
+        }
+        self.commit(batch, after).await?;
+        Ok(view)
+    }
+}
+
+/// The due time of a queue row, as a time.
+pub fn due_time(due_micros: u64) -> DateTime<Utc> {
+    from_micros(due_micros as i64)
+}
+
+/// The scope prefix of a merchant's endpoints (used by queries).
+pub fn scope_prefix(merchant: Uuid, mode: Mode) -> KeyBuf {
+    scope_key(merchant, mode)
+}

@@ -1,0 +1,337 @@
+//! `/v1/webhook_endpoints`: create, list, disable, enable, delete. Every
+//! change goes to the webhook supervisor (the single owner of endpoints and
+//! deliveries), which saves the response with the change.
+
+use actix_web::{web, HttpRequest};
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use kobo_actors::query::ListView;
+use kobo_actors::webhook::{
+    self, query as webhook_query, Command, DeletedEndpointView, EndpointChange, WebhookEndpointView,
+};
+use kobo_actors::DomainError;
+
+use super::body::{Fields, Query};
+use super::openapi::{
+    BadRequestReplayable, IdempotencyKey, IdempotencyKeyReused, InternalError, NotFoundReplayable,
+    PayloadTooLarge, Unauthorized, WebhookEndpointRef,
+};
+use super::payment_intents::{NoFields, NO_FIELDS};
+use super::{
+    authenticate, idempotent, json_response, read_body, resource, ApiResult, Reply, State,
+};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        resource("/v1/webhook_endpoints")
+            .route(web::post().to(create))
+            .route(web::get().to(list)),
+    )
+    .service(resource("/v1/webhook_endpoints/{id}/disable").route(web::post().to(disable)))
+    .service(resource("/v1/webhook_endpoints/{id}/enable").route(web::post().to(enable)))
+    .service(resource("/v1/webhook_endpoints/{id}/delete").route(web::post().to(delete)));
+}
+
+/// The fields [`parse_create`] accepts: [`CreateWebhookEndpointRequest`]'s.
+pub const CREATE_FIELDS: &[&str] = &["url", "events"];
+
+// The body of `POST /v1/webhook_endpoints`, for the OpenAPI document; a unit
+// test keeps these fields and [`CREATE_FIELDS`] equal.
+/// The body that creates a webhook endpoint.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = CreateWebhookEndpoint)]
+#[allow(dead_code)]
+pub struct CreateWebhookEndpointRequest {
+    /// HTTPS, port 443 or 8443, a public host name (not an IP address).
+    #[schema(format = "uri", max_length = 2048)]
+    url: String,
+    /// The event types to send; omitted or empty means every type.
+    #[schema(schema_with = event_types)]
+    events: Option<Vec<String>>,
+}
+
+fn event_types() -> utoipa::openapi::schema::Schema {
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(utoipa::openapi::RefOr::T(
+            kobo_actors::event::event_type_schema(),
+        ))
+        .into()
+}
+
+/// The fields `GET /v1/webhook_endpoints` accepts in its query: none.
+pub const LIST_PARAMS: &[&str] = &[];
+
+/// The `{id}` of a webhook endpoint.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub struct WebhookEndpointId {
+    /// The endpoint's id; unknown, deleted, another merchant's or the other
+    /// mode's: 404.
+    id: Uuid,
+}
+
+fn parse_create(body: &[u8]) -> Result<(String, Vec<String>), DomainError> {
+    let f = Fields::parse(body, CREATE_FIELDS)?;
+    let url = f
+        .string("url", webhook::MAX_URL_LEN)?
+        .ok_or_else(|| DomainError::missing("url"))?;
+    let url = webhook::validate_url(&url)?;
+    let events = match f.raw("events") {
+        None => Vec::new(),
+        Some(Value::Array(items)) => {
+            let mut types = Vec::with_capacity(items.len());
+            for item in items {
+                match item {
+                    Value::String(s) => types.push(s.clone()),
+                    _ => {
+                        return Err(DomainError::invalid(
+                            "events",
+                            "`events` is an array of event types",
+                        ))
+                    }
+                }
+            }
+            webhook::validate_event_types(&types)?
+        }
+        Some(_) => {
+            return Err(DomainError::invalid(
+                "events",
+                "`events` is an array of event types",
+            ))
+        }
+    };
+    Ok((url, events))
+}
+
+/// Create a webhook endpoint
+///
+/// The response alone carries the signing `secret` (`whsec_...`). At most
+/// 10 endpoints per mode (400 `too_many_endpoints`).
+#[utoipa::path(
+    post,
+    path = "/v1/webhook_endpoints",
+    operation_id = "create_webhook_endpoint",
+    tag = "webhooks",
+    params(IdempotencyKey),
+    request_body(content = CreateWebhookEndpointRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The new endpoint, with its `secret`.", body = WebhookEndpointView,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+    )
+)]
+async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
+    let p = authenticate(&req, &state)?;
+    let body = read_body(payload).await?;
+    let (state, p, body) = (&state, &p, &body);
+    idempotent(&req, state, p, body, |save| async move {
+        let (url, events) = parse_create(body)?;
+        let view = state
+            .kobo
+            .webhooks
+            .command(Command::Create {
+                merchant: p.merchant.id,
+                mode: p.mode,
+                url,
+                events,
+                idem: Some(save),
+            })
+            .await?;
+        Ok(Reply::saved(201, view))
+    })
+    .await
+}
+
+/// List webhook endpoints
+///
+/// Every endpoint of the key's mode, newest first, on one page (there are
+/// at most 10). Secrets are not shown.
+#[utoipa::path(
+    get,
+    path = "/v1/webhook_endpoints",
+    operation_id = "list_webhook_endpoints",
+    tag = "webhooks",
+    responses(
+        (status = 200, description = "The endpoints, newest first.", body = ListView<WebhookEndpointRef>),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    )
+)]
+async fn list(req: HttpRequest, state: State) -> ApiResult {
+    let p = authenticate(&req, &state)?;
+    Query::parse(req.query_string(), LIST_PARAMS)?;
+    let page = webhook_query::list_endpoints(&state.kobo, p.merchant.id, p.mode)?;
+    Ok(json_response(200, &page.to_api()))
+}
+
+async fn change(
+    req: HttpRequest,
+    state: State,
+    raw_id: &str,
+    payload: web::Payload,
+    change: EndpointChange,
+) -> ApiResult {
+    let p = authenticate(&req, &state)?;
+    let body = read_body(payload).await?;
+    let (state, p, body) = (&state, &p, &body);
+    idempotent(&req, state, p, body, |save| async move {
+        Fields::parse(body, NO_FIELDS)?;
+        let id = Uuid::try_parse(raw_id)
+            .map_err(|_| DomainError::not_found("webhook_endpoint", raw_id))?;
+        let view = state
+            .kobo
+            .webhooks
+            .command(Command::Change {
+                merchant: p.merchant.id,
+                mode: p.mode,
+                id,
+                change,
+                idem: Some(save),
+            })
+            .await?;
+        Ok(Reply::saved(200, view))
+    })
+    .await
+}
+
+/// Disable a webhook endpoint
+///
+/// Deliveries still waiting are dropped (`failed`); nothing is sent to it
+/// until it is enabled.
+#[utoipa::path(
+    post,
+    path = "/v1/webhook_endpoints/{id}/disable",
+    operation_id = "disable_webhook_endpoint",
+    tag = "webhooks",
+    params(WebhookEndpointId, IdempotencyKey),
+    request_body(content = Option<NoFields>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The endpoint, `disabled`.", body = WebhookEndpointView,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFoundReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+    )
+)]
+async fn disable(
+    req: HttpRequest,
+    state: State,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> ApiResult {
+    change(req, state, &path, payload, EndpointChange::Disable).await
+}
+
+/// Enable a webhook endpoint
+///
+/// Events from now on are sent to it; events it missed are not resent
+/// (redeliver them one by one). 400 when its URL no longer passes the rules.
+#[utoipa::path(
+    post,
+    path = "/v1/webhook_endpoints/{id}/enable",
+    operation_id = "enable_webhook_endpoint",
+    tag = "webhooks",
+    params(WebhookEndpointId, IdempotencyKey),
+    request_body(content = Option<NoFields>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The endpoint, `enabled`.", body = WebhookEndpointView,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFoundReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+    )
+)]
+async fn enable(
+    req: HttpRequest,
+    state: State,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> ApiResult {
+    change(req, state, &path, payload, EndpointChange::Enable).await
+}
+
+/// Delete a webhook endpoint
+///
+/// Irreversible: waiting deliveries are dropped, the endpoint leaves the
+/// list, its past deliveries stay in the events' history.
+#[utoipa::path(
+    post,
+    path = "/v1/webhook_endpoints/{id}/delete",
+    operation_id = "delete_webhook_endpoint",
+    tag = "webhooks",
+    params(WebhookEndpointId, IdempotencyKey),
+    request_body(content = Option<NoFields>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The deleted endpoint.", body = DeletedEndpointView,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFoundReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+    )
+)]
+async fn delete(
+    req: HttpRequest,
+    state: State,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> ApiResult {
+    change(req, state, &path, payload, EndpointChange::Delete).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_bodies_are_checked_field_by_field() {
+        let ok = parse_create(br#"{"url": "https://hooks.example.com/k", "events": []}"#).unwrap();
+        assert_eq!(ok, ("https://hooks.example.com/k".to_string(), vec![]));
+        for (body, param) in [
+            (&br#"{}"#[..], "url"),
+            (br#"{"url": "http://hooks.example.com/"}"#, "url"),
+            (br#"{"url": 5}"#, "url"),
+            (
+                br#"{"url": "https://hooks.example.com/", "events": "all"}"#,
+                "events",
+            ),
+            (
+                br#"{"url": "https://hooks.example.com/", "events": [1]}"#,
+                "events",
+            ),
+            (
+                br#"{"url": "https://hooks.example.com/", "events": ["x.y"]}"#,
+                "events",
+            ),
+            (
+                br#"{"url": "https://hooks.example.com/", "secret": "s"}"#,
+                "secret",
+            ),
+        ] {
+            let e = parse_create(body).unwrap_err();
+            assert_eq!(
+                e.param.as_deref(),
+                Some(param),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+}
