@@ -7,6 +7,7 @@
 //! - [`telemetry`]: logs with request ids, Prometheus metrics.
 
 mod api;
+mod checkout;
 mod server;
 mod telemetry;
 
@@ -84,6 +85,15 @@ pub struct ServeArgs {
     /// HTTP worker threads (default: one per core).
     #[arg(long, env = "KOBO_WORKERS")]
     pub workers: Option<usize>,
+    /// Test seam: milliseconds every sandbox card call takes (rehearses a
+    /// real processor's latency; tests of concurrent requests use it).
+    #[arg(
+        long,
+        env = "KOBO_SANDBOX_LATENCY_MS",
+        default_value_t = 0,
+        hide = true
+    )]
+    pub sandbox_latency_ms: u64,
     /// Seconds an idle actor stays in memory.
     #[arg(long, env = "KOBO_ACTOR_IDLE_SECS", default_value_t = 30)]
     pub actor_idle_secs: u64,

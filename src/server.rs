@@ -172,6 +172,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             actor_idle: Duration::from_secs(args.actor_idle_secs.max(1)),
             mailbox_capacity: 1024,
             calendar,
+            sandbox_card_latency: Duration::from_millis(args.sandbox_latency_ms),
         },
     )?;
 
@@ -210,7 +211,9 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!(e))?;
     let timers = TimerSupervisor::new(kobo.clone()).start();
     let metrics = Metrics::new(&writer_metrics);
-    let state = web::Data::new(AppState::new(kobo.clone(), admin_token, timers, metrics));
+    let mut app_state = AppState::new(kobo.clone(), admin_token, timers, metrics);
+    app_state.card_key = api::cards::fingerprint_key(&args.data)?;
+    let state = web::Data::new(app_state);
 
     let mut server = HttpServer::new(move || {
         App::new()

@@ -97,7 +97,22 @@ struct Slot<A: Actor> {
     addr: Addr<A>,
     generation: u64,
     queued: Arc<AtomicUsize>,
+    /// Messages sent and not yet answered (queued or being handled).
+    in_flight: Arc<AtomicUsize>,
 }
+
+/// Counts a message as in flight until its answer (or its abandonment).
+struct InFlight(Arc<AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A leased address: the actor, its generation, its queue count, and the
+/// in-flight mark held until the answer.
+type Lease<A> = (Addr<A>, u64, Arc<AtomicUsize>, InFlight);
 
 pub struct Registry<A: VirtualActor> {
     slots: Mutex<HashMap<A::Key, Slot<A>>>,
@@ -130,24 +145,40 @@ impl<A: VirtualActor> Registry<A> {
         }
     }
 
+    /// Leases the actor for `key` (activating it if needed). With `busy`,
+    /// an actor that has any message in flight is refused with that error
+    /// instead of queueing behind it.
     fn lease(
         &self,
         kobo: &Arc<Kobo>,
         key: A::Key,
-    ) -> DomainResult<(Addr<A>, u64, Arc<AtomicUsize>)> {
+        busy: Option<fn() -> DomainError>,
+    ) -> DomainResult<Lease<A>> {
         let mut slots = self.slots.lock();
         if let Some(slot) = slots.get(&key) {
             if slot.addr.connected() {
+                if let Some(busy) = busy {
+                    if slot.in_flight.load(Ordering::Acquire) > 0 {
+                        return Err(busy());
+                    }
+                }
                 if slot.queued.load(Ordering::Acquire) >= self.mailbox_capacity {
                     return Err(DomainError::overloaded(A::KIND));
                 }
                 slot.queued.fetch_add(1, Ordering::AcqRel);
-                return Ok((slot.addr.clone(), slot.generation, slot.queued.clone()));
+                slot.in_flight.fetch_add(1, Ordering::AcqRel);
+                return Ok((
+                    slot.addr.clone(),
+                    slot.generation,
+                    slot.queued.clone(),
+                    InFlight(slot.in_flight.clone()),
+                ));
             }
             slots.remove(&key);
         }
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         let queued = Arc::new(AtomicUsize::new(1));
+        let in_flight = Arc::new(AtomicUsize::new(1));
         let activation = Activation {
             key,
             generation,
@@ -169,9 +200,10 @@ impl<A: VirtualActor> Registry<A> {
                 addr: addr.clone(),
                 generation,
                 queued: queued.clone(),
+                in_flight: in_flight.clone(),
             },
         );
-        Ok((addr, generation, queued))
+        Ok((addr, generation, queued, InFlight(in_flight)))
     }
 
     /// Sends `msg` to the actor for `key`, activating it if needed.
@@ -182,8 +214,43 @@ impl<A: VirtualActor> Registry<A> {
         A: Handler<M>,
         A::Context: actix::dev::ToEnvelope<A, M>,
     {
+        self.send_with(kobo, key, msg, None).await
+    }
+
+    /// Like [`Registry::send`], but refused with `busy()` (nothing sent)
+    /// while the actor has another message queued or in hand: for requests
+    /// that should not wait behind another one on the same object.
+    pub async fn send_if_idle<M>(
+        &self,
+        kobo: &Arc<Kobo>,
+        key: A::Key,
+        msg: M,
+        busy: fn() -> DomainError,
+    ) -> DomainResult<M::Result>
+    where
+        M: Message + Send + Clone + 'static,
+        M::Result: Send,
+        A: Handler<M>,
+        A::Context: actix::dev::ToEnvelope<A, M>,
+    {
+        self.send_with(kobo, key, msg, Some(busy)).await
+    }
+
+    async fn send_with<M>(
+        &self,
+        kobo: &Arc<Kobo>,
+        key: A::Key,
+        msg: M,
+        busy: Option<fn() -> DomainError>,
+    ) -> DomainResult<M::Result>
+    where
+        M: Message + Send + Clone + 'static,
+        M::Result: Send,
+        A: Handler<M>,
+        A::Context: actix::dev::ToEnvelope<A, M>,
+    {
         for _ in 0..3 {
-            let (addr, generation, queued) = self.lease(kobo, key)?;
+            let (addr, generation, queued, _in_flight) = self.lease(kobo, key, busy)?;
             match addr.send(msg.clone()).await {
                 Ok(result) => return Ok(result),
                 Err(MailboxError::Closed) => {

@@ -26,6 +26,9 @@ pub struct Config {
     pub mailbox_capacity: usize,
     /// Business days and public holidays (settlement).
     pub calendar: Calendar,
+    /// Added to every sandbox card call (rehearses a real processor's
+    /// latency; 0 by default).
+    pub sandbox_card_latency: Duration,
 }
 
 /// One increasing sequence for object order and ledger line ids. Its high
@@ -66,6 +69,7 @@ impl Kobo {
             .map(|v| u64_from(&v))
             .unwrap_or(0);
         let capacity = config.mailbox_capacity;
+        let providers = Providers::sandbox(config.sandbox_card_latency);
         Ok(Arc::new(Kobo {
             calendar: config.calendar.clone(),
             store,
@@ -73,7 +77,7 @@ impl Kobo {
             clock,
             seq: Sequence(AtomicU64::new(high_water)),
             config,
-            providers: Providers::sandbox_only(),
+            providers,
             payment_intents: Registry::new(capacity),
             ledgers: Registry::new(capacity),
             merchants: Registry::new(capacity),

@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod balance;
 pub mod body;
+pub mod cards;
 pub mod events;
 pub mod brands;
 pub mod openapi;
@@ -50,6 +51,9 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Idempotency keys whose first request is still running.
     in_flight: Mutex<HashSet<(Uuid, Mode, String)>>,
+    /// Keys the idempotency fingerprints of card requests (see
+    /// [`cards::fingerprint_key`]).
+    pub card_key: [u8; 32],
 }
 
 impl AppState {
@@ -65,6 +69,7 @@ impl AppState {
             timers,
             metrics,
             in_flight: Mutex::new(HashSet::new()),
+            card_key: rand::random(),
         }
     }
 }
@@ -394,6 +399,9 @@ where
     let (status, body, saved) = match outcome {
         Ok(r) => (r.status, r.body, r.saved),
         Err(e) if status_of(e.0.kind).is_server_error() => return Err(e),
+        // Another request is working on the object: nothing happened, and
+        // the same key may be retried once it has finished.
+        Err(e) if e.0.code == "payment_in_progress" => return Err(e),
         Err(e) => (status_of(e.0.kind).as_u16(), error_body(&e.0), false),
     };
     if !saved {
@@ -432,6 +440,8 @@ pub fn resource(path: &str) -> actix_web::Resource {
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/openapi.json").route(web::get().to(openapi::serve)));
     payment_intents::configure(cfg);
+    cards::configure(cfg);
+    crate::checkout::configure(cfg);
     balance::configure(cfg);
     brands::configure(cfg);
     settlement::configure(cfg);

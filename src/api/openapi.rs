@@ -47,6 +47,8 @@ pub const CLIENT_SECRET: &str = "client_secret";
         super::payment_intents::cancel,
         super::payment_intents::bank_transfer,
         super::payment_intents::charge_attempts,
+        super::cards::card,
+        super::cards::authenticate,
         super::balance::balance,
         super::balance::transactions,
         super::balance::export,
@@ -352,7 +354,7 @@ mod tests {
 
     use kobo_actors::money::MAX_AMOUNT;
 
-    use super::super::{balance, events, payment_intents, test_helpers, webhooks};
+    use super::super::{balance, cards, events, payment_intents, test_helpers, webhooks};
     use super::*;
 
     /// Every operation the server routes under `/v1` (`configure` and the
@@ -365,6 +367,8 @@ mod tests {
         ("post", "/v1/payment_intents/{id}/cancel"),
         ("post", "/v1/payment_intents/{id}/bank_transfer"),
         ("get", "/v1/payment_intents/{id}/charge_attempts"),
+        ("post", "/v1/payment_intents/{id}/card"),
+        ("post", "/v1/payment_intents/{id}/authenticate"),
         ("get", "/v1/balance"),
         ("get", "/v1/balance_transactions"),
         ("get", "/v1/balance_transactions/export"),
@@ -603,6 +607,19 @@ mod tests {
             names(webhooks::CREATE_FIELDS)
         );
 
+        assert_eq!(
+            property_names(cards::CardRequest::schema()),
+            names(cards::CARD_FIELDS)
+        );
+        assert_eq!(
+            property_names(cards::BillingAddressRequest::schema()),
+            names(cards::BILLING_FIELDS)
+        );
+        assert_eq!(
+            property_names(cards::AuthenticateRequest::schema()),
+            names(cards::AUTHENTICATE_FIELDS)
+        );
+
         let d = doc();
         let body_schema = |path: &str| {
             d["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
@@ -617,6 +634,11 @@ mod tests {
             ("/v1/payment_intents", CreatePaymentIntentRequest::name()),
             ("/v1/payment_intents/{id}/cancel", NoFields::name()),
             ("/v1/payment_intents/{id}/bank_transfer", NoFields::name()),
+            ("/v1/payment_intents/{id}/card", cards::CardRequest::name()),
+            (
+                "/v1/payment_intents/{id}/authenticate",
+                cards::AuthenticateRequest::name(),
+            ),
             (
                 "/v1/test_helpers/payment_intents/{id}/succeed",
                 NoFields::name(),

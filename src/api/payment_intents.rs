@@ -156,7 +156,7 @@ fn parse_create(body: &[u8]) -> Result<CreatePaymentIntent, DomainError> {
 }
 
 /// Live payments need an activated account (403 before anything else).
-fn ensure_can_take_payments(p: &Principal) -> ApiResult<()> {
+pub fn ensure_can_take_payments(p: &Principal) -> ApiResult<()> {
     if p.mode == Mode::Live && !p.merchant.settings.live_approved {
         return Err(ApiError(DomainError::forbidden(
             "account_not_activated",

@@ -5,6 +5,8 @@ mod helpers;
 
 mod auth;
 mod balance;
+mod browser;
+mod cards;
 mod conventions;
 mod crash;
 mod idempotency;

@@ -16,8 +16,11 @@ use kobo_storage::{Batch, Table};
 use crate::error::{DomainError, DomainResult};
 use crate::idempotency::IdempotencySave;
 use crate::ids::Mode;
+use crate::payment_intent::card::{AuthInput, CardDetails, Secret};
 use crate::payment_intent::service::{commit_decision, load_attempt};
-use crate::payment_intent::{decide, Command, Effect, PaymentIntent};
+use crate::payment_intent::{
+    check_authenticate, check_card_result, check_card_start, decide, Command, Effect, PaymentIntent,
+};
 use crate::registry::{Activation, Registry, VirtualActor};
 use crate::runtime::Kobo;
 
@@ -40,6 +43,46 @@ pub enum Action {
     AbandonTimer {
         timer_key: Vec<u8>,
     },
+    /// Pay with a card. The details go to the provider and no further.
+    Card {
+        card: CardDetails,
+    },
+    /// The customer's answer to the bank's `next_action`.
+    Authenticate {
+        input: AuthInput,
+        value: Secret,
+    },
+    /// `{cancel: true}`: give up the card attempt waiting for the customer.
+    CancelAuthentication,
+    /// The customer finished the provider's redirect page (sandbox bank
+    /// page): `reference` is from its address.
+    RedirectResult {
+        attempt: u32,
+        reference: String,
+        approved: bool,
+    },
+}
+
+/// `payment_in_progress`: another request is working on the payment.
+pub fn payment_in_progress() -> DomainError {
+    DomainError::state(
+        "payment_in_progress",
+        "another request is working on this payment; wait for it and retrieve the payment intent",
+    )
+}
+
+fn card_api_unavailable() -> DomainError {
+    DomainError::state(
+        "card_api_unavailable",
+        "card payments are not offered on this server in this mode; use bank transfer",
+    )
+}
+
+/// Waits out the provider's latency (the sandbox's is 0 unless configured).
+async fn provider_latency(d: std::time::Duration) {
+    if !d.is_zero() {
+        tokio::time::sleep(d).await;
+    }
 }
 
 #[derive(Debug, Clone, Message)]
@@ -156,6 +199,53 @@ async fn process(
         Ok(Command::StartBankTransfer { account })
     };
     let decision = match &msg.action {
+        Action::Card { card } => {
+            if !provider.takes_cards() {
+                return Err(card_api_unavailable());
+            }
+            check_card_start(intent, pending.as_ref())?;
+            provider_latency(provider.card_latency()).await;
+            let charge =
+                provider.charge_card(intent, intent.attempts + 1, card, &kobo.config.base_url)?;
+            let command = Command::StartCard {
+                card: card.summary(),
+                reference: charge.reference,
+                outcome: charge.outcome,
+            };
+            decide(intent, pending.as_ref(), &command, now)?
+        }
+        Action::Authenticate { input, value } => {
+            if !provider.takes_cards() {
+                return Err(card_api_unavailable());
+            }
+            let attempt = check_authenticate(intent, pending.as_ref(), Some(*input))?;
+            provider_latency(provider.card_latency()).await;
+            let outcome = provider.authenticate_card(attempt, *input, value.expose())?;
+            let command = Command::Authenticate {
+                input: *input,
+                outcome,
+            };
+            decide(intent, pending.as_ref(), &command, now)?
+        }
+        Action::CancelAuthentication => decide(
+            intent,
+            pending.as_ref(),
+            &Command::CancelAuthentication,
+            now,
+        )?,
+        Action::RedirectResult {
+            attempt,
+            reference,
+            approved,
+        } => {
+            let found = check_card_result(intent, pending.as_ref(), *attempt)?;
+            let outcome = provider.redirect_result(found, reference, *approved)?;
+            let command = Command::CardResult {
+                attempt: *attempt,
+                outcome,
+            };
+            decide(intent, pending.as_ref(), &command, now)?
+        }
         Action::Cancel => decide(intent, pending.as_ref(), &Command::Cancel, now)?,
         Action::TestSucceed => decide(intent, pending.as_ref(), &Command::TestSucceed, now)?,
         Action::BankTransfer => decide(intent, pending.as_ref(), &issue(intent)?, now)?,

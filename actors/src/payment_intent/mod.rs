@@ -7,6 +7,7 @@
 //! other message can reach an object that does not exist yet.
 
 pub mod actor;
+pub mod card;
 pub mod service;
 
 use std::collections::BTreeMap;
@@ -128,6 +129,10 @@ pub struct ChargeAttempt {
     pub failure_code: Option<String>,
     pub amount: Option<i64>,
     pub created_at: DateTime<Utc>,
+    /// The provider's reference for this try (never shown): what it needs
+    /// to carry an authentication on.
+    #[serde(default)]
+    pub provider_reference: Option<String>,
 }
 
 /// What is kept of a card: its last four digits and brand.
@@ -326,6 +331,12 @@ pub struct PaymentIntent {
     pub canceled_at: Option<DateTime<Utc>>,
     pub return_url: Option<String>,
     pub client_secret_hash: String,
+    /// The client secret itself, for the hosted checkout page of this one
+    /// intent (the page is reached through `checkout_code`, an equivalent
+    /// capability, so keeping only the hash would protect nothing more).
+    /// Never shown by the API after the create response.
+    #[serde(default)]
+    pub client_secret: Option<String>,
     pub checkout_code: String,
     pub bank_transfer: Option<BankTransferAccount>,
     pub next_action: Option<NextAction>,
@@ -469,6 +480,138 @@ pub enum Command {
     TestSucceed,
     /// The abandonment timer fired.
     AbandonDue,
+    /// The customer paid with a card: `card` is all that is kept of it, and
+    /// `outcome` is the provider's answer to the charge.
+    StartCard {
+        card: CardSummary,
+        reference: Option<String>,
+        outcome: CardOutcome,
+    },
+    /// The customer answered the bank's `next_action` (`input`); `outcome`
+    /// is the provider's verdict. The answer itself never reaches here.
+    Authenticate {
+        input: card::AuthInput,
+        outcome: CardOutcome,
+    },
+    /// `{cancel: true}`: the customer gave up the card attempt waiting for
+    /// them.
+    CancelAuthentication,
+    /// The provider's final word on a pending card attempt (a finished
+    /// redirect, or the bank's decision after "processing").
+    CardResult {
+        attempt: u32,
+        outcome: CardFinal,
+    },
+}
+
+/// The provider's answer to a card charge or to one authentication step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CardOutcome {
+    Succeeded,
+    /// Declined with a `failure_code`.
+    Declined(String),
+    /// The bank wants something first.
+    Action(NextAction),
+    /// The bank is still deciding; a [`Command::CardResult`] follows.
+    Pending,
+}
+
+/// A card attempt's final result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CardFinal {
+    Succeeded,
+    Declined(String),
+}
+
+/// Whether a card payment may start now (before the provider is asked).
+pub fn check_card_start(
+    intent: &PaymentIntent,
+    pending: Option<&ChargeAttempt>,
+) -> DomainResult<()> {
+    if matches!(intent.status, Status::Successful | Status::Canceled) {
+        return Err(unexpected_state(intent, "take a card payment"));
+    }
+    // A card attempt pending with nothing asked of the customer is with the
+    // bank: its result may still bring money.
+    let deciding = pending
+        .is_some_and(|a| a.channel == Channel::Card && a.status == AttemptStatus::Pending)
+        && intent.next_action.is_none();
+    if deciding {
+        return Err(DomainError::state(
+            "payment_intent_unexpected_state",
+            "the bank is still deciding on the last card; wait for the result",
+        ));
+    }
+    Ok(())
+}
+
+/// The pending card attempt waiting for the customer, when `input` (or a
+/// cancel, `None`) is what it waits for. Checked before the provider is
+/// asked, and again by [`decide`].
+pub fn check_authenticate<'a>(
+    intent: &PaymentIntent,
+    pending: Option<&'a ChargeAttempt>,
+    input: Option<card::AuthInput>,
+) -> DomainResult<&'a ChargeAttempt> {
+    let waiting = || {
+        DomainError::state(
+            "payment_intent_unexpected_state",
+            format!(
+                "this payment intent is {} with no authentication step waiting",
+                intent.status.as_str()
+            ),
+        )
+    };
+    let (Some(action), Some(attempt)) = (&intent.next_action, pending) else {
+        return Err(waiting());
+    };
+    if intent.status != Status::Processing
+        || attempt.channel != Channel::Card
+        || attempt.status != AttemptStatus::Pending
+        || intent.pending_attempt != Some(attempt.number)
+    {
+        return Err(waiting());
+    }
+    if let Some(input) = input {
+        if action.action_type != "otp" {
+            return Err(DomainError::state(
+                "payment_intent_unexpected_state",
+                "the bank waits for the customer at `next_action.url`; there is nothing to send",
+            ));
+        }
+        let asked = action.input.as_deref().unwrap_or("otp");
+        if asked != input.as_str() {
+            return Err(DomainError::invalid(
+                input.as_str(),
+                format!("the bank asks for `{asked}`, not `{}`", input.as_str()),
+            ));
+        }
+    }
+    Ok(attempt)
+}
+
+/// The pending card attempt number `attempt`, when a final result for it
+/// is still welcome.
+pub fn check_card_result<'a>(
+    intent: &PaymentIntent,
+    pending: Option<&'a ChargeAttempt>,
+    attempt: u32,
+) -> DomainResult<&'a ChargeAttempt> {
+    match pending {
+        Some(a)
+            if a.number == attempt
+                && intent.pending_attempt == Some(attempt)
+                && a.channel == Channel::Card
+                && a.status == AttemptStatus::Pending
+                && matches!(intent.status, Status::Processing | Status::Abandoned) =>
+        {
+            Ok(a)
+        }
+        _ => Err(DomainError::state(
+            "payment_intent_unexpected_state",
+            "this card attempt is no longer waiting for a result",
+        )),
+    }
 }
 
 /// What a transition asks the actor to do besides saving the new state.
@@ -522,6 +665,7 @@ fn new_attempt(
         failure_code: failure_code.map(str::to_string),
         amount,
         created_at: now,
+        provider_reference: None,
     }
 }
 
@@ -589,8 +733,12 @@ pub fn decide(
                 }
                 return Err(DomainError::internal("no transfer account was issued"));
             };
-            // A previous pending attempt (another channel, or an expired
-            // account) stays as it is: late money to it still counts.
+            // A previous pending transfer attempt (an expired account) stays
+            // as it is: late money to it still counts. A card attempt
+            // waiting for the customer ends: they chose to transfer.
+            if let Some(p) = pending.filter(|a| a.channel == Channel::Card) {
+                settle_pending(Some(p), AttemptStatus::Canceled, &mut effects);
+            }
             let attempt = new_attempt(
                 intent,
                 Channel::BankTransfer,
@@ -645,6 +793,10 @@ pub fn decide(
             match pending.filter(|a| a.channel == Channel::BankTransfer) {
                 Some(_) => settle_pending(pending, AttemptStatus::Successful, &mut effects),
                 None => {
+                    // Paid by transfer: a card attempt still open ends.
+                    if let Some(p) = pending.filter(|a| a.channel == Channel::Card) {
+                        settle_pending(Some(p), AttemptStatus::Canceled, &mut effects);
+                    }
                     let attempt = new_attempt(
                         intent,
                         Channel::BankTransfer,
@@ -680,14 +832,124 @@ pub fn decide(
             }
             next.abandon_due = None;
             next.status = Status::Abandoned;
+            // A card attempt waiting for the customer (a code, a redirect)
+            // ends with the payment; one the bank is deciding stays pending,
+            // since its result may still bring money.
+            if intent.next_action.is_some() {
+                if let Some(p) = pending.filter(|a| a.channel == Channel::Card) {
+                    settle_pending(Some(p), AttemptStatus::Canceled, &mut effects);
+                    next.pending_attempt = None;
+                }
+            }
             next.next_action = None;
             effects.push(Effect::Event(event::PAYMENT_INTENT_ABANDONED));
+        }
+        Command::StartCard {
+            card,
+            reference,
+            outcome,
+        } => {
+            check_card_start(intent, pending)?;
+            // A card attempt still waiting for the customer is replaced.
+            if let Some(p) = pending.filter(|a| a.channel == Channel::Card) {
+                settle_pending(Some(p), AttemptStatus::Canceled, &mut effects);
+            }
+            if let Some(due) = next.abandon_due.take() {
+                effects.push(Effect::CancelAbandon(due));
+            }
+            let mut attempt = new_attempt(
+                intent,
+                Channel::Card,
+                AttemptStatus::Pending,
+                None,
+                Some(intent.charge_on(Channel::Card).2),
+                now,
+            );
+            attempt.card = Some(card.clone());
+            attempt.provider_reference = reference.clone();
+            next.attempts += 1;
+            next.channel = Some(Channel::Card);
+            next.failure_code = None;
+            next.next_action = None;
+            next.pending_attempt = None;
+            card_outcome(&mut next, attempt, outcome, true, &mut effects, now);
+        }
+        Command::Authenticate { input, outcome } => {
+            let attempt = check_authenticate(intent, pending, Some(*input))?.clone();
+            card_outcome(&mut next, attempt, outcome, false, &mut effects, now);
+        }
+        Command::CancelAuthentication => {
+            let mut attempt = check_authenticate(intent, pending, None)?.clone();
+            attempt.status = AttemptStatus::Canceled;
+            effects.push(Effect::Attempt(attempt));
+            fail(&mut next, "authentication_canceled", &mut effects);
+        }
+        Command::CardResult { attempt, outcome } => {
+            let attempt = check_card_result(intent, pending, *attempt)?.clone();
+            let outcome = match outcome {
+                CardFinal::Succeeded => CardOutcome::Succeeded,
+                CardFinal::Declined(code) => CardOutcome::Declined(code.clone()),
+            };
+            card_outcome(&mut next, attempt, &outcome, false, &mut effects, now);
         }
     }
     Ok(Decision {
         intent: next.touched(now),
         effects,
     })
+}
+
+/// Applies the provider's answer to card attempt `attempt`; `fresh` when
+/// the attempt was just created (it is saved whatever the answer, and a
+/// wait starts the abandonment clock).
+fn card_outcome(
+    next: &mut PaymentIntent,
+    mut attempt: ChargeAttempt,
+    outcome: &CardOutcome,
+    fresh: bool,
+    effects: &mut Vec<Effect>,
+    now: DateTime<Utc>,
+) {
+    match outcome {
+        CardOutcome::Succeeded => {
+            attempt.status = AttemptStatus::Successful;
+            effects.push(Effect::Attempt(attempt));
+            next.channel = Some(Channel::Card);
+            succeed(next, effects, now);
+        }
+        CardOutcome::Declined(code) => {
+            attempt.status = AttemptStatus::Failed;
+            attempt.failure_code = Some(code.clone());
+            effects.push(Effect::Attempt(attempt));
+            fail(next, code, effects);
+        }
+        CardOutcome::Action(_) | CardOutcome::Pending => {
+            next.status = Status::Processing;
+            next.next_action = match outcome {
+                CardOutcome::Action(a) => Some(a.clone()),
+                _ => None,
+            };
+            next.pending_attempt = Some(attempt.number);
+            if fresh {
+                effects.push(Effect::Attempt(attempt));
+                let due = now + abandon_after();
+                next.abandon_due = Some(due);
+                effects.push(Effect::ScheduleAbandon(due));
+            }
+        }
+    }
+}
+
+/// The last attempt failed: the customer may try again.
+fn fail(next: &mut PaymentIntent, code: &str, effects: &mut Vec<Effect>) {
+    next.status = Status::Failed;
+    next.failure_code = Some(code.to_string());
+    next.next_action = None;
+    next.pending_attempt = None;
+    if let Some(due) = next.abandon_due.take() {
+        effects.push(Effect::CancelAbandon(due));
+    }
+    effects.push(Effect::Event(event::PAYMENT_INTENT_FAILED));
 }
 
 fn succeed(next: &mut PaymentIntent, effects: &mut Vec<Effect>, now: DateTime<Utc>) {
@@ -807,6 +1069,7 @@ mod view_tests {
             canceled_at: None,
             return_url: None,
             client_secret_hash: "h".into(),
+            client_secret: None,
             checkout_code: "c".into(),
             bank_transfer: None,
             next_action: None,

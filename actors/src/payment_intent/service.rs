@@ -118,6 +118,7 @@ pub async fn create(
         canceled_at: None,
         return_url: params.return_url,
         client_secret_hash: sha256_hex(&client_secret),
+        client_secret: Some(client_secret.clone()),
         checkout_code: checkout_code.clone(),
         bank_transfer: None,
         next_action: None,

@@ -8,6 +8,7 @@ use chrono::TimeZone;
 
 use crate::error::ErrorKind;
 use crate::money::default_pricing;
+use crate::payment_intent::card::AuthInput;
 
 /// ₦10,000: the card and bank-transfer prices differ at this amount
 /// (card 1.5% + ₦100 = ₦250 + VAT; bank transfer 1% = ₦100 + VAT).
@@ -54,6 +55,7 @@ fn attempt(
         failure_code: None,
         amount,
         created_at: at,
+        provider_reference: None,
     }
 }
 
@@ -84,6 +86,7 @@ fn created(currency: Currency, bearer: FeeBearer, amount: i64) -> PaymentIntent 
         canceled_at: None,
         return_url: None,
         client_secret_hash: "hash".into(),
+        client_secret: None,
         checkout_code: "code".into(),
         bank_transfer: None,
         next_action: None,
@@ -817,11 +820,17 @@ fn money_while_processing_on_another_channel_adds_a_successful_attempt() {
     assert_eq!(d.intent.status, Status::Successful);
     assert_eq!(d.intent.channel, Some(Channel::BankTransfer));
     assert_eq!(d.intent.attempts, 3);
+    assert_eq!(d.intent.pending_attempt, None);
+    // The card attempt waiting for the customer ends (canceled); the
+    // transfer is a new, successful attempt.
     let atts = attempts_of(&d.effects);
-    assert_eq!(atts.len(), 1);
-    assert_eq!(atts[0].number, 3);
-    assert_eq!(atts[0].channel, Channel::BankTransfer);
-    assert_eq!(atts[0].status, AttemptStatus::Successful);
+    assert_eq!(atts.len(), 2);
+    assert_eq!(atts[0].number, 2);
+    assert_eq!(atts[0].channel, Channel::Card);
+    assert_eq!(atts[0].status, AttemptStatus::Canceled);
+    assert_eq!(atts[1].number, 3);
+    assert_eq!(atts[1].channel, Channel::BankTransfer);
+    assert_eq!(atts[1].status, AttemptStatus::Successful);
     assert_eq!(
         captures(&d.effects),
         vec![&expected_capture(
@@ -981,14 +990,30 @@ fn abandon_due_abandons_a_processing_payment_once_due() {
                 assert_eq!(after.abandon_due, None);
                 assert_eq!(after.next_action, None);
                 assert_eq!(after.paid_at, None);
-                // The attempt stays pending: late money still counts.
-                assert_eq!(after.pending_attempt, pi.pending_attempt);
                 assert_eq!(after.bank_transfer, pi.bank_transfer);
                 assert_touched(&pi, after, at);
-                assert_eq!(
-                    d.effects,
-                    vec![Effect::Event(event::PAYMENT_INTENT_ABANDONED)]
-                );
+                if currency == Currency::NGN {
+                    // The transfer attempt stays pending: late money still
+                    // counts.
+                    assert_eq!(after.pending_attempt, pi.pending_attempt);
+                    assert_eq!(
+                        d.effects,
+                        vec![Effect::Event(event::PAYMENT_INTENT_ABANDONED)]
+                    );
+                } else {
+                    // The card attempt was waiting for the customer's code:
+                    // it ends with the payment.
+                    assert_eq!(after.pending_attempt, None);
+                    let mut canceled = pending.clone().unwrap();
+                    canceled.status = AttemptStatus::Canceled;
+                    assert_eq!(
+                        d.effects,
+                        vec![
+                            Effect::Attempt(canceled),
+                            Effect::Event(event::PAYMENT_INTENT_ABANDONED)
+                        ]
+                    );
+                }
             }
         }
     }
@@ -1081,6 +1106,23 @@ fn every_change_bumps_the_version_and_sets_updated_at() {
                         Command::TransferReceived { amount: exact + 1 },
                         Command::TestSucceed,
                         Command::AbandonDue,
+                        start_card(CardOutcome::Succeeded),
+                        start_card(CardOutcome::Declined("card_declined".into())),
+                        start_card(CardOutcome::Action(ask(AuthInput::Pin))),
+                        start_card(CardOutcome::Pending),
+                        Command::Authenticate {
+                            input: AuthInput::Otp,
+                            outcome: CardOutcome::Succeeded,
+                        },
+                        Command::Authenticate {
+                            input: AuthInput::Otp,
+                            outcome: CardOutcome::Declined("incorrect_otp".into()),
+                        },
+                        Command::CancelAuthentication,
+                        Command::CardResult {
+                            attempt: 1,
+                            outcome: CardFinal::Succeeded,
+                        },
                     ];
                     for cmd in &commands {
                         let Ok(d) = decide(&pi, pending.as_ref(), cmd, at) else {
@@ -1108,4 +1150,602 @@ fn every_change_bumps_the_version_and_sets_updated_at() {
         }
     }
     assert!(checked > 50, "only {checked} decisions checked");
+}
+
+// ---------------------------------------------------------------- cards
+
+fn visa() -> CardSummary {
+    CardSummary {
+        last4: "0409".into(),
+        brand: "visa".into(),
+    }
+}
+
+fn start_card(outcome: CardOutcome) -> Command {
+    Command::StartCard {
+        card: visa(),
+        reference: Some("sbx_ch_x".into()),
+        outcome,
+    }
+}
+
+fn ask(input: AuthInput) -> NextAction {
+    NextAction {
+        action_type: "otp".into(),
+        message: Some("Enter it".into()),
+        input: Some(input.as_str().into()),
+        url: None,
+    }
+}
+
+fn redirect() -> NextAction {
+    NextAction {
+        action_type: "redirect".into(),
+        message: None,
+        input: None,
+        url: Some("http://kobo.test/sandbox/bank/sbx3ds_x".into()),
+    }
+}
+
+/// Runs `command` and returns the decision's intent and the stored pending
+/// attempt after it (as the actor would reload it).
+fn step(
+    pi: &PaymentIntent,
+    pending: Option<&ChargeAttempt>,
+    command: &Command,
+) -> (Decision, Option<ChargeAttempt>) {
+    let d = decide(pi, pending, command, now()).unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    let mut stored = pending.cloned();
+    for a in attempts_of(&d.effects) {
+        if d.intent.pending_attempt == Some(a.number) {
+            stored = Some(a.clone());
+        }
+    }
+    let stored = stored.filter(|a| Some(a.number) == d.intent.pending_attempt);
+    (d, stored)
+}
+
+#[test]
+fn a_card_that_succeeds_at_once_captures_at_the_card_price() {
+    for currency in Currency::ALL {
+        for bearer in BEARERS {
+            for status in [
+                Status::Created,
+                Status::Processing,
+                Status::Failed,
+                Status::Abandoned,
+            ] {
+                let (pi, pending) = fixture(status, currency, bearer);
+                let ctx = format!("{currency:?} {bearer:?} {status:?}");
+                if currency == Currency::USD && status == Status::Abandoned {
+                    // That fixture's card attempt is still with the bank
+                    // (nothing asked of the customer): no second card until
+                    // its result.
+                    assert_unexpected_state(decide(
+                        &pi,
+                        pending.as_ref(),
+                        &start_card(CardOutcome::Succeeded),
+                        now(),
+                    ));
+                    continue;
+                }
+                let d = decide(
+                    &pi,
+                    pending.as_ref(),
+                    &start_card(CardOutcome::Succeeded),
+                    now(),
+                )
+                .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                let after = &d.intent;
+                assert_eq!(after.status, Status::Successful, "{ctx}");
+                assert_eq!(after.channel, Some(Channel::Card));
+                assert_eq!(after.paid_at, Some(now()));
+                assert_eq!(after.failure_code, None);
+                assert_eq!(after.next_action, None);
+                assert_eq!(after.pending_attempt, None);
+                assert_eq!(after.abandon_due, None);
+                assert_eq!(after.attempts, pi.attempts + 1);
+                assert_touched(&pi, after, now());
+                // The new attempt: successful, the card's summary, what the
+                // customer pays by card.
+                let new: Vec<_> = attempts_of(&d.effects)
+                    .into_iter()
+                    .filter(|a| a.number == pi.attempts + 1)
+                    .collect();
+                assert_eq!(new.len(), 1, "{ctx}");
+                assert_eq!(new[0].status, AttemptStatus::Successful);
+                assert_eq!(new[0].channel, Channel::Card);
+                assert_eq!(new[0].card, Some(visa()));
+                assert_eq!(new[0].amount, Some(pi.charge_on(Channel::Card).2));
+                assert_eq!(new[0].provider_reference.as_deref(), Some("sbx_ch_x"));
+                // A pending card attempt waiting for the customer is
+                // replaced; a transfer attempt stays as it is.
+                for a in attempts_of(&d.effects) {
+                    if a.number != pi.attempts + 1 {
+                        assert_eq!(a.channel, Channel::Card, "{ctx}");
+                        assert_eq!(a.status, AttemptStatus::Canceled, "{ctx}");
+                    }
+                }
+                let rule = pi.pricing[&Channel::Card];
+                let f = fees(AMOUNT, &rule, bearer);
+                assert_eq!(
+                    captures(&d.effects),
+                    vec![&Effect::Capture {
+                        gross: pi.charge_on(Channel::Card).2,
+                        fee: f.fee + f.vat,
+                        net: f.net
+                    }],
+                    "{ctx}"
+                );
+                assert_eq!(after.fees(), f, "final fees at the card price");
+                assert_eq!(events(&d.effects), vec![event::PAYMENT_INTENT_SUCCESSFUL]);
+                if let Some(due) = pi.abandon_due {
+                    assert!(d.effects.contains(&Effect::CancelAbandon(due)), "{ctx}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_card_is_refused_once_the_payment_is_successful_or_canceled() {
+    for currency in Currency::ALL {
+        for status in [Status::Successful, Status::Canceled] {
+            let (pi, pending) = fixture(status, currency, FeeBearer::Merchant);
+            for outcome in [
+                CardOutcome::Succeeded,
+                CardOutcome::Declined("card_declined".into()),
+                CardOutcome::Action(ask(AuthInput::Pin)),
+                CardOutcome::Pending,
+            ] {
+                assert_unexpected_state(decide(&pi, pending.as_ref(), &start_card(outcome), now()));
+            }
+            assert_unexpected_state(check_card_start(&pi, pending.as_ref()).map(|_| Decision {
+                intent: pi.clone(),
+                effects: vec![],
+            }));
+        }
+    }
+}
+
+#[test]
+fn a_declined_card_fails_the_payment_and_another_card_may_follow() {
+    let pi = created(Currency::NGN, FeeBearer::Merchant, AMOUNT);
+    let (d, pending) = step(
+        &pi,
+        None,
+        &start_card(CardOutcome::Declined("card_declined".into())),
+    );
+    assert_eq!(d.intent.status, Status::Failed);
+    assert_eq!(d.intent.failure_code.as_deref(), Some("card_declined"));
+    assert_eq!(d.intent.pending_attempt, None);
+    assert_eq!(d.intent.abandon_due, None);
+    assert!(pending.is_none());
+    let atts = attempts_of(&d.effects);
+    assert_eq!(atts.len(), 1);
+    assert_eq!(atts[0].status, AttemptStatus::Failed);
+    assert_eq!(atts[0].failure_code.as_deref(), Some("card_declined"));
+    assert_eq!(atts[0].card, Some(visa()));
+    assert!(captures(&d.effects).is_empty());
+    assert_eq!(events(&d.effects), vec![event::PAYMENT_INTENT_FAILED]);
+
+    // The customer tries again: attempt 2, and the failure is cleared.
+    let (again, _) = step(&d.intent, None, &start_card(CardOutcome::Succeeded));
+    assert_eq!(again.intent.status, Status::Successful);
+    assert_eq!(again.intent.failure_code, None);
+    assert_eq!(attempts_of(&again.effects)[0].number, 2);
+}
+
+#[test]
+fn a_pin_then_a_code_then_success() {
+    for currency in Currency::ALL {
+        let pi = created(currency, FeeBearer::Customer, AMOUNT);
+        let (d, pending) = step(
+            &pi,
+            None,
+            &start_card(CardOutcome::Action(ask(AuthInput::Pin))),
+        );
+        let due = now() + abandon_after();
+        assert_eq!(d.intent.status, Status::Processing);
+        assert_eq!(d.intent.channel, Some(Channel::Card));
+        assert_eq!(d.intent.next_action, Some(ask(AuthInput::Pin)));
+        assert_eq!(d.intent.pending_attempt, Some(1));
+        assert_eq!(d.intent.abandon_due, Some(due));
+        let attempt = pending.clone().expect("a pending attempt");
+        assert_eq!(attempt.status, AttemptStatus::Pending);
+        assert_eq!(
+            d.effects,
+            vec![
+                Effect::Attempt(attempt.clone()),
+                Effect::ScheduleAbandon(due)
+            ]
+        );
+        // What the customer pays follows the card while paying by card.
+        assert_eq!(
+            d.intent.amount_charged_view().total,
+            pi.charge_on(Channel::Card).2
+        );
+
+        // The PIN is right: the bank asks for a code. The attempt is
+        // unchanged (nothing to save) and the abandonment clock runs on.
+        let (d2, pending2) = step(
+            &d.intent,
+            pending.as_ref(),
+            &Command::Authenticate {
+                input: AuthInput::Pin,
+                outcome: CardOutcome::Action(ask(AuthInput::Otp)),
+            },
+        );
+        assert_eq!(d2.intent.status, Status::Processing);
+        assert_eq!(d2.intent.next_action, Some(ask(AuthInput::Otp)));
+        assert_eq!(d2.intent.abandon_due, Some(due));
+        assert!(d2.effects.is_empty(), "{:?}", d2.effects);
+        assert_touched(&d.intent, &d2.intent, now());
+
+        // The code is right: paid.
+        let (d3, _) = step(
+            &d2.intent,
+            pending2.as_ref(),
+            &Command::Authenticate {
+                input: AuthInput::Otp,
+                outcome: CardOutcome::Succeeded,
+            },
+        );
+        assert_eq!(d3.intent.status, Status::Successful);
+        assert_eq!(d3.intent.next_action, None);
+        assert_eq!(d3.intent.pending_attempt, None);
+        let mut paid = attempt.clone();
+        paid.status = AttemptStatus::Successful;
+        let f = fees(AMOUNT, &pi.pricing[&Channel::Card], FeeBearer::Customer);
+        assert_eq!(
+            d3.effects,
+            vec![
+                Effect::Attempt(paid),
+                Effect::CancelAbandon(due),
+                Effect::Capture {
+                    gross: AMOUNT + f.fee + f.vat,
+                    fee: f.fee + f.vat,
+                    net: AMOUNT
+                },
+                Effect::Event(event::PAYMENT_INTENT_SUCCESSFUL),
+            ]
+        );
+    }
+}
+
+#[test]
+fn a_wrong_pin_or_code_fails_the_attempt_and_the_payment() {
+    for (input, code) in [
+        (AuthInput::Pin, "incorrect_pin"),
+        (AuthInput::Otp, "incorrect_otp"),
+        (AuthInput::Phone, "incorrect_phone"),
+        (AuthInput::Birthday, "incorrect_birthday"),
+    ] {
+        let pi = created(Currency::NGN, FeeBearer::Merchant, AMOUNT);
+        let (d, pending) = step(&pi, None, &start_card(CardOutcome::Action(ask(input))));
+        let due = d.intent.abandon_due.unwrap();
+        let (d2, _) = step(
+            &d.intent,
+            pending.as_ref(),
+            &Command::Authenticate {
+                input,
+                outcome: CardOutcome::Declined(code.into()),
+            },
+        );
+        assert_eq!(d2.intent.status, Status::Failed);
+        assert_eq!(d2.intent.failure_code.as_deref(), Some(code));
+        assert_eq!(d2.intent.next_action, None);
+        assert_eq!(d2.intent.pending_attempt, None);
+        assert_eq!(d2.intent.abandon_due, None);
+        let mut failed = pending.clone().unwrap();
+        failed.status = AttemptStatus::Failed;
+        failed.failure_code = Some(code.into());
+        assert_eq!(
+            d2.effects,
+            vec![
+                Effect::Attempt(failed),
+                Effect::CancelAbandon(due),
+                Effect::Event(event::PAYMENT_INTENT_FAILED)
+            ]
+        );
+    }
+}
+
+#[test]
+fn answers_are_refused_when_nothing_waits_or_another_field_is_asked() {
+    // Nothing waits: every status of the fixtures (the USD processing one
+    // waits for a code; the rest do not).
+    for currency in Currency::ALL {
+        for status in Status::ALL {
+            let (pi, pending) = fixture(status, currency, FeeBearer::Merchant);
+            if status == Status::Processing && currency == Currency::USD {
+                continue;
+            }
+            for input in AuthInput::ALL {
+                let r = decide(
+                    &pi,
+                    pending.as_ref(),
+                    &Command::Authenticate {
+                        input,
+                        outcome: CardOutcome::Succeeded,
+                    },
+                    now(),
+                );
+                assert_unexpected_state(r);
+            }
+            assert_unexpected_state(decide(
+                &pi,
+                pending.as_ref(),
+                &Command::CancelAuthentication,
+                now(),
+            ));
+        }
+    }
+    // The bank asks for the PIN: any other field is a 400 naming it.
+    let pi = created(Currency::NGN, FeeBearer::Merchant, AMOUNT);
+    let (d, pending) = step(
+        &pi,
+        None,
+        &start_card(CardOutcome::Action(ask(AuthInput::Pin))),
+    );
+    for input in [AuthInput::Otp, AuthInput::Phone, AuthInput::Birthday] {
+        let e = check_authenticate(&d.intent, pending.as_ref(), Some(input)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidRequest);
+        assert_eq!(e.code, "parameter_invalid");
+        assert_eq!(e.param.as_deref(), Some(input.as_str()));
+    }
+    assert!(check_authenticate(&d.intent, pending.as_ref(), Some(AuthInput::Pin)).is_ok());
+    // A next_action without `input` asks for a code.
+    let mut plain = d.intent.clone();
+    plain.next_action = Some(NextAction {
+        input: None,
+        ..ask(AuthInput::Otp)
+    });
+    assert!(check_authenticate(&plain, pending.as_ref(), Some(AuthInput::Otp)).is_ok());
+    // A redirect waits for the bank page, not for an answer.
+    let (r, rp) = step(&pi, None, &start_card(CardOutcome::Action(redirect())));
+    let e = check_authenticate(&r.intent, rp.as_ref(), Some(AuthInput::Otp)).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::State);
+    // Phone and birthday, when asked, are accepted.
+    for input in [AuthInput::Phone, AuthInput::Birthday] {
+        let (d, pending) = step(&pi, None, &start_card(CardOutcome::Action(ask(input))));
+        let (ok, _) = step(
+            &d.intent,
+            pending.as_ref(),
+            &Command::Authenticate {
+                input,
+                outcome: CardOutcome::Succeeded,
+            },
+        );
+        assert_eq!(ok.intent.status, Status::Successful);
+    }
+}
+
+#[test]
+fn cancel_gives_up_the_attempt_and_the_payment_fails() {
+    for action in [ask(AuthInput::Pin), ask(AuthInput::Otp), redirect()] {
+        let pi = created(Currency::NGN, FeeBearer::Merchant, AMOUNT);
+        let (d, pending) = step(&pi, None, &start_card(CardOutcome::Action(action.clone())));
+        let due = d.intent.abandon_due.unwrap();
+        let (c, _) = step(&d.intent, pending.as_ref(), &Command::CancelAuthentication);
+        assert_eq!(c.intent.status, Status::Failed, "{action:?}");
+        assert_eq!(
+            c.intent.failure_code.as_deref(),
+            Some("authentication_canceled")
+        );
+        assert_eq!(c.intent.next_action, None);
+        assert_eq!(c.intent.pending_attempt, None);
+        let mut canceled = pending.clone().unwrap();
+        canceled.status = AttemptStatus::Canceled;
+        assert_eq!(
+            c.effects,
+            vec![
+                Effect::Attempt(canceled),
+                Effect::CancelAbandon(due),
+                Effect::Event(event::PAYMENT_INTENT_FAILED)
+            ]
+        );
+        // Cancel, as for any failed payment, is then allowed; so is a new
+        // card.
+        assert!(decide(&c.intent, None, &Command::Cancel, now()).is_ok());
+        assert!(decide(&c.intent, None, &start_card(CardOutcome::Succeeded), now()).is_ok());
+    }
+}
+
+#[test]
+fn a_redirect_ends_with_the_providers_result_for_that_attempt_only() {
+    let pi = created(Currency::NGN, FeeBearer::Merchant, AMOUNT);
+    let (d, pending) = step(&pi, None, &start_card(CardOutcome::Action(redirect())));
+    assert_eq!(d.intent.next_action, Some(redirect()));
+    let n = d.intent.pending_attempt.unwrap();
+
+    let (ok, _) = step(
+        &d.intent,
+        pending.as_ref(),
+        &Command::CardResult {
+            attempt: n,
+            outcome: CardFinal::Succeeded,
+        },
+    );
+    assert_eq!(ok.intent.status, Status::Successful);
+    assert_eq!(captures(&ok.effects).len(), 1);
+    assert_eq!(events(&ok.effects), vec![event::PAYMENT_INTENT_SUCCESSFUL]);
+    // The same result again (a second click): refused, nothing captured twice.
+    assert_unexpected_state(decide(
+        &ok.intent,
+        None,
+        &Command::CardResult {
+            attempt: n,
+            outcome: CardFinal::Succeeded,
+        },
+        now(),
+    ));
+
+    let (no, _) = step(
+        &d.intent,
+        pending.as_ref(),
+        &Command::CardResult {
+            attempt: n,
+            outcome: CardFinal::Declined("authentication_declined".into()),
+        },
+    );
+    assert_eq!(no.intent.status, Status::Failed);
+    assert_eq!(
+        no.intent.failure_code.as_deref(),
+        Some("authentication_declined")
+    );
+    assert!(captures(&no.effects).is_empty());
+
+    // Another attempt's result is refused.
+    assert_unexpected_state(decide(
+        &d.intent,
+        pending.as_ref(),
+        &Command::CardResult {
+            attempt: n + 1,
+            outcome: CardFinal::Succeeded,
+        },
+        now(),
+    ));
+    // A new card replaces the redirect: the old page's result is refused.
+    let (replaced, rp) = step(
+        &d.intent,
+        pending.as_ref(),
+        &start_card(CardOutcome::Succeeded),
+    );
+    let old = attempts_of(&replaced.effects)[0].clone();
+    assert_eq!(old.number, n);
+    assert_eq!(old.status, AttemptStatus::Canceled);
+    assert_unexpected_state(decide(
+        &replaced.intent,
+        rp.as_ref(),
+        &Command::CardResult {
+            attempt: n,
+            outcome: CardFinal::Succeeded,
+        },
+        now(),
+    ));
+}
+
+#[test]
+fn a_card_the_bank_is_deciding_stays_pending_and_a_late_result_counts() {
+    let pi = created(Currency::NGN, FeeBearer::Merchant, AMOUNT);
+    let (d, pending) = step(&pi, None, &start_card(CardOutcome::Pending));
+    assert_eq!(d.intent.status, Status::Processing);
+    assert_eq!(d.intent.next_action, None);
+    assert!(pending.is_some());
+    // No second card while the bank decides, and nothing to answer.
+    assert_unexpected_state(decide(
+        &d.intent,
+        pending.as_ref(),
+        &start_card(CardOutcome::Succeeded),
+        now(),
+    ));
+    assert_unexpected_state(decide(
+        &d.intent,
+        pending.as_ref(),
+        &Command::CancelAuthentication,
+        now(),
+    ));
+    // 30 minutes: abandoned, the attempt still pending.
+    let due = d.intent.abandon_due.unwrap();
+    let a = decide(&d.intent, pending.as_ref(), &Command::AbandonDue, due).unwrap();
+    assert_eq!(a.intent.status, Status::Abandoned);
+    assert_eq!(a.intent.pending_attempt, d.intent.pending_attempt);
+    assert_eq!(
+        a.effects,
+        vec![Effect::Event(event::PAYMENT_INTENT_ABANDONED)]
+    );
+    // The bank's late yes makes it successful.
+    let late = decide(
+        &a.intent,
+        pending.as_ref(),
+        &Command::CardResult {
+            attempt: 1,
+            outcome: CardFinal::Succeeded,
+        },
+        due + Duration::minutes(5),
+    )
+    .unwrap();
+    assert_eq!(late.intent.status, Status::Successful);
+    assert_eq!(captures(&late.effects).len(), 1);
+}
+
+#[test]
+fn abandonment_ends_a_card_attempt_waiting_for_the_customer() {
+    for action in [ask(AuthInput::Pin), redirect()] {
+        let pi = created(Currency::NGN, FeeBearer::Merchant, AMOUNT);
+        let (d, pending) = step(&pi, None, &start_card(CardOutcome::Action(action)));
+        let due = d.intent.abandon_due.unwrap();
+        let a = decide(&d.intent, pending.as_ref(), &Command::AbandonDue, due).unwrap();
+        assert_eq!(a.intent.status, Status::Abandoned);
+        assert_eq!(a.intent.next_action, None);
+        assert_eq!(a.intent.pending_attempt, None);
+        let atts = attempts_of(&a.effects);
+        assert_eq!(atts.len(), 1);
+        assert_eq!(atts[0].status, AttemptStatus::Canceled);
+        // Nothing waits any more; a new card may be tried.
+        assert!(decide(&a.intent, None, &Command::CancelAuthentication, due).is_err());
+        assert!(decide(&a.intent, None, &start_card(CardOutcome::Succeeded), due).is_ok());
+    }
+}
+
+#[test]
+fn a_card_while_a_transfer_account_is_open_keeps_the_transfer_attempt() {
+    let (pi, pending) = ngn(Status::Processing, FeeBearer::Customer);
+    let old_due = pi.abandon_due.unwrap();
+    let (d, now_pending) = step(
+        &pi,
+        pending.as_ref(),
+        &start_card(CardOutcome::Action(ask(AuthInput::Pin))),
+    );
+    let new_due = now() + abandon_after();
+    assert_eq!(d.intent.channel, Some(Channel::Card));
+    assert_eq!(
+        d.intent.bank_transfer, pi.bank_transfer,
+        "the account stays"
+    );
+    assert_eq!(d.intent.pending_attempt, Some(2));
+    let card = now_pending.unwrap();
+    assert_eq!(
+        d.effects,
+        vec![
+            Effect::CancelAbandon(old_due),
+            Effect::Attempt(card),
+            Effect::ScheduleAbandon(new_due)
+        ]
+    );
+    // Money into the account still pays it, at the transfer price; the
+    // card attempt ends.
+    let paid = decide(
+        &d.intent,
+        d.intent
+            .pending_attempt
+            .and(Some(&attempts_of(&d.effects)[0].clone())),
+        &Command::TransferReceived {
+            amount: pi.transfer_amount(),
+        },
+        now(),
+    )
+    .unwrap();
+    assert_eq!(paid.intent.status, Status::Successful);
+    assert_eq!(paid.intent.channel, Some(Channel::BankTransfer));
+    // And choosing transfer again (new account) ends the card attempt.
+    let (d, p) = step(
+        &pi,
+        pending.as_ref(),
+        &start_card(CardOutcome::Action(ask(AuthInput::Pin))),
+    );
+    let back = decide(
+        &d.intent,
+        p.as_ref(),
+        &Command::StartBankTransfer {
+            account: Some(account(pi.transfer_amount(), now())),
+        },
+        now(),
+    )
+    .unwrap();
+    let atts = attempts_of(&back.effects);
+    assert_eq!(atts[0].channel, Channel::Card);
+    assert_eq!(atts[0].status, AttemptStatus::Canceled);
+    assert_eq!(back.intent.next_action, None);
 }

@@ -1,0 +1,618 @@
+//! `/v1/payment_intents/{id}/card` and `/authenticate`: paying by card
+//! (service-api.md, Payment intents rules 3 to 8).
+//!
+//! Card data handling: the body is read, checked into a
+//! [`CardDetails`] and sent to the intent's actor, which hands it to the
+//! provider; nothing else keeps it. The body is never logged (the access log
+//! has the method, path and status only), error messages never echo a
+//! value, and the idempotency fingerprint of these bodies is keyed with a
+//! secret kept outside the store ([`fingerprint_key`]), so a saved
+//! fingerprint cannot be brute-forced back into a card number, CVC, PIN or
+//! code.
+
+use std::path::Path;
+
+use actix_web::{web, HttpRequest};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use kobo_actors::idempotency::IdempotencySave;
+use kobo_actors::money::Currency;
+use kobo_actors::payment_intent::actor::{payment_in_progress, Action, IntentMessage};
+use kobo_actors::payment_intent::card::{AuthInput, BillingAddress, CardDetails, Secret};
+use kobo_actors::payment_intent::PaymentIntentView;
+use kobo_actors::query::{self, Principal};
+use kobo_actors::{DomainError, Mode};
+
+use super::body::Fields;
+use super::openapi::{
+    BadRequestReplayable, ConflictReplayable, Forbidden, IdempotencyKey, IdempotencyKeyReused,
+    InternalError, NotFoundReplayable, Overloaded, PayloadTooLarge, PaymentIntentId, Unauthorized,
+};
+use super::payment_intents::ensure_can_take_payments;
+use super::{
+    authenticate_for, idempotent, parse_id, read_body, resource, ApiError, ApiResult, Reply, State,
+};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(resource("/v1/payment_intents/{id}/card").route(web::post().to(card)))
+        .service(
+            resource("/v1/payment_intents/{id}/authenticate").route(web::post().to(authenticate)),
+        );
+}
+
+/// The file (in the data directory, beside the store, not in it) holding
+/// the key of card-request fingerprints.
+pub const FINGERPRINT_KEY_FILE: &str = "card-fingerprint-key";
+
+/// Loads the fingerprint key, creating it (mode 0600) on first start. It
+/// lives outside the store file so that a copy of the store alone (a
+/// backup) holds nothing a card number could be recovered from.
+pub fn fingerprint_key(data: &Path) -> anyhow::Result<[u8; 32]> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = data.join(FINGERPRINT_KEY_FILE);
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let bytes = hex::decode(text.trim())
+            .map_err(|e| anyhow::anyhow!("{}: not hex: {e}", path.display()))?;
+        return bytes
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("{}: not 32 bytes", path.display()));
+    }
+    let key: [u8; 32] = rand::random();
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| anyhow::anyhow!("creating {}: {e}", path.display()))?;
+    f.write_all(hex::encode(key).as_bytes())?;
+    f.sync_all()?;
+    Ok(key)
+}
+
+/// What the idempotency layer fingerprints instead of a card body.
+fn keyed(key: &[u8; 32], body: &[u8]) -> Vec<u8> {
+    let mut h = Sha256::new();
+    h.update(b"kobo card body v1\0");
+    h.update(key);
+    h.update(body);
+    hex::encode(h.finalize()).into_bytes()
+}
+
+/// Live card-by-API needs the merchant's `card_api_enabled` (403, after
+/// `account_not_activated`). The hosted checkout (the payment's
+/// `client_secret`) is kobo's own page, not the merchant's server, and
+/// does not need it.
+fn ensure_card_api(p: &Principal) -> ApiResult<()> {
+    ensure_can_take_payments(p)?;
+    if p.mode == Mode::Live
+        && p.client_secret_for.is_none()
+        && !p.merchant.settings.card_api_enabled
+    {
+        return Err(ApiError(DomainError::forbidden(
+            "card_api_not_enabled",
+            "card payments by API are not enabled for this account in live mode; use the hosted checkout or bank transfer",
+        )));
+    }
+    Ok(())
+}
+
+/// Sends a card action to the intent's actor, refused with
+/// `payment_in_progress` while another request works on the payment.
+async fn act_if_idle(
+    state: &State,
+    p: &Principal,
+    id: Uuid,
+    action: Action,
+    save: IdempotencySave,
+) -> Result<Value, DomainError> {
+    let msg = IntentMessage {
+        merchant: p.merchant.id,
+        mode: p.mode,
+        merchant_name: p.merchant.name.clone(),
+        bank_transfer_enabled: p.merchant.settings.payment_methods.bank_transfer,
+        action,
+        idem: Some(save),
+    };
+    state
+        .kobo
+        .payment_intents
+        .send_if_idle(&state.kobo, id, msg, payment_in_progress)
+        .await?
+}
+
+// ---------------------------------------------------------------- card
+
+/// The fields the card body accepts: [`CardRequest`]'s.
+pub const CARD_FIELDS: &[&str] = &[
+    "number",
+    "exp_month",
+    "exp_year",
+    "cvc",
+    "name",
+    "billing_address",
+];
+
+/// The fields of `billing_address`: [`BillingAddressRequest`]'s.
+pub const BILLING_FIELDS: &[&str] = &["line1", "line2", "city", "state", "postal_code", "country"];
+
+// The bodies of the card calls, for their schemas in the OpenAPI document;
+// unit tests keep their fields equal to what the parsers accept.
+/// A card to pay a payment intent with. Nothing but its last four digits
+/// and brand is kept.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = CardPayment)]
+#[allow(dead_code)]
+pub struct CardRequest {
+    /// 12 to 19 digits (spaces allowed), passing the Luhn check.
+    #[schema(min_length = 12, max_length = 23, example = "4084080000000409")]
+    number: String,
+    #[schema(minimum = 1, maximum = 12)]
+    exp_month: i64,
+    /// Four digits, or two (20xx); this month or later.
+    #[schema(minimum = 0, maximum = 9999)]
+    exp_year: i64,
+    /// 3 digits (4 for American Express).
+    #[schema(min_length = 3, max_length = 4)]
+    cvc: String,
+    /// The cardholder's name.
+    #[schema(max_length = 200)]
+    name: Option<String>,
+    /// Required for dollar payments.
+    billing_address: Option<BillingAddressRequest>,
+}
+
+/// The cardholder's billing address (dollar payments).
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = BillingAddress)]
+#[allow(dead_code)]
+pub struct BillingAddressRequest {
+    #[schema(min_length = 1, max_length = 200)]
+    line1: String,
+    #[schema(max_length = 200)]
+    line2: Option<String>,
+    #[schema(min_length = 1, max_length = 100)]
+    city: String,
+    #[schema(min_length = 1, max_length = 100)]
+    state: String,
+    #[schema(min_length = 1, max_length = 20)]
+    postal_code: String,
+    /// ISO 3166-1 alpha-2 code.
+    #[schema(min_length = 2, max_length = 2, example = "US")]
+    country: String,
+}
+
+fn integer(f: &Fields, name: &str) -> Result<i64, DomainError> {
+    match f.raw(name) {
+        None => Err(DomainError::missing(name)),
+        Some(v) => v
+            .as_i64()
+            .ok_or_else(|| DomainError::invalid(name, format!("`{name}` must be an integer"))),
+    }
+}
+
+fn billing_address(v: &Value) -> Result<BillingAddress, DomainError> {
+    const P: &str = "billing_address";
+    let Value::Object(map) = v else {
+        return Err(DomainError::invalid(
+            P,
+            "`billing_address` must be an object",
+        ));
+    };
+    if let Some(k) = map.keys().find(|k| !BILLING_FIELDS.contains(&k.as_str())) {
+        return Err(DomainError::unknown(&format!("{P}.{k}")));
+    }
+    let field = |m: &Map<String, Value>, name: &str, max: usize, required: bool| {
+        let param = format!("{P}.{name}");
+        match m.get(name).filter(|v| !v.is_null()) {
+            None if required => Err(DomainError::missing(&param)),
+            None => Ok(None),
+            Some(Value::String(s)) if s.trim().is_empty() && required => Err(DomainError::invalid(
+                &param,
+                format!("`{param}` must not be empty"),
+            )),
+            Some(Value::String(s)) if s.chars().count() > max => Err(DomainError::invalid(
+                &param,
+                format!("`{param}` is longer than {max} characters"),
+            )),
+            Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
+            Some(_) => Err(DomainError::invalid(
+                &param,
+                format!("`{param}` must be a string"),
+            )),
+        }
+    };
+    let req = |name: &str, max: usize| -> Result<String, DomainError> {
+        Ok(field(map, name, max, true)?.unwrap_or_default())
+    };
+    let country = req("country", 2)?.to_ascii_uppercase();
+    if country.len() != 2 || !country.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return Err(DomainError::invalid(
+            "billing_address.country",
+            "`billing_address.country` must be a two-letter country code",
+        ));
+    }
+    Ok(BillingAddress {
+        line1: req("line1", 200)?,
+        line2: field(map, "line2", 200, false)?,
+        city: req("city", 100)?,
+        state: req("state", 100)?,
+        postal_code: req("postal_code", 20)?,
+        country,
+    })
+}
+
+/// Parses and checks a card body (400 naming the field).
+fn parse_card(body: &[u8], now: chrono::DateTime<chrono::Utc>) -> Result<CardDetails, DomainError> {
+    let f = Fields::parse(body, CARD_FIELDS)?;
+    let number = f.required_string("number", 23)?;
+    let number = Secret::new(number);
+    let exp_month = integer(&f, "exp_month")?;
+    let exp_year = integer(&f, "exp_year")?;
+    let cvc = Secret::new(f.required_string("cvc", 4)?);
+    let name = f.string("name", 200)?;
+    let billing = f.raw("billing_address").map(billing_address).transpose()?;
+    let mut card = CardDetails::parse(number.expose(), exp_month, exp_year, cvc.expose(), now)?;
+    card.name = name;
+    card.billing_address = billing;
+    Ok(card)
+}
+
+/// Pay a payment intent by card
+///
+/// The answer's `status` tells the outcome: `successful` (paid), `failed`
+/// (declined; `failure_code` says why; another card may be tried),
+/// `processing` with `next_action` (the bank wants a PIN, a code, ... or a
+/// redirect) or `processing` without it (the bank is deciding; wait for the
+/// webhook). Dollar payments need `billing_address`. Live mode needs the
+/// merchant's `card_api_enabled` (403 `card_api_not_enabled`) and a live
+/// card provider (409 `card_api_unavailable`). Another request working on
+/// the payment: 409 `payment_in_progress` (not saved under the
+/// Idempotency-Key). The payment intent's `client_secret` may be the
+/// bearer. Test cards: docs/api.md.
+#[utoipa::path(
+    post,
+    path = "/v1/payment_intents/{id}/card",
+    operation_id = "pay_payment_intent_by_card",
+    tag = "payment_intents",
+    params(PaymentIntentId, IdempotencyKey),
+    request_body(content = CardRequest, content_type = "application/json"),
+    security(("bearer" = []), ("client_secret" = [])),
+    responses(
+        (status = 200, description = "The payment intent after the card: `successful`, `failed` with `failure_code`, or `processing` with or without `next_action`.",
+            body = PaymentIntentView, headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFoundReplayable),
+        (status = 409, response = ConflictReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+        (status = 503, response = Overloaded),
+    )
+)]
+pub(crate) async fn card(
+    req: HttpRequest,
+    state: State,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> ApiResult {
+    let p = authenticate_for(&req, &state, Some(&path))?;
+    ensure_card_api(&p)?;
+    let body = read_body(payload).await?;
+    let fingerprint = keyed(&state.card_key, &body);
+    let (state, p, body) = (&state, &p, &body);
+    idempotent(&req, state, p, &fingerprint, |save| async move {
+        let card = parse_card(body, state.kobo.clock.now())?;
+        if !p.merchant.settings.payment_methods.card {
+            return Err(ApiError(DomainError::request(
+                "payment_method_unavailable",
+                None,
+                "card payments are turned off in this merchant's payment settings",
+            )));
+        }
+        let id = parse_id(&path, "payment_intent")?;
+        let intent = query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
+        if intent.currency == Currency::USD && card.billing_address.is_none() {
+            return Err(ApiError(DomainError::missing("billing_address")));
+        }
+        let view = act_if_idle(state, p, id, Action::Card { card }, save).await?;
+        Ok(Reply::saved(200, view))
+    })
+    .await
+}
+
+// ---------------------------------------------------------------- authenticate
+
+/// The fields the authenticate body accepts: [`AuthenticateRequest`]'s.
+pub const AUTHENTICATE_FIELDS: &[&str] = &["otp", "pin", "phone", "birthday", "cancel"];
+
+/// The answer to the bank's `next_action`: exactly one field, the one
+/// `next_action.input` names (`otp` by default), or `cancel: true` to give
+/// up the attempt.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = Authenticate)]
+#[allow(dead_code)]
+pub struct AuthenticateRequest {
+    /// The one-time code: 4 to 8 digits.
+    #[schema(min_length = 4, max_length = 8, pattern = "^[0-9]+$")]
+    otp: Option<String>,
+    /// The card PIN: 4 digits.
+    #[schema(min_length = 4, max_length = 4, pattern = "^[0-9]{4}$")]
+    pin: Option<String>,
+    /// The phone number registered with the bank: 7 to 15 digits, optional `+`.
+    #[schema(pattern = "^\\+?[0-9]{7,15}$")]
+    phone: Option<String>,
+    /// The cardholder's birthday, YYYY-MM-DD.
+    #[schema(format = Date)]
+    birthday: Option<String>,
+    /// `true` abandons the attempt (the payment becomes `failed`,
+    /// `authentication_canceled`).
+    cancel: Option<bool>,
+}
+
+/// What an authenticate body asks.
+enum Answer {
+    Cancel,
+    Input(AuthInput, Secret),
+}
+
+fn parse_authenticate(body: &[u8]) -> Result<Answer, DomainError> {
+    let f = Fields::parse(body, AUTHENTICATE_FIELDS)?;
+    let mut answers = Vec::new();
+    for input in AuthInput::ALL {
+        let name = input.as_str();
+        match f.raw(name) {
+            None => {}
+            Some(Value::String(s)) => answers.push((input, Secret::new(s.clone()))),
+            Some(_) => {
+                return Err(DomainError::invalid(
+                    name,
+                    format!("`{name}` must be a string"),
+                ))
+            }
+        }
+    }
+    match f.raw("cancel") {
+        None => {}
+        Some(Value::Bool(true)) if answers.is_empty() => return Ok(Answer::Cancel),
+        Some(Value::Bool(true)) => {
+            return Err(DomainError::invalid(
+                "cancel",
+                "send either `cancel: true` or an answer, not both",
+            ))
+        }
+        Some(_) => {
+            return Err(DomainError::invalid(
+                "cancel",
+                "`cancel` may only be `true`",
+            ))
+        }
+    }
+    let mut answers = answers.into_iter();
+    let Some((input, value)) = answers.next() else {
+        return Err(DomainError::missing("otp"));
+    };
+    if let Some((extra, _)) = answers.next() {
+        return Err(DomainError::invalid(
+            extra.as_str(),
+            "send one answer: the field `next_action.input` names",
+        ));
+    }
+    input.check(value.expose())?;
+    Ok(Answer::Input(input, value))
+}
+
+/// Answer the bank's request on a card payment
+///
+/// Send the field `next_action.input` names (`otp`, `pin`, `phone` or
+/// `birthday`), or `cancel: true` to give up the attempt. The answer is the
+/// payment intent as on the card call: successful, failed, or another
+/// `next_action` (a PIN can be asked before a code). A different field than
+/// the one asked: 400 naming it; nothing waiting: 409. The payment intent's
+/// `client_secret` may be the bearer.
+#[utoipa::path(
+    post,
+    path = "/v1/payment_intents/{id}/authenticate",
+    operation_id = "authenticate_payment_intent",
+    tag = "payment_intents",
+    params(PaymentIntentId, IdempotencyKey),
+    request_body(content = AuthenticateRequest, content_type = "application/json"),
+    security(("bearer" = []), ("client_secret" = [])),
+    responses(
+        (status = 200, description = "The payment intent after the answer, as on the card call.",
+            body = PaymentIntentView, headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFoundReplayable),
+        (status = 409, response = ConflictReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+        (status = 503, response = Overloaded),
+    )
+)]
+pub(crate) async fn authenticate(
+    req: HttpRequest,
+    state: State,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> ApiResult {
+    let p = authenticate_for(&req, &state, Some(&path))?;
+    ensure_card_api(&p)?;
+    let body = read_body(payload).await?;
+    let fingerprint = keyed(&state.card_key, &body);
+    let (state, p, body) = (&state, &p, &body);
+    idempotent(&req, state, p, &fingerprint, |save| async move {
+        let answer = parse_authenticate(body)?;
+        let id = parse_id(&path, "payment_intent")?;
+        query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
+        let action = match answer {
+            Answer::Cancel => Action::CancelAuthentication,
+            Answer::Input(input, value) => Action::Authenticate { input, value },
+        };
+        let view = act_if_idle(state, p, id, action, save).await?;
+        Ok(Reply::saved(200, view))
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn now() -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc.with_ymd_and_hms(2025, 6, 15, 12, 0, 0).unwrap()
+    }
+
+    #[track_caller]
+    fn refused<T>(r: Result<T, DomainError>, code: &str, param: &str) {
+        let Err(e) = r else {
+            panic!("expected {code} on {param}")
+        };
+        assert_eq!(e.code, code, "{e}");
+        assert_eq!(e.param.as_deref(), Some(param), "{e}");
+    }
+
+    #[test]
+    fn card_bodies_are_checked_field_by_field() {
+        let ok =
+            br#"{"number": "4084080000000409", "exp_month": 12, "exp_year": 2030, "cvc": "123"}"#;
+        let card = parse_card(ok, now()).unwrap();
+        assert_eq!(card.summary().last4, "0409");
+        refused(
+            parse_card(
+                br#"{"exp_month": 12, "exp_year": 2030, "cvc": "123"}"#,
+                now(),
+            ),
+            "parameter_missing",
+            "number",
+        );
+        refused(
+            parse_card(
+                br#"{"number": "4084080000000409", "exp_year": 2030, "cvc": "123"}"#,
+                now(),
+            ),
+            "parameter_missing",
+            "exp_month",
+        );
+        refused(parse_card(br#"{"number": "4084080000000409", "exp_month": "12", "exp_year": 2030, "cvc": "123"}"#, now()), "parameter_invalid", "exp_month");
+        refused(
+            parse_card(
+                br#"{"number": "4084080000000409", "exp_month": 12, "exp_year": 2030}"#,
+                now(),
+            ),
+            "parameter_missing",
+            "cvc",
+        );
+        refused(
+            parse_card(
+                br#"{"number": 4084080000000409, "exp_month": 12, "exp_year": 2030, "cvc": "123"}"#,
+                now(),
+            ),
+            "parameter_invalid",
+            "number",
+        );
+        refused(parse_card(br#"{"number": "4084080000000409", "exp_month": 12, "exp_year": 2030, "cvc": "123", "pan": "1"}"#, now()), "parameter_unknown", "pan");
+        let address = |a: &str| {
+            format!(
+                r#"{{"number": "4084080000000409", "exp_month": 12, "exp_year": 2030, "cvc": "123", "billing_address": {a}}}"#
+            )
+        };
+        let full = r#"{"line1": "1 Main St", "city": "Austin", "state": "TX", "postal_code": "78701", "country": "us"}"#;
+        let card = parse_card(address(full).as_bytes(), now()).unwrap();
+        assert_eq!(card.billing_address.as_ref().unwrap().country, "US");
+        refused(
+            parse_card(address(r#"{"line1": "1 Main St"}"#).as_bytes(), now()),
+            "parameter_missing",
+            "billing_address.city",
+        );
+        refused(parse_card(address(r#"{"line1": "x", "city": "y", "state": "z", "postal_code": "1", "country": "USA"}"#).as_bytes(), now()), "parameter_invalid", "billing_address.country");
+        refused(
+            parse_card(address(r#"{"street": "x"}"#).as_bytes(), now()),
+            "parameter_unknown",
+            "billing_address.street",
+        );
+        refused(
+            parse_card(address(r#""1 Main St""#).as_bytes(), now()),
+            "parameter_invalid",
+            "billing_address",
+        );
+    }
+
+    #[test]
+    fn authenticate_bodies_carry_one_answer_or_a_cancel() {
+        assert!(matches!(
+            parse_authenticate(br#"{"cancel": true}"#).unwrap(),
+            Answer::Cancel
+        ));
+        let Answer::Input(input, value) = parse_authenticate(br#"{"pin": "1234"}"#).unwrap() else {
+            panic!()
+        };
+        assert_eq!((input, value.expose()), (AuthInput::Pin, "1234"));
+        refused(parse_authenticate(b"{}"), "parameter_missing", "otp");
+        refused(
+            parse_authenticate(br#"{"cancel": false}"#),
+            "parameter_invalid",
+            "cancel",
+        );
+        refused(
+            parse_authenticate(br#"{"cancel": true, "otp": "123456"}"#),
+            "parameter_invalid",
+            "cancel",
+        );
+        refused(
+            parse_authenticate(br#"{"otp": "123456", "pin": "1234"}"#),
+            "parameter_invalid",
+            "pin",
+        );
+        refused(
+            parse_authenticate(br#"{"otp": 123456}"#),
+            "parameter_invalid",
+            "otp",
+        );
+        refused(
+            parse_authenticate(br#"{"pin": "12345"}"#),
+            "parameter_invalid",
+            "pin",
+        );
+        refused(
+            parse_authenticate(br#"{"birthday": "1990-13-01"}"#),
+            "parameter_invalid",
+            "birthday",
+        );
+        refused(
+            parse_authenticate(br#"{"code": "1"}"#),
+            "parameter_unknown",
+            "code",
+        );
+    }
+
+    #[test]
+    fn fingerprints_of_card_bodies_are_keyed() {
+        let body = br#"{"number": "4084080000000409"}"#;
+        let a = keyed(&[1; 32], body);
+        assert_eq!(a, keyed(&[1; 32], body));
+        assert_ne!(a, keyed(&[2; 32], body));
+        assert!(!String::from_utf8(a).unwrap().contains("4084080000000409"));
+        let dir = tempfile::tempdir().unwrap();
+        let k = fingerprint_key(dir.path()).unwrap();
+        assert_eq!(fingerprint_key(dir.path()).unwrap(), k);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join(FINGERPRINT_KEY_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
