@@ -207,6 +207,11 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         None
     };
 
+    kobo_actors::settlement::ensure_daily_run(&kobo).await?;
+    let resumed = kobo_actors::refund::service::resume_confirmations(&kobo)?;
+    if resumed > 0 {
+        tracing::info!(resumed, "asked again about refunds awaiting confirmation");
+    }
     kobo_actors::webhook::supervisor::start(&kobo, webhook_config(&args)?)
         .map_err(|e| anyhow::anyhow!(e))?;
     let timers = TimerSupervisor::new(kobo.clone()).start();

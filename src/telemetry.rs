@@ -23,6 +23,7 @@ pub struct Metrics {
     actors_live: IntGaugeVec,
     actor_events: IntGaugeVec,
     timers_due: prometheus::IntGauge,
+    webhooks: IntGaugeVec,
 }
 
 impl Metrics {
@@ -64,6 +65,15 @@ impl Metrics {
         registry.register(Box::new(actors_live.clone())).unwrap();
         registry.register(Box::new(actor_events.clone())).unwrap();
         registry.register(Box::new(timers_due.clone())).unwrap();
+        let webhooks = IntGaugeVec::new(
+            Opts::new(
+                "kobo_webhooks",
+                "Webhook attempts in flight, and totals since start (attempts, delivered, failed_attempts, dropped), open event streams",
+            ),
+            &["what"],
+        )
+        .unwrap();
+        registry.register(Box::new(webhooks.clone())).unwrap();
         for c in writer.collectors() {
             registry.register(c).unwrap();
         }
@@ -74,6 +84,7 @@ impl Metrics {
             actors_live,
             actor_events,
             timers_due,
+            webhooks,
         }
     }
 
@@ -103,6 +114,17 @@ impl Metrics {
         }
         self.timers_due
             .set(kobo_actors::timers::timers_due(kobo, kobo.clock.now())? as i64);
+        let w = kobo.webhooks.stats();
+        for (what, n) in [
+            ("in_flight", w.in_flight as i64),
+            ("attempts", w.attempts as i64),
+            ("delivered", w.delivered as i64),
+            ("failed_attempts", w.failed_attempts as i64),
+            ("dropped", w.dropped as i64),
+            ("streams_open", w.streams_open as i64),
+        ] {
+            self.webhooks.with_label_values(&[what]).set(n);
+        }
         let mut out = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut out)

@@ -17,6 +17,9 @@ pub const PAYMENT_INTENT_SUCCESSFUL: &str = "payment_intent.successful";
 pub const PAYMENT_INTENT_FAILED: &str = "payment_intent.failed";
 pub const PAYMENT_INTENT_ABANDONED: &str = "payment_intent.abandoned";
 pub const PAYMENT_INTENT_CANCELED: &str = "payment_intent.canceled";
+pub const PAYOUT_PAID: &str = "payout.paid";
+pub const PAYOUT_FAILED: &str = "payout.failed";
+pub const PAYOUT_CANCELED: &str = "payout.canceled";
 
 /// Every event type of the spec.
 pub const EVENT_TYPES: &[&str] = &[

@@ -18,22 +18,27 @@
 //! - [`clock`], [`provider`], [`runtime`], [`error`], [`ids`]: plumbing.
 
 pub mod admin;
+pub mod banks;
 pub mod calendar;
 pub mod clock;
 pub mod error;
 pub mod event;
+pub mod fx;
 pub mod idempotency;
 pub mod ids;
 pub mod ledger;
 pub mod merchant;
 pub mod money;
 pub mod payment_intent;
+pub mod payout;
 pub mod provider;
 pub mod query;
+pub mod refund;
 pub mod registry;
 pub mod runtime;
 pub mod settlement;
 pub mod timers;
+pub mod usdt;
 pub mod webhook;
 
 pub use error::{DomainError, DomainResult, ErrorKind};

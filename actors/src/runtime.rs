@@ -52,6 +52,10 @@ pub struct Kobo {
     pub payment_intents: Registry<PaymentIntentActor>,
     pub ledgers: Registry<LedgerActor>,
     pub merchants: Registry<MerchantActor>,
+    pub payouts: Registry<crate::payout::actor::PayoutActor>,
+    pub aftercare: Registry<crate::refund::actor::AftercareActor>,
+    /// Name enquiry and payout rails, per mode.
+    pub rails: crate::payout::rail::Rails,
     /// Webhook supervisor mailbox and the event stream.
     pub webhooks: crate::webhook::Hub,
 }
@@ -70,6 +74,7 @@ impl Kobo {
             .unwrap_or(0);
         let capacity = config.mailbox_capacity;
         let providers = Providers::sandbox(config.sandbox_card_latency);
+        let (store_for_rail, writer_for_rail) = (store.clone(), writer.clone());
         Ok(Arc::new(Kobo {
             calendar: config.calendar.clone(),
             store,
@@ -81,6 +86,15 @@ impl Kobo {
             payment_intents: Registry::new(capacity),
             ledgers: Registry::new(capacity),
             merchants: Registry::new(capacity),
+            payouts: Registry::new(capacity),
+            aftercare: Registry::new(capacity),
+            rails: crate::payout::rail::Rails {
+                test: Box::new(crate::payout::rail::SandboxRail {
+                    store: store_for_rail,
+                    writer: writer_for_rail,
+                }),
+                live: Box::new(crate::payout::rail::UnconfiguredRail),
+            },
             webhooks: crate::webhook::Hub::new(),
         }))
     }
@@ -90,6 +104,8 @@ impl Kobo {
             self.payment_intents.snapshot(),
             self.ledgers.snapshot(),
             self.merchants.snapshot(),
+            self.payouts.snapshot(),
+            self.aftercare.snapshot(),
         ]
     }
 }

@@ -59,19 +59,39 @@ impl ScheduledRelease {
         Timer::key(self.due, self.timer_kind(), self.payment)
     }
 
-    /// Writes the row and its timer.
+    /// Writes the row and its timer (and, for `pending`, the payment's
+    /// pointer to it, used by refunds and disputes).
     pub fn schedule(&self, batch: &mut Batch) {
         batch.put(Table::ScheduledReleases, self.key(), self);
+        if self.bucket == Bucket::Pending {
+            batch.put_raw(
+                Table::ReleasesByPayment,
+                by_payment_key(self.merchant, self.mode, self.payment),
+                self.key(),
+            );
+        }
         Timer::new(self.timer_kind(), self.payment, self.merchant, self.mode)
             .schedule(batch, self.due);
     }
 
-    /// Deletes the row and its timer (the release happened).
+    /// Deletes the row, its timer and pointer (the release happened, or
+    /// nothing is left to release).
     pub fn unschedule(&self, batch: &mut Batch) {
         batch
             .delete(Table::ScheduledReleases, self.key())
             .delete(Table::Timers, self.timer_key());
+        if self.bucket == Bucket::Pending {
+            batch.delete(
+                Table::ReleasesByPayment,
+                by_payment_key(self.merchant, self.mode, self.payment),
+            );
+        }
     }
+}
+
+/// Key of a payment's pointer to its pending release row.
+pub fn by_payment_key(merchant: Uuid, mode: Mode, payment: Uuid) -> Vec<u8> {
+    scope_key(merchant, mode).bytes(payment.as_bytes()).build()
 }
 
 pub fn release_prefix(merchant: Uuid, mode: Mode, bucket: Bucket) -> KeyBuf {
@@ -233,6 +253,88 @@ pub async fn release(
 
 /// Scheduled releases one ledger message carries.
 pub const RELEASE_CHUNK: usize = 500;
+
+/// The meta key holding when the next daily settlement run is due.
+pub const META_SETTLEMENT_RUN: &[u8] = b"settlement_run_due";
+
+/// Makes sure the daily settlement run is scheduled (once, at start-up).
+pub async fn ensure_daily_run(kobo: &crate::runtime::Kobo) -> crate::error::DomainResult<()> {
+    if kobo
+        .store
+        .read()?
+        .get(Table::Meta, META_SETTLEMENT_RUN)?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let due = kobo.calendar.next_settlement_instant(kobo.clock.now());
+    let mut batch = Batch::new();
+    schedule_daily_run(&mut batch, due);
+    kobo.writer
+        .commit(batch)
+        .await
+        .map_err(|e| crate::error::DomainError::internal(e.to_string()))
+}
+
+fn schedule_daily_run(batch: &mut Batch, due: DateTime<Utc>) {
+    Timer::new(
+        TimerKind::SettlementRun,
+        Uuid::nil(),
+        Uuid::nil(),
+        Mode::Test,
+    )
+    .schedule(batch, due);
+    batch.put_raw(
+        Table::Meta,
+        META_SETTLEMENT_RUN.to_vec(),
+        micros(due).to_be_bytes().to_vec(),
+    );
+}
+
+/// The daily run at 08:00 Lagos on business days (after that instant's
+/// releases, which sort first): automatic settlement for every merchant
+/// that has it, then the next run is scheduled. A run interrupted by a crash
+/// runs again; it pays only what is available then, so nothing is paid twice.
+pub async fn run_daily(
+    kobo: &std::sync::Arc<crate::runtime::Kobo>,
+    timer_key: Vec<u8>,
+) -> crate::error::DomainResult<()> {
+    let merchants: Vec<crate::merchant::Merchant> = {
+        let read = kobo.store.read()?;
+        let mut out = Vec::new();
+        read.scan_prefix(Table::Merchants, &[], None, |_, v| {
+            let m: crate::merchant::Merchant = kobo_storage::decode(v)?;
+            if m.settings
+                .auto_settlement
+                .as_ref()
+                .is_some_and(|a| a.enabled)
+            {
+                out.push(m);
+            }
+            Ok(true)
+        })?;
+        out
+    };
+    for m in &merchants {
+        for mode in [Mode::Test, Mode::Live] {
+            if let Err(e) = crate::payout::service::auto_settle(kobo, m, mode).await {
+                tracing::warn!(merchant = %m.id, error = %e, "automatic settlement skipped");
+            }
+        }
+    }
+    let now = kobo.clock.now();
+    let mut batch = Batch::new();
+    batch.delete(Table::Timers, timer_key);
+    // Strictly after now: the next business day's 08:00.
+    let next = kobo
+        .calendar
+        .next_settlement_instant(now + Duration::seconds(1));
+    schedule_daily_run(&mut batch, next);
+    kobo.writer
+        .commit(batch)
+        .await
+        .map_err(|e| crate::error::DomainError::internal(e.to_string()))
+}
 
 #[cfg(test)]
 mod tests {

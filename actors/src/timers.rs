@@ -26,6 +26,7 @@ use crate::ids::Mode;
 use crate::ledger::actor::ReleaseScheduled;
 use crate::ledger::Bucket;
 use crate::payment_intent::actor::{Action, IntentMessage};
+use crate::payout::actor::{PayoutAction, PayoutMessage};
 use crate::runtime::Kobo;
 use crate::settlement::release_key;
 
@@ -44,6 +45,14 @@ pub enum TimerKind {
     ReleasePending,
     /// Release a capture's reserved money to `available`.
     ReleaseReserve,
+    /// The daily automatic-settlement run (08:00 Lagos, business days).
+    SettlementRun,
+    /// Send a queued payout to the rail.
+    PayoutSend,
+    /// Ask the bank about a payout in flight.
+    PayoutStatus,
+    /// Ask the USDT partner about an unconfirmed crypto payout.
+    CryptoPayoutCheck,
 }
 
 impl TimerKind {
@@ -54,6 +63,10 @@ impl TimerKind {
             TimerKind::PaymentIntentAbandon => 1,
             TimerKind::ReleasePending => 2,
             TimerKind::ReleaseReserve => 3,
+            TimerKind::SettlementRun => 4,
+            TimerKind::PayoutSend => 5,
+            TimerKind::PayoutStatus => 6,
+            TimerKind::CryptoPayoutCheck => 7,
         }
     }
 }
@@ -158,6 +171,33 @@ async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
                 Ok(Ok(_)) => Err(DomainError::not_found("scheduled release", timer.target)),
                 Ok(Err(e)) | Err(e) => Err(e),
             }
+        }
+        TimerKind::SettlementRun => crate::settlement::run_daily(kobo, key.clone()).await,
+        TimerKind::CryptoPayoutCheck => {
+            crate::usdt::actor::on_check_timer(kobo, key.clone(), &timer).await
+        }
+        TimerKind::PayoutSend | TimerKind::PayoutStatus => {
+            let action = match timer.kind {
+                TimerKind::PayoutSend => PayoutAction::Dispatch {
+                    timer_key: key.clone(),
+                },
+                _ => PayoutAction::QueryStatus {
+                    timer_key: key.clone(),
+                },
+            };
+            kobo.payouts
+                .send(
+                    kobo,
+                    timer.target,
+                    PayoutMessage {
+                        merchant: timer.merchant,
+                        mode: timer.mode,
+                        action,
+                        idem: None,
+                    },
+                )
+                .await
+                .and_then(|r| r.map(|_| ()))
         }
         TimerKind::PaymentIntentAbandon => {
             let merchant_name = String::new();

@@ -27,7 +27,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/admin/v1/actors").route(web::get().to(actors)));
 }
 
-fn operator(req: &HttpRequest, state: &State) -> ApiResult<()> {
+pub fn operator(req: &HttpRequest, state: &State) -> ApiResult<()> {
     let given = req
         .headers()
         .get("authorization")

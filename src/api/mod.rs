@@ -6,12 +6,14 @@
 pub mod admin;
 pub mod balance;
 pub mod body;
+pub mod brands;
 pub mod cards;
 pub mod events;
-pub mod brands;
 pub mod openapi;
 pub mod ops;
 pub mod payment_intents;
+pub mod payouts;
+pub mod refunds;
 pub mod settlement;
 pub mod stream;
 pub mod test_helpers;
@@ -445,6 +447,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     balance::configure(cfg);
     brands::configure(cfg);
     settlement::configure(cfg);
+    payouts::configure(cfg);
+    refunds::configure(cfg);
     test_helpers::configure(cfg);
     webhooks::configure(cfg);
     events::configure(cfg);

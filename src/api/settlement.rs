@@ -68,7 +68,7 @@ async fn run(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult
             keys.extend(settlement::scheduled_keys(kobo, p.merchant.id, p.mode, bucket, Some(now))?);
         }
         let released = settlement::release(kobo, p.merchant.id, p.mode, keys).await?;
-        let payouts: Vec<String> = Vec::new();
+        let payouts = kobo_actors::payout::service::auto_settle(kobo, &p.merchant, p.mode).await?;
         Ok(Reply {
             status: 200,
             body: json!({"object": "test_helper_result", "livemode": false, "released": released, "payouts": payouts}),

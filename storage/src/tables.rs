@@ -82,6 +82,18 @@ tables! {
     IdempotencyExpiry => "idempotency_expiry",
     // merchant|mode|bucket|due (unix micros)|payment id -> ScheduledRelease
     ScheduledReleases => "scheduled_releases",
+    // bank account id -> BankAccount; merchant|mode|bank|number -> id;
+    // merchant|mode|seq -> id
+    BankAccounts => "bank_accounts",
+    BankAccountIndex => "bank_account_index",
+    BankAccountList => "bank_account_list",
+    // payout id -> Payout; merchant|mode|seq -> id
+    Payouts => "payouts",
+    PayoutIndex => "payout_index",
+    // merchant|mode|Lagos date -> i64 payout amount counted toward the limit
+    PayoutUsage => "payout_usage",
+    // the sandbox rail's record of transfers it accepted: reference -> row
+    SandboxTransfers => "sandbox_transfers",
     // Webhooks (actors/src/webhook). seq -> event id: events whose
     // deliveries are not yet created (written with the event).
     EventOutbox => "event_outbox",
@@ -96,6 +108,38 @@ tables! {
     DeliveryQueue => "delivery_queue",
     // merchant|mode|stream position -> event id (GET /v1/stream resume)
     EventStream => "event_stream",
+    // merchant|mode|payment id -> key of its pending scheduled release
+    ReleasesByPayment => "releases_by_payment",
+    // refund id -> Refund; merchant|mode|seq -> id; merchant|mode|payment|seq -> id
+    Refunds => "refunds",
+    RefundIndex => "refund_index",
+    RefundByPayment => "refund_by_payment",
+    // dispute id -> Dispute; merchant|mode|seq -> id
+    Disputes => "disputes",
+    DisputeIndex => "dispute_index",
+    // payment id -> PaymentAftercare (refunded, lost, open dispute)
+    PaymentAftercare => "payment_aftercare",
+    // refund id -> () while its provider confirmation is outstanding
+    RefundsAwaiting => "refunds_awaiting",
+    // FX (actors/src/fx.rs). rate id -> FxRate; seq -> rate id (the
+    // newest is current)
+    FxRates => "fx_rates",
+    FxRateIndex => "fx_rate_index",
+    // conversion id -> FxConversion; merchant|mode|seq -> id
+    FxConversions => "fx_conversions",
+    FxConversionIndex => "fx_conversion_index",
+    // USDT (actors/src/usdt). wallet id -> UsdtWallet; merchant|mode|seq ->
+    // id (active wallets); merchant|mode|network|address -> id
+    UsdtWallets => "usdt_wallets",
+    UsdtWalletIndex => "usdt_wallet_index",
+    UsdtWalletAddresses => "usdt_wallet_addresses",
+    // crypto payout id -> CryptoPayout; merchant|mode|seq -> id
+    CryptoPayouts => "crypto_payouts",
+    CryptoPayoutIndex => "crypto_payout_index",
+    // crypto payout id -> () while the partner has not confirmed it
+    CryptoPayoutsOpen => "crypto_payouts_open",
+    // the sandbox USDT partner's record of transfers: reference -> row
+    SandboxCryptoTransfers => "sandbox_crypto_transfers",
 }
 
 /// Builds a composite key from fixed-width parts.

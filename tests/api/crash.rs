@@ -208,3 +208,182 @@ async fn verify(
         "round {round}: successful intents and captures differ"
     );
 }
+
+/// Payouts under SIGKILL: drive payout creates (and clock advances that
+/// send them and query their status) at random kill points; after each
+/// restart every acknowledged payout exists, none is paid or returned twice,
+/// and money is conserved: what was available at the start equals
+/// available + in flight + paid out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payouts_are_never_lost_or_doubled_across_sigkill() {
+    let mut app = spawn_app().await;
+    let m = app
+        .create_merchant(json!({"payout_tier": "enterprise"}))
+        .await;
+    for _ in 0..4 {
+        app.paid_intent(&m.test_key, 50_000_000).await;
+    }
+    app.post(
+        &m.test_key,
+        "/v1/test_helpers/balance/release_pending",
+        json!({}),
+    )
+    .await
+    .assert_status(200);
+    let start = app.balance(&m.test_key, "available", "NGN").await;
+    let mut accounts = Vec::new();
+    for number in ["0123456789", "1111119999", "1111118888", "1111117777"] {
+        let r = app
+            .post(
+                &m.test_key,
+                "/v1/bank_accounts",
+                json!({"bank_code": "058", "account_number": number}),
+            )
+            .await;
+        accounts.push(r.body["id"].as_str().unwrap().to_string());
+    }
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    for round in 0..3 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for w in 0..8 {
+            let (client, base, key, stop, acked, accounts) = (
+                client.clone(),
+                app.base.clone(),
+                m.test_key.clone(),
+                stop.clone(),
+                acked.clone(),
+                accounts.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let body = json!({"amount": 10_000 + n, "currency": "NGN", "bank_account_id": accounts[(w + n as usize) % 4]});
+                    let r = client
+                        .post(format!("{base}/v1/payouts"))
+                        .bearer_auth(&key)
+                        .header("Idempotency-Key", format!("po-{round}-{w}-{n}"))
+                        .json(&body)
+                        .send()
+                        .await;
+                    let Ok(r) = r else { return };
+                    if r.status().as_u16() != 201 {
+                        return;
+                    }
+                    let Ok(v) = r.json::<Value>().await else { return };
+                    acked.lock().unwrap().push(v["id"].as_str().unwrap().to_string());
+                }
+            }));
+        }
+        {
+            // The clock moves too: sends and status queries run under load.
+            let (client, base, token, stop) = (
+                client.clone(),
+                app.base.clone(),
+                app.admin_token.clone(),
+                stop.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let r = client
+                        .post(format!("{base}/admin/v1/clock/advance"))
+                        .bearer_auth(&token)
+                        .json(&json!({"seconds": 30}))
+                        .send()
+                        .await;
+                    if r.is_err() {
+                        return;
+                    }
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(
+            rand::thread_rng().gen_range(200..900),
+        ))
+        .await;
+        app.kill();
+        stop.store(true, Ordering::Relaxed);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        app.start(&[]);
+        // Let every send and status query that is due run.
+        app.advance(120).await;
+
+        let ids = acked.lock().unwrap().clone();
+        let lines = app.all_lines(&m.test_key).await;
+        let mut paid_out = 0;
+        for id in &ids {
+            let p = app.get(&m.test_key, &format!("/v1/payouts/{id}")).await;
+            assert_eq!(
+                p.status, 200,
+                "round {round}: acknowledged payout {id} lost"
+            );
+            let total = p.body["total_debited"].as_i64().unwrap();
+            let mine: Vec<&Value> = lines
+                .iter()
+                .filter(|l| l["source"] == id.as_str())
+                .collect();
+            let in_flight: Vec<i64> = mine
+                .iter()
+                .filter(|l| l["bucket"] == "payout_in_flight")
+                .map(|l| l["amount"].as_i64().unwrap())
+                .collect();
+            let available: Vec<i64> = mine
+                .iter()
+                .filter(|l| l["bucket"] == "available")
+                .map(|l| l["amount"].as_i64().unwrap())
+                .collect();
+            match p.body["status"].as_str().unwrap() {
+                "paid" => {
+                    assert_eq!(in_flight, vec![-total, total], "round {round}: {id}");
+                    assert_eq!(available, vec![-total], "round {round}: {id}");
+                    paid_out += total;
+                }
+                "failed" | "canceled" => {
+                    assert_eq!(in_flight, vec![-total, total], "round {round}: {id}");
+                    assert_eq!(available, vec![total, -total], "round {round}: {id}");
+                }
+                _ => {
+                    assert_eq!(in_flight, vec![total], "round {round}: {id}");
+                    assert_eq!(available, vec![-total], "round {round}: {id}");
+                }
+            }
+        }
+        let available = app.balance(&m.test_key, "available", "NGN").await;
+        let in_flight = app.balance(&m.test_key, "payout_in_flight", "NGN").await;
+        // Payouts that were created but not acknowledged (killed mid-reply)
+        // still moved money: count them from the ledger, not from `ids`.
+        let all_paid: i64 = lines
+            .iter()
+            .filter(|l| {
+                l["type"] == "payout"
+                    && l["bucket"] == "payout_in_flight"
+                    && l["amount"].as_i64().unwrap() < 0
+            })
+            .filter(|l| {
+                !lines.iter().any(|o| {
+                    o["source"] == l["source"]
+                        && o["bucket"] == "available"
+                        && o["amount"].as_i64().unwrap() > 0
+                })
+            })
+            .map(|l| -l["amount"].as_i64().unwrap())
+            .sum();
+        assert!(all_paid >= paid_out);
+        assert_eq!(
+            start,
+            available + in_flight + all_paid,
+            "round {round}: money not conserved"
+        );
+    }
+    assert!(
+        acked.lock().unwrap().len() > 10,
+        "the test drove too little traffic"
+    );
+}

@@ -14,13 +14,14 @@
 use std::collections::{HashMap, HashSet};
 
 use actix::prelude::*;
+use chrono::NaiveDate;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use kobo_storage::{decode, Batch, CommitError, Table};
 
 use crate::error::{DomainError, DomainResult};
-use crate::ids::Mode;
+use crate::ids::{scope_key, Mode};
 use crate::ledger::{
     balance_prefix, balance_store_key, post_all, BalanceKey, BalanceRow, Bucket, EntrySpec,
     EntryType, LedgerLine, LineSpec,
@@ -35,9 +36,23 @@ pub struct LedgerActor {
     activation: Activation<LedgerKey>,
     balances: Option<HashMap<BalanceKey, i64>>,
     pending_commits: usize,
-    /// Scheduled releases posted but not yet committed: a second request to
-    /// release them (a timer and the test helper racing) must skip them.
-    releasing: HashSet<Vec<u8>>,
+    /// Scheduled-release rows this actor changed in batches not yet
+    /// committed: the latest version (None: deleted) and how many pending
+    /// batches touch it. The ledger is the only writer of these rows once
+    /// they exist, so reading through this overlay is always current.
+    overlay: HashMap<Vec<u8>, (Option<ScheduledRelease>, usize)>,
+    /// Payout amounts counted per Lagos day (the daily limit), as loaded
+    /// from the store and changed since.
+    usage: HashMap<NaiveDate, i64>,
+}
+
+/// A change to the payout amount counted toward a day's limit.
+#[derive(Debug, Clone, Copy)]
+pub struct UsageChange {
+    pub day: NaiveDate,
+    pub delta: i64,
+    /// Refuse (409 `payout_limit_exceeded`) if the day's total would pass it.
+    pub daily_limit: Option<i64>,
 }
 
 /// Post one entry together with the caller's `with` batch.
@@ -46,6 +61,20 @@ pub struct LedgerActor {
 pub struct PostEntry {
     pub entry: EntrySpec,
     pub with: Batch,
+    pub usage: Option<UsageChange>,
+}
+
+pub fn usage_key(merchant: Uuid, mode: Mode, day: NaiveDate) -> Vec<u8> {
+    scope_key(merchant, mode).str(&day.to_string()).build()
+}
+
+/// The payout amount counted toward `day`'s limit, as stored.
+pub fn stored_usage(kobo: &Kobo, merchant: Uuid, mode: Mode, day: NaiveDate) -> DomainResult<i64> {
+    Ok(kobo
+        .store
+        .read()?
+        .get_decoded::<i64>(Table::PayoutUsage, &usage_key(merchant, mode, day))?
+        .unwrap_or(0))
 }
 
 /// Release these scheduled releases (row keys of `scheduled_releases`) to
@@ -69,7 +98,8 @@ impl VirtualActor for LedgerActor {
             activation,
             balances: None,
             pending_commits: 0,
-            releasing: HashSet::new(),
+            overlay: HashMap::new(),
+            usage: HashMap::new(),
         }
     }
     fn activation(&self) -> &Activation<LedgerKey> {
@@ -113,12 +143,34 @@ impl LedgerActor {
         &mut self,
         entries: &[EntrySpec],
         mut batch: Batch,
+        usage: Option<UsageChange>,
     ) -> DomainResult<Submitted> {
         let kobo = self.activation.kobo.clone();
         let (merchant, mode) = self.activation.key;
         if self.balances.is_none() {
             self.balances = Some(load_balances(&kobo, merchant, mode)?);
         }
+        let usage_after = match usage {
+            None => None,
+            Some(u) => {
+                let current = match self.usage.get(&u.day) {
+                    Some(v) => *v,
+                    None => stored_usage(&kobo, merchant, mode, u.day)?,
+                };
+                let after = current + u.delta;
+                if let Some(limit) = u.daily_limit {
+                    if u.delta > 0 && after > limit {
+                        return Err(DomainError::state(
+                            "payout_limit_exceeded",
+                            format!(
+                                "this payout would take the day's payouts to {after}, over the daily limit of {limit} ({current} used)"
+                            ),
+                        ));
+                    }
+                }
+                Some((u.day, after.max(0)))
+            }
+        };
         let balances = self.balances.as_mut().expect("loaded above");
         let now = kobo.clock.now();
         let seq = &kobo.seq;
@@ -151,6 +203,10 @@ impl LedgerActor {
                 },
             );
         }
+        if let Some((day, after)) = usage_after {
+            self.usage.insert(day, after);
+            batch.put(Table::PayoutUsage, usage_key(merchant, mode, day), &after);
+        }
         self.pending_commits += 1;
         Ok((posting.lines, kobo.writer.submit(batch)))
     }
@@ -174,16 +230,64 @@ impl Handler<PostEntry> for LedgerActor {
 
     fn handle(&mut self, msg: PostEntry, _ctx: &mut Context<Self>) -> Self::Result {
         self.activation.touch();
-        let (lines, ack) = match self.post_and_submit(std::slice::from_ref(&msg.entry), msg.with) {
-            Ok(s) => s,
-            Err(e) => return Box::pin(fut::ready(Err(e))),
-        };
+        let (lines, ack) =
+            match self.post_and_submit(std::slice::from_ref(&msg.entry), msg.with, msg.usage) {
+                Ok(s) => s,
+                Err(e) => return Box::pin(fut::ready(Err(e))),
+            };
         Box::pin(ack.into_actor(self).map(move |outcome, act, _ctx| {
             act.pending_commits -= 1;
             act.activation.rest();
             settle(outcome).map(|()| lines)
         }))
     }
+}
+
+impl LedgerActor {
+    /// The current version of a scheduled-release row.
+    fn current_row(&self, kobo: &Kobo, key: &[u8]) -> DomainResult<Option<ScheduledRelease>> {
+        if let Some((row, _)) = self.overlay.get(key) {
+            return Ok(row.clone());
+        }
+        Ok(kobo
+            .store
+            .read()?
+            .get_decoded::<ScheduledRelease>(Table::ScheduledReleases, key)?)
+    }
+
+    /// Records row changes made by a submitted batch.
+    fn overlay_rows(&mut self, rows: &[(Vec<u8>, Option<ScheduledRelease>)]) {
+        for (key, row) in rows {
+            let e = self.overlay.entry(key.clone()).or_insert((None, 0));
+            e.0 = row.clone();
+            e.1 += 1;
+        }
+    }
+
+    /// Forgets row changes once their batch committed.
+    fn settle_rows(&mut self, keys: &[Vec<u8>]) {
+        for key in keys {
+            if let Some(e) = self.overlay.get_mut(key) {
+                e.1 -= 1;
+                if e.1 == 0 {
+                    self.overlay.remove(key);
+                }
+            }
+        }
+    }
+}
+
+/// Runs after a pipelined commit: the actor's bookkeeping, then the answer.
+fn finish_commit<T: 'static>(
+    act: &mut LedgerActor,
+    outcome: Result<Result<(), CommitError>, oneshot::error::RecvError>,
+    rows: &[Vec<u8>],
+    value: T,
+) -> DomainResult<T> {
+    act.pending_commits -= 1;
+    act.settle_rows(rows);
+    act.activation.rest();
+    settle(outcome).map(|()| value)
 }
 
 impl Handler<ReleaseScheduled> for LedgerActor {
@@ -193,22 +297,12 @@ impl Handler<ReleaseScheduled> for LedgerActor {
         self.activation.touch();
         let kobo = self.activation.kobo.clone();
         let mut rows = Vec::new();
-        let found: DomainResult<()> = (|| {
-            let read = kobo.store.read()?;
-            for key in &msg.keys {
-                if self.releasing.contains(key) {
-                    continue;
-                }
-                if let Some(row) =
-                    read.get_decoded::<ScheduledRelease>(Table::ScheduledReleases, key)?
-                {
-                    rows.push(row);
-                }
+        for key in &msg.keys {
+            match self.current_row(&kobo, key) {
+                Ok(Some(row)) => rows.push(row),
+                Ok(None) => {}
+                Err(e) => return Box::pin(fut::ready(Err(e))),
             }
-            Ok(())
-        })();
-        if let Err(e) = found {
-            return Box::pin(fut::ready(Err(e)));
         }
         if rows.is_empty() {
             return Box::pin(fut::ready(Ok(0)));
@@ -218,50 +312,180 @@ impl Handler<ReleaseScheduled> for LedgerActor {
             .iter()
             .map(|row| {
                 row.unschedule(&mut batch);
-                EntrySpec {
-                    entry_type: EntryType::Release,
-                    source: row.payment,
-                    description: format!(
-                        "release of payment {} from {}",
-                        row.payment,
-                        row.bucket.as_str()
-                    ),
-                    lines: vec![
-                        LineSpec {
-                            brand: row.brand,
-                            currency: row.currency,
-                            bucket: row.bucket,
-                            amount: -row.amount,
-                            gross: None,
-                            fee: None,
-                        },
-                        LineSpec {
-                            brand: row.brand,
-                            currency: row.currency,
-                            bucket: Bucket::Available,
-                            amount: row.amount,
-                            gross: None,
-                            fee: None,
-                        },
-                    ],
-                    allow_negative: false,
-                }
+                release_entry(row, row.amount)
             })
             .collect();
-        let (_, ack) = match self.post_and_submit(&entries, batch) {
+        let (_, ack) = match self.post_and_submit(&entries, batch, None) {
             Ok(s) => s,
             Err(e) => return Box::pin(fut::ready(Err(e))),
         };
-        let keys: Vec<Vec<u8>> = rows.iter().map(|r| r.key()).collect();
+        let changes: Vec<(Vec<u8>, Option<ScheduledRelease>)> =
+            rows.iter().map(|r| (r.key(), None)).collect();
+        self.overlay_rows(&changes);
+        let keys: Vec<Vec<u8>> = changes.into_iter().map(|(k, _)| k).collect();
         let released = rows.iter().map(|r| r.payment).collect::<HashSet<_>>().len();
-        self.releasing.extend(keys.iter().cloned());
-        Box::pin(ack.into_actor(self).map(move |outcome, act, _ctx| {
-            act.pending_commits -= 1;
-            for k in &keys {
-                act.releasing.remove(k);
+        Box::pin(
+            ack.into_actor(self)
+                .map(move |outcome, act, _ctx| finish_commit(act, outcome, &keys, released)),
+        )
+    }
+}
+
+fn release_entry(row: &ScheduledRelease, amount: i64) -> EntrySpec {
+    EntrySpec {
+        entry_type: EntryType::Release,
+        source: row.payment,
+        description: format!(
+            "release of payment {} from {}",
+            row.payment,
+            row.bucket.as_str()
+        ),
+        lines: vec![
+            LineSpec {
+                brand: row.brand,
+                currency: row.currency,
+                bucket: row.bucket,
+                amount: -amount,
+                gross: None,
+                fee: None,
+            },
+            LineSpec {
+                brand: row.brand,
+                currency: row.currency,
+                bucket: Bucket::Available,
+                amount,
+                gross: None,
+                fee: None,
+            },
+        ],
+        allow_negative: false,
+    }
+}
+
+/// Money of one payment moving after capture (refunds, disputes).
+#[derive(Debug, Clone, Copy)]
+pub enum PaymentMoneyOp {
+    /// Take `amount` from the payment's money: from `pending` up to what of
+    /// it is still waiting for release, the rest from `available`, into
+    /// `into` (`refund_in_flight`, `dispute_hold`). The payment's scheduled
+    /// release shrinks by what came from `pending`.
+    Debit {
+        amount: i64,
+        into: Bucket,
+        allow_negative: bool,
+    },
+    /// Give `amount` back from `from`: to `pending` (growing its scheduled
+    /// release) while the payment's release is still ahead, else to
+    /// `available`.
+    Return { amount: i64, from: Bucket },
+    /// `amount` leaves the business from `from` (a refund reached the
+    /// customer, a dispute was lost).
+    Leave { amount: i64, from: Bucket },
+}
+
+/// Move a payment's money after capture, with the caller's batch.
+#[derive(Clone, Message)]
+#[rtype(result = "DomainResult<Vec<LedgerLine>>")]
+pub struct PaymentMoney {
+    pub payment: Uuid,
+    pub brand: Uuid,
+    pub currency: crate::money::Currency,
+    pub entry_type: EntryType,
+    pub source: Uuid,
+    pub description: String,
+    pub op: PaymentMoneyOp,
+    pub with: Batch,
+}
+
+impl Handler<PaymentMoney> for LedgerActor {
+    type Result = ResponseActFuture<Self, DomainResult<Vec<LedgerLine>>>;
+
+    fn handle(&mut self, msg: PaymentMoney, _ctx: &mut Context<Self>) -> Self::Result {
+        self.activation.touch();
+        let kobo = self.activation.kobo.clone();
+        let (merchant, mode) = self.activation.key;
+        let line = |bucket: Bucket, amount: i64| LineSpec {
+            brand: msg.brand,
+            currency: msg.currency,
+            bucket,
+            amount,
+            gross: None,
+            fee: None,
+        };
+        let pending_row = || -> DomainResult<Option<ScheduledRelease>> {
+            let key = kobo.store.read()?.get(
+                Table::ReleasesByPayment,
+                &crate::settlement::by_payment_key(merchant, mode, msg.payment),
+            )?;
+            match key {
+                Some(k) => self.current_row(&kobo, &k),
+                None => Ok(None),
             }
-            act.activation.rest();
-            settle(outcome).map(|()| released)
-        }))
+        };
+        let row = match pending_row() {
+            Ok(r) => r,
+            Err(e) => return Box::pin(fut::ready(Err(e))),
+        };
+        let mut batch = msg.with;
+        let mut changes = Vec::new();
+        let (lines, allow_negative) = match msg.op {
+            PaymentMoneyOp::Debit {
+                amount,
+                into,
+                allow_negative,
+            } => {
+                let from_pending = row.as_ref().map_or(0, |r| r.amount.min(amount));
+                let from_available = amount - from_pending;
+                if let Some(mut r) = row {
+                    r.amount -= from_pending;
+                    if r.amount == 0 {
+                        r.unschedule(&mut batch);
+                        changes.push((r.key(), None));
+                    } else {
+                        batch.put(Table::ScheduledReleases, r.key(), &r);
+                        changes.push((r.key(), Some(r)));
+                    }
+                }
+                let mut lines = Vec::new();
+                if from_pending > 0 {
+                    lines.push(line(Bucket::Pending, -from_pending));
+                }
+                if from_available > 0 {
+                    lines.push(line(Bucket::Available, -from_available));
+                }
+                lines.push(line(into, amount));
+                (lines, allow_negative)
+            }
+            PaymentMoneyOp::Return { amount, from } => {
+                let to = match row {
+                    Some(mut r) => {
+                        r.amount += amount;
+                        batch.put(Table::ScheduledReleases, r.key(), &r);
+                        changes.push((r.key(), Some(r)));
+                        Bucket::Pending
+                    }
+                    None => Bucket::Available,
+                };
+                (vec![line(from, -amount), line(to, amount)], false)
+            }
+            PaymentMoneyOp::Leave { amount, from } => (vec![line(from, -amount)], false),
+        };
+        let entry = EntrySpec {
+            entry_type: msg.entry_type,
+            source: msg.source,
+            description: msg.description,
+            lines,
+            allow_negative,
+        };
+        let (lines, ack) = match self.post_and_submit(std::slice::from_ref(&entry), batch, None) {
+            Ok(s) => s,
+            Err(e) => return Box::pin(fut::ready(Err(e))),
+        };
+        self.overlay_rows(&changes);
+        let keys: Vec<Vec<u8>> = changes.into_iter().map(|(k, _)| k).collect();
+        Box::pin(
+            ack.into_actor(self)
+                .map(move |outcome, act, _ctx| finish_commit(act, outcome, &keys, lines)),
+        )
     }
 }

@@ -296,7 +296,11 @@ pub async fn commit_decision(
                 .send(
                     kobo,
                     (after.merchant, after.mode),
-                    PostEntry { entry, with: batch },
+                    PostEntry {
+                        entry,
+                        with: batch,
+                        usage: None,
+                    },
                 )
                 .await??;
         }

@@ -1,0 +1,232 @@
+//! Nigerian banks (CBN codes) and merchants' bank accounts.
+//!
+//! A bank account is saved only after name enquiry with the payout rail
+//! confirms it; the bank-returned account name is stored and shown. Adding
+//! the same account again returns the saved one.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use kobo_storage::{Batch, CommitError, Table};
+
+use crate::error::{DomainError, DomainResult};
+use crate::ids::{new_id, scope_key, Mode};
+use crate::runtime::Kobo;
+
+/// (CBN code, name). Commercial banks have 3-digit codes; microfinance and
+/// payment-service banks 6 digits.
+pub const BANKS: &[(&str, &str)] = &[
+    ("044", "Access Bank"),
+    ("063", "Access Bank (Diamond)"),
+    ("023", "Citibank Nigeria"),
+    ("050", "Ecobank Nigeria"),
+    ("070", "Fidelity Bank"),
+    ("011", "First Bank of Nigeria"),
+    ("214", "First City Monument Bank"),
+    ("103", "Globus Bank"),
+    ("058", "Guaranty Trust Bank"),
+    ("030", "Heritage Bank"),
+    ("301", "Jaiz Bank"),
+    ("082", "Keystone Bank"),
+    ("303", "Lotus Bank"),
+    ("076", "Polaris Bank"),
+    ("101", "Providus Bank"),
+    ("125", "Rubies Bank"),
+    ("221", "Stanbic IBTC Bank"),
+    ("068", "Standard Chartered Bank"),
+    ("232", "Sterling Bank"),
+    ("100", "SunTrust Bank"),
+    ("302", "TAJBank"),
+    ("102", "Titan Trust Bank"),
+    ("032", "Union Bank of Nigeria"),
+    ("033", "United Bank for Africa"),
+    ("215", "Unity Bank"),
+    ("035", "Wema Bank"),
+    ("057", "Zenith Bank"),
+    ("090267", "Kuda Microfinance Bank"),
+    ("090405", "Moniepoint Microfinance Bank"),
+    ("100004", "OPay Digital Services (Paycom)"),
+    ("100033", "PalmPay"),
+    ("090110", "VFD Microfinance Bank"),
+    ("090175", "Rubies Microfinance Bank"),
+    ("090551", "FairMoney Microfinance Bank"),
+    ("120001", "9 Payment Service Bank (9PSB)"),
+];
+
+pub fn bank_name(code: &str) -> Option<&'static str> {
+    BANKS.iter().find(|(c, _)| *c == code).map(|(_, n)| *n)
+}
+
+pub fn banks_view() -> Value {
+    json!({
+        "object": "list",
+        "data": BANKS.iter().map(|(code, name)| json!({"object": "bank", "code": code, "name": name, "country": "NG", "currency": "NGN"})).collect::<Vec<_>>(),
+        "has_more": false,
+    })
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BankAccount {
+    pub id: Uuid,
+    pub merchant: Uuid,
+    pub mode: Mode,
+    pub seq: u64,
+    pub bank_code: String,
+    pub bank_name: String,
+    pub account_number: String,
+    /// As the bank returned it on name enquiry.
+    pub account_name: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl BankAccount {
+    pub fn to_api(&self) -> Value {
+        json!({
+            "id": self.id,
+            "object": "bank_account",
+            "livemode": self.mode.livemode(),
+            "bank_code": self.bank_code,
+            "bank_name": self.bank_name,
+            "account_number": self.account_number,
+            "account_number_last4": &self.account_number[self.account_number.len() - 4..],
+            "account_name": self.account_name,
+            "currency": "NGN",
+            "created_at": self.created_at,
+        })
+    }
+}
+
+fn natural_key(merchant: Uuid, mode: Mode, bank_code: &str, account_number: &str) -> Vec<u8> {
+    scope_key(merchant, mode)
+        .str(bank_code)
+        .str(account_number)
+        .build()
+}
+
+pub fn load(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+    id: Uuid,
+) -> DomainResult<Option<BankAccount>> {
+    let found: Option<BankAccount> = kobo
+        .store
+        .read()?
+        .get_decoded(Table::BankAccounts, id.as_bytes())?;
+    Ok(found.filter(|a| a.merchant == merchant && a.mode == mode))
+}
+
+/// Adds a bank account after name enquiry. Answers the account and whether
+/// it was newly created (false: it existed and is returned as it is).
+pub async fn add(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+    bank_code: &str,
+    account_number: &str,
+    idem: Option<&crate::idempotency::IdempotencySave>,
+) -> DomainResult<(Value, bool)> {
+    let bank = bank_name(bank_code).ok_or_else(|| {
+        DomainError::invalid(
+            "bank_code",
+            format!("unknown bank code {bank_code}; see GET /v1/banks"),
+        )
+    })?;
+    if account_number.len() != 10 || !account_number.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(DomainError::invalid(
+            "account_number",
+            "account_number must be exactly 10 digits",
+        ));
+    }
+    let natural = natural_key(merchant, mode, bank_code, account_number);
+    let read = kobo.store.read()?;
+    if let Some(id) = read.get(Table::BankAccountIndex, &natural)? {
+        let id =
+            Uuid::from_slice(&id).map_err(|_| DomainError::internal("bad bank account index"))?;
+        if let Some(a) = read.get_decoded::<BankAccount>(Table::BankAccounts, id.as_bytes())? {
+            return Ok((a.to_api(), false));
+        }
+    }
+    drop(read);
+    let account_name = kobo
+        .rails
+        .for_mode(mode)
+        .name_enquiry(bank_code, account_number)
+        .await?;
+    let now = kobo.clock.now();
+    let account = BankAccount {
+        id: new_id(now),
+        merchant,
+        mode,
+        seq: kobo.seq.next(),
+        bank_code: bank_code.to_string(),
+        bank_name: bank.to_string(),
+        account_number: account_number.to_string(),
+        account_name,
+        created_at: now,
+    };
+    let view = account.to_api();
+    let mut batch = Batch::new();
+    batch
+        .require_absent(Table::BankAccountIndex, natural.clone())
+        .put_raw(
+            Table::BankAccountIndex,
+            natural,
+            account.id.as_bytes().to_vec(),
+        )
+        .put(
+            Table::BankAccounts,
+            account.id.as_bytes().to_vec(),
+            &account,
+        )
+        .put_raw(
+            Table::BankAccountList,
+            scope_key(merchant, mode).u64(account.seq).build(),
+            account.id.as_bytes().to_vec(),
+        )
+        .note_seq(account.seq);
+    if let Some(idem) = idem {
+        idem.add_to(&mut batch, 201, &view.to_string(), now);
+    }
+    match kobo.writer.commit(batch).await {
+        Ok(()) => Ok((view, true)),
+        // Added concurrently by another request: answer the saved one.
+        Err(CommitError::Conflict { .. }) => {
+            let read = kobo.store.read()?;
+            let natural = natural_key(merchant, mode, bank_code, account_number);
+            let id = read
+                .get(Table::BankAccountIndex, &natural)?
+                .ok_or_else(|| DomainError::internal("bank account vanished"))?;
+            let id = Uuid::from_slice(&id)
+                .map_err(|_| DomainError::internal("bad bank account index"))?;
+            let a: BankAccount = read
+                .get_decoded(Table::BankAccounts, id.as_bytes())?
+                .ok_or_else(|| DomainError::internal("bank account vanished"))?;
+            Ok((a.to_api(), false))
+        }
+        Err(e) => Err(DomainError::internal(e.to_string())),
+    }
+}
+
+/// A merchant's bank accounts in one mode, newest first (all of them: a
+/// merchant has a handful).
+pub fn list(kobo: &Kobo, merchant: Uuid, mode: Mode) -> DomainResult<Value> {
+    let read = kobo.store.read()?;
+    let mut data = Vec::new();
+    read.scan_prefix_rev(
+        Table::BankAccountList,
+        &scope_key(merchant, mode).build(),
+        None,
+        |_, v| {
+            let id = Uuid::from_slice(v)
+                .map_err(|_| kobo_storage::StoreError::Redb("bad index".into()))?;
+            if let Some(a) = read.get_decoded::<BankAccount>(Table::BankAccounts, id.as_bytes())? {
+                data.push(a.to_api());
+            }
+            Ok(data.len() < 1000)
+        },
+    )?;
+    Ok(json!({"object": "list", "data": data, "has_more": false}))
+}

@@ -1,0 +1,278 @@
+//! The payout actor: one per payout. It takes one command at a time to
+//! completion, so an approval, a cancel and the bank's answers never race.
+//! Before sending, it asks the rail whether the payout's reference is
+//! already there (a send that happened before a crash is never repeated).
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use futures_util::FutureExt;
+use serde_json::Value;
+use uuid::Uuid;
+
+use kobo_storage::{Batch, Table};
+
+use crate::error::{DomainError, DomainResult};
+use crate::event::Event;
+use crate::idempotency::IdempotencySave;
+use crate::ids::{new_id, Mode};
+use crate::ledger::actor::{PostEntry, UsageChange};
+use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
+use crate::payout::rail::{RailStatus, SendOutcome, Transfer};
+use crate::payout::{decide, service, Command, Effect, Payout, PayoutStatus};
+use crate::registry::{Activation, Registry, VirtualActor};
+use crate::runtime::Kobo;
+use crate::timers::{Timer, TimerKind};
+
+pub struct PayoutActor {
+    activation: Activation<Uuid>,
+    state: Option<Payout>,
+}
+
+#[derive(Debug, Clone)]
+pub enum PayoutAction {
+    Approve,
+    Reject,
+    Cancel,
+    /// The send timer fired.
+    Dispatch {
+        timer_key: Vec<u8>,
+    },
+    /// The status-query timer fired.
+    QueryStatus {
+        timer_key: Vec<u8>,
+    },
+}
+
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "DomainResult<Value>")]
+pub struct PayoutMessage {
+    pub merchant: Uuid,
+    pub mode: Mode,
+    pub action: PayoutAction,
+    pub idem: Option<IdempotencySave>,
+}
+
+impl Actor for PayoutActor {
+    type Context = Context<Self>;
+}
+
+impl VirtualActor for PayoutActor {
+    type Key = Uuid;
+    const KIND: &'static str = "payout";
+    fn activate(activation: Activation<Uuid>) -> Self {
+        PayoutActor {
+            activation,
+            state: None,
+        }
+    }
+    fn activation(&self) -> &Activation<Uuid> {
+        &self.activation
+    }
+    fn registry(kobo: &Kobo) -> &Registry<Self> {
+        &kobo.payouts
+    }
+}
+
+impl Handler<PayoutMessage> for PayoutActor {
+    type Result = AtomicResponse<Self, DomainResult<Value>>;
+
+    fn handle(&mut self, msg: PayoutMessage, _ctx: &mut Context<Self>) -> Self::Result {
+        self.activation.touch();
+        let kobo = self.activation.kobo.clone();
+        let id = self.activation.key;
+        let current = match &self.state {
+            Some(s) => Ok(Some(s.clone())),
+            None => service::load(&kobo, id),
+        };
+        let work = async move {
+            let payout = match current? {
+                Some(p) if p.merchant == msg.merchant && p.mode == msg.mode => p,
+                _ => return Err(DomainError::not_found("payout", id)),
+            };
+            let outcome = process(&kobo, &payout, msg).await;
+            Ok((payout, outcome))
+        };
+        AtomicResponse::new(Box::pin(
+            std::panic::AssertUnwindSafe(work)
+                .catch_unwind()
+                .into_actor(self)
+                .map(|outcome, act, _ctx| {
+                    act.activation.rest();
+                    match outcome {
+                        Ok(Ok((_, Ok((after, view))))) => {
+                            act.state = Some(after);
+                            Ok(view)
+                        }
+                        Ok(Ok((before, Err(e)))) => {
+                            act.state = Some(before);
+                            Err(e)
+                        }
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => {
+                            act.state = None;
+                            act.activation.record_restart();
+                            Err(DomainError::internal("the payout actor restarted"))
+                        }
+                    }
+                }),
+        ))
+    }
+}
+
+async fn process(
+    kobo: &Arc<Kobo>,
+    p: &Payout,
+    msg: PayoutMessage,
+) -> DomainResult<(Payout, Value)> {
+    let now = kobo.clock.now();
+    let mut batch = Batch::new();
+    let rail = kobo.rails.for_mode(p.mode);
+    let command = match msg.action {
+        PayoutAction::Approve => Command::Approve,
+        PayoutAction::Reject => Command::Reject,
+        PayoutAction::Cancel => Command::Cancel,
+        PayoutAction::Dispatch { timer_key } => {
+            batch.delete(Table::Timers, timer_key);
+            if p.status != PayoutStatus::Queued {
+                return finish(kobo, p, p.clone(), Vec::new(), batch, None, now).await;
+            }
+            if rail.status(p.id).await?.is_some() {
+                // Sent before a crash: never send twice.
+                Command::Sent
+            } else {
+                let account = crate::banks::load(kobo, p.merchant, p.mode, p.bank_account)?
+                    .ok_or_else(|| DomainError::internal("payout to an unknown bank account"))?;
+                let transfer = Transfer {
+                    reference: p.id,
+                    bank_code: account.bank_code,
+                    account_number: account.account_number,
+                    amount: p.amount,
+                };
+                match rail.send(&transfer, now).await? {
+                    SendOutcome::Accepted | SendOutcome::AlreadySent => Command::Sent,
+                    SendOutcome::Rejected(code) => Command::RailRejected(code),
+                }
+            }
+        }
+        PayoutAction::QueryStatus { timer_key } => {
+            batch.delete(Table::Timers, timer_key);
+            if p.status != PayoutStatus::Processing {
+                return finish(kobo, p, p.clone(), Vec::new(), batch, None, now).await;
+            }
+            match rail.status(p.id).await? {
+                Some(RailStatus::Paid) => Command::StatusPaid,
+                Some(RailStatus::Failed(code)) => Command::StatusFailed(code),
+                Some(RailStatus::Processing) | None => Command::StatusProcessing,
+            }
+        }
+    };
+    let (after, effects) = decide(p, &command, now)?;
+    finish(kobo, p, after, effects, batch, msg.idem.as_ref(), now).await
+}
+
+async fn finish(
+    kobo: &Arc<Kobo>,
+    before: &Payout,
+    after: Payout,
+    effects: Vec<Effect>,
+    mut batch: Batch,
+    idem: Option<&IdempotencySave>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> DomainResult<(Payout, Value)> {
+    let view = after.to_api();
+    if &after != before {
+        batch.put(Table::Payouts, after.id.as_bytes().to_vec(), &after);
+    }
+    let total = after.total();
+    let line = |bucket: Bucket, amount: i64| LineSpec {
+        brand: after.brand,
+        currency: after.currency,
+        bucket,
+        amount,
+        gross: None,
+        fee: None,
+    };
+    let mut money = None;
+    for effect in effects {
+        match effect {
+            Effect::Event(t) => Event {
+                id: new_id(now),
+                merchant: after.merchant,
+                mode: after.mode,
+                seq: kobo.seq.next(),
+                event_type: t.to_string(),
+                created_at: now,
+                object: view.clone(),
+            }
+            .add_to(&mut batch),
+            Effect::ScheduleSend(due) => {
+                Timer::new(TimerKind::PayoutSend, after.id, after.merchant, after.mode)
+                    .schedule(&mut batch, due)
+            }
+            Effect::ScheduleStatusQuery(due) => Timer::new(
+                TimerKind::PayoutStatus,
+                after.id,
+                after.merchant,
+                after.mode,
+            )
+            .schedule(&mut batch, due),
+            Effect::ReturnMoney => {
+                money = Some((
+                    EntrySpec {
+                        entry_type: EntryType::Payout,
+                        source: after.id,
+                        description: format!("payout {} returned", after.status.as_str()),
+                        lines: vec![
+                            line(Bucket::PayoutInFlight, -total),
+                            line(Bucket::Available, total),
+                        ],
+                        allow_negative: false,
+                    },
+                    Some(UsageChange {
+                        day: after.day,
+                        delta: -after.amount,
+                        daily_limit: None,
+                    }),
+                ))
+            }
+            Effect::PayOut => {
+                money = Some((
+                    EntrySpec {
+                        entry_type: EntryType::Payout,
+                        source: after.id,
+                        description: "payout paid".into(),
+                        lines: vec![line(Bucket::PayoutInFlight, -total)],
+                        allow_negative: false,
+                    },
+                    None,
+                ))
+            }
+        }
+    }
+    if let Some(idem) = idem {
+        idem.add_to(&mut batch, 200, &view.to_string(), now);
+    }
+    match money {
+        Some((entry, usage)) => {
+            kobo.ledgers
+                .send(
+                    kobo,
+                    (after.merchant, after.mode),
+                    PostEntry {
+                        entry,
+                        with: batch,
+                        usage,
+                    },
+                )
+                .await??;
+        }
+        None if !batch.is_empty() => kobo
+            .writer
+            .commit(batch)
+            .await
+            .map_err(|e| DomainError::internal(e.to_string()))?,
+        None => {}
+    }
+    Ok((after, view))
+}

@@ -1,0 +1,384 @@
+//! The crypto payout actor (one per crypto payout) and the wallet actor (one
+//! per merchant, serializing the operator's wallet changes).
+//!
+//! The crypto payout actor takes one message at a time to completion, so a
+//! pushed confirmation, a periodic check and a re-ask after restart never
+//! race: each partner answer is applied once, and news about a payout that is
+//! already final changes nothing. Before submitting, it asks the partner
+//! whether it already has the reference (a submission that happened before a
+//! crash is never repeated).
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use chrono::{DateTime, Utc};
+use futures_util::FutureExt;
+use serde_json::Value;
+use uuid::Uuid;
+
+use kobo_storage::{Batch, Table};
+
+use crate::error::{DomainError, DomainResult};
+use crate::event::Event;
+use crate::ids::{new_id, Mode};
+use crate::ledger::actor::PostEntry;
+use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
+use crate::money::Currency;
+use crate::registry::{Activation, Registry, VirtualActor};
+use crate::runtime::Kobo;
+use crate::timers::{Timer, TimerKind};
+use crate::usdt::partner::{CryptoTransfer, PartnerStatus, SubmitOutcome};
+use crate::usdt::{check_interval, decide, service, Command, CryptoPayout, Effect, Network};
+
+pub struct CryptoPayoutActor {
+    activation: Activation<Uuid>,
+    state: Option<CryptoPayout>,
+}
+
+#[derive(Debug, Clone)]
+pub enum CryptoAction {
+    /// Ask the partner about the payout, submitting it if the partner never
+    /// got it: after create, after a restart, and when the check timer
+    /// fires (`timer_key`: that timer, replaced by the next one while the
+    /// payout is unconfirmed).
+    Reconcile { timer_key: Option<Vec<u8>> },
+    /// The partner's pushed confirmation.
+    Confirmed(PartnerStatus),
+}
+
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "DomainResult<Value>")]
+pub struct CryptoPayoutMessage {
+    pub merchant: Uuid,
+    pub mode: Mode,
+    pub action: CryptoAction,
+}
+
+impl Actor for CryptoPayoutActor {
+    type Context = Context<Self>;
+}
+
+impl VirtualActor for CryptoPayoutActor {
+    type Key = Uuid;
+    const KIND: &'static str = "crypto_payout";
+    fn activate(activation: Activation<Uuid>) -> Self {
+        CryptoPayoutActor {
+            activation,
+            state: None,
+        }
+    }
+    fn activation(&self) -> &Activation<Uuid> {
+        &self.activation
+    }
+    fn registry(kobo: &Kobo) -> &Registry<Self> {
+        &kobo.crypto_payouts
+    }
+}
+
+impl Handler<CryptoPayoutMessage> for CryptoPayoutActor {
+    type Result = AtomicResponse<Self, DomainResult<Value>>;
+
+    fn handle(&mut self, msg: CryptoPayoutMessage, _ctx: &mut Context<Self>) -> Self::Result {
+        self.activation.touch();
+        let kobo = self.activation.kobo.clone();
+        let id = self.activation.key;
+        let current = match &self.state {
+            Some(s) => Ok(Some(s.clone())),
+            None => service::load_payout(&kobo, id),
+        };
+        let work = async move {
+            let payout = match current? {
+                Some(p) if p.merchant == msg.merchant && p.mode == msg.mode => p,
+                _ => return Err(DomainError::not_found("crypto_payout", id)),
+            };
+            let outcome = process(&kobo, &payout, msg.action).await;
+            Ok((payout, outcome))
+        };
+        AtomicResponse::new(Box::pin(
+            std::panic::AssertUnwindSafe(work)
+                .catch_unwind()
+                .into_actor(self)
+                .map(|outcome, act, _ctx| {
+                    act.activation.rest();
+                    match outcome {
+                        Ok(Ok((_, Ok((after, view))))) => {
+                            act.state = Some(after);
+                            Ok(view)
+                        }
+                        Ok(Ok((before, Err(e)))) => {
+                            act.state = Some(before);
+                            Err(e)
+                        }
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => {
+                            act.state = None;
+                            act.activation.record_restart();
+                            Err(DomainError::internal("the crypto payout actor restarted"))
+                        }
+                    }
+                }),
+        ))
+    }
+}
+
+/// The partner's answer as a command (`None`: nothing new).
+fn command_of(status: PartnerStatus) -> Command {
+    match status {
+        PartnerStatus::Pending => Command::Accepted,
+        PartnerStatus::Paid { transaction_hash } => Command::Paid { transaction_hash },
+        PartnerStatus::Failed(code) => Command::Failed(code),
+    }
+}
+
+/// Asks the partner; submits when it never got the payout.
+async fn ask_partner(kobo: &Kobo, p: &CryptoPayout, now: DateTime<Utc>) -> DomainResult<Command> {
+    let partner = kobo.usdt.for_mode(p.mode);
+    if let Some(status) = partner.status(p.id).await? {
+        return Ok(command_of(status));
+    }
+    let transfer = CryptoTransfer {
+        reference: p.id,
+        network: p.network,
+        address: p.address.clone(),
+        usdt_amount: p.usdt_amount,
+    };
+    Ok(match partner.submit(&transfer, now).await? {
+        SubmitOutcome::Accepted | SubmitOutcome::AlreadySubmitted => Command::Accepted,
+        SubmitOutcome::Rejected(code) => Command::Failed(code),
+    })
+}
+
+async fn process(
+    kobo: &Arc<Kobo>,
+    p: &CryptoPayout,
+    action: CryptoAction,
+) -> DomainResult<(CryptoPayout, Value)> {
+    let now = kobo.clock.now();
+    let mut batch = Batch::new();
+    let mut from_timer = false;
+    let command = match action {
+        CryptoAction::Confirmed(status) => Some(command_of(status)),
+        CryptoAction::Reconcile { timer_key } => {
+            if let Some(k) = timer_key {
+                batch.delete(Table::Timers, k);
+                from_timer = true;
+            }
+            if p.status.is_final() {
+                None
+            } else {
+                match ask_partner(kobo, p, now).await {
+                    Ok(c) => Some(c),
+                    // The timer keeps asking; a kick's failure is left to it.
+                    Err(e) if from_timer => {
+                        tracing::warn!(payout = %p.id, error = %e, "USDT partner check failed; asking again later");
+                        None
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    };
+    let (mut after, effects) = match command {
+        Some(c) => decide(p, &c, now)?,
+        None => (p.clone(), Vec::new()),
+    };
+    if from_timer && !after.status.is_final() {
+        let due = now + check_interval();
+        after.next_check_at = Some(due);
+        Timer::new(
+            TimerKind::CryptoPayoutCheck,
+            after.id,
+            after.merchant,
+            after.mode,
+        )
+        .schedule(&mut batch, due);
+    }
+    finish(kobo, p, after, effects, batch, now).await
+}
+
+fn line(p: &CryptoPayout, bucket: Bucket, amount: i64) -> LineSpec {
+    LineSpec {
+        brand: p.brand,
+        currency: Currency::USD,
+        bucket,
+        amount,
+        gross: None,
+        fee: None,
+    }
+}
+
+async fn finish(
+    kobo: &Arc<Kobo>,
+    before: &CryptoPayout,
+    after: CryptoPayout,
+    effects: Vec<Effect>,
+    mut batch: Batch,
+    now: DateTime<Utc>,
+) -> DomainResult<(CryptoPayout, Value)> {
+    let view = after.to_api();
+    if &after != before {
+        batch.put(Table::CryptoPayouts, after.id.as_bytes().to_vec(), &after);
+    }
+    let mut money = None;
+    for effect in effects {
+        match effect {
+            Effect::Event(t) => Event {
+                id: new_id(now),
+                merchant: after.merchant,
+                mode: after.mode,
+                seq: kobo.seq.next(),
+                event_type: t.to_string(),
+                created_at: now,
+                object: view.clone(),
+            }
+            .add_to(&mut batch),
+            Effect::Close => {
+                batch.delete(Table::CryptoPayoutsOpen, after.id.as_bytes().to_vec());
+                if let Some(due) = before.next_check_at {
+                    batch.delete(
+                        Table::Timers,
+                        Timer::key(due, TimerKind::CryptoPayoutCheck, after.id),
+                    );
+                }
+            }
+            Effect::ReturnMoney => {
+                money = Some(EntrySpec {
+                    entry_type: EntryType::Payout,
+                    source: after.id,
+                    description: "USDT payout failed; dollars returned".into(),
+                    lines: vec![
+                        line(&after, Bucket::PayoutInFlight, -after.usd_amount),
+                        line(&after, Bucket::Available, after.usd_amount),
+                    ],
+                    allow_negative: false,
+                })
+            }
+            Effect::PayOut => {
+                money = Some(EntrySpec {
+                    entry_type: EntryType::Payout,
+                    source: after.id,
+                    description: "USDT payout paid".into(),
+                    lines: vec![line(&after, Bucket::PayoutInFlight, -after.usd_amount)],
+                    allow_negative: false,
+                })
+            }
+        }
+    }
+    match money {
+        Some(entry) => {
+            kobo.ledgers
+                .send(
+                    kobo,
+                    (after.merchant, after.mode),
+                    PostEntry {
+                        entry,
+                        with: batch,
+                        usage: None,
+                    },
+                )
+                .await??;
+        }
+        None if !batch.is_empty() => kobo
+            .writer
+            .commit(batch)
+            .await
+            .map_err(|e| DomainError::internal(e.to_string()))?,
+        None => {}
+    }
+    Ok((after, view))
+}
+
+/// The check timer fired (from the timer supervisor).
+pub async fn on_check_timer(kobo: &Arc<Kobo>, key: Vec<u8>, timer: &Timer) -> DomainResult<()> {
+    kobo.crypto_payouts
+        .send(
+            kobo,
+            timer.target,
+            CryptoPayoutMessage {
+                merchant: timer.merchant,
+                mode: timer.mode,
+                action: CryptoAction::Reconcile {
+                    timer_key: Some(key),
+                },
+            },
+        )
+        .await?
+        .map(|_| ())
+}
+
+/// Serializes one merchant's wallet changes (add, delete), so the same
+/// address is never registered twice and a delete never races an add.
+pub struct UsdtWalletsActor {
+    activation: Activation<Uuid>,
+}
+
+#[derive(Debug, Clone)]
+pub enum WalletCommand {
+    Add {
+        mode: Mode,
+        network: Network,
+        address: String,
+        label: Option<String>,
+    },
+    Delete {
+        wallet: Uuid,
+    },
+}
+
+/// Answers the wallet's view and whether it was created (an add of a
+/// registered address answers the existing wallet).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "DomainResult<(Value, bool)>")]
+pub struct WalletChange(pub WalletCommand);
+
+impl Actor for UsdtWalletsActor {
+    type Context = Context<Self>;
+}
+
+impl VirtualActor for UsdtWalletsActor {
+    type Key = Uuid;
+    const KIND: &'static str = "usdt_wallets";
+    fn activate(activation: Activation<Uuid>) -> Self {
+        UsdtWalletsActor { activation }
+    }
+    fn activation(&self) -> &Activation<Uuid> {
+        &self.activation
+    }
+    fn registry(kobo: &Kobo) -> &Registry<Self> {
+        &kobo.usdt_wallets
+    }
+}
+
+impl Handler<WalletChange> for UsdtWalletsActor {
+    type Result = AtomicResponse<Self, DomainResult<(Value, bool)>>;
+    fn handle(&mut self, msg: WalletChange, _: &mut Context<Self>) -> Self::Result {
+        self.activation.touch();
+        let kobo = self.activation.kobo.clone();
+        let merchant = self.activation.key;
+        let work = async move {
+            match msg.0 {
+                WalletCommand::Add {
+                    mode,
+                    network,
+                    address,
+                    label,
+                } => service::add_wallet(&kobo, merchant, mode, network, &address, label).await,
+                WalletCommand::Delete { wallet } => {
+                    service::delete_wallet(&kobo, merchant, wallet).await
+                }
+            }
+        };
+        AtomicResponse::new(Box::pin(
+            std::panic::AssertUnwindSafe(work)
+                .catch_unwind()
+                .into_actor(self)
+                .map(|r, act, _| {
+                    act.activation.rest();
+                    r.unwrap_or_else(|_| {
+                        act.activation.record_restart();
+                        Err(DomainError::internal("the wallet actor restarted"))
+                    })
+                }),
+        ))
+    }
+}

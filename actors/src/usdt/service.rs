@@ -1,0 +1,535 @@
+//! USDT: wallets, the settings view, the preview, creating and listing
+//! crypto payouts, and the confirmation pump started with the server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use kobo_storage::{Batch, Table};
+
+use crate::error::{DomainError, DomainResult, ErrorKind};
+use crate::fx::{available, page_by_index, resolve_brand};
+use crate::idempotency::IdempotencySave;
+use crate::ids::{new_id, scope_key, Mode};
+use crate::ledger::actor::PostEntry;
+use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
+use crate::merchant::{Merchant, UsdtSettings};
+use crate::money::Currency;
+use crate::query::Page;
+use crate::runtime::Kobo;
+use crate::timers::{Timer, TimerKind};
+use crate::usdt::actor::{CryptoAction, CryptoPayoutMessage};
+use crate::usdt::partner::{unconfigured, Confirmation};
+use crate::usdt::{
+    check_interval, quote, settings_of, CryptoPayout, CryptoPayoutStatus, DeletedWalletView,
+    Network, UsdtWallet, UsdtWalletObject, UsdtWalletView,
+};
+
+/// Most characters in a wallet label.
+pub const MAX_LABEL_LEN: usize = 100;
+
+pub fn wallet_list_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {
+    scope_key(merchant, mode).u64(seq).build()
+}
+
+fn wallet_address_key(merchant: Uuid, mode: Mode, network: Network, address: &str) -> Vec<u8> {
+    scope_key(merchant, mode)
+        .u8(network.byte())
+        .str(address)
+        .build()
+}
+
+pub fn payout_list_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {
+    scope_key(merchant, mode).u64(seq).build()
+}
+
+pub fn load_wallet(kobo: &Kobo, id: Uuid) -> DomainResult<Option<UsdtWallet>> {
+    Ok(kobo
+        .store
+        .read()?
+        .get_decoded(Table::UsdtWallets, id.as_bytes())?)
+}
+
+/// Registers a wallet (run by the merchant's wallet actor). The same
+/// network and address again answers the existing wallet (`false`).
+pub async fn add_wallet(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+    network: Network,
+    address: &str,
+    label: Option<String>,
+) -> DomainResult<(Value, bool)> {
+    let normalized = network
+        .normalize(address)
+        .map_err(|m| DomainError::invalid("address", m))?;
+    let address_key = wallet_address_key(merchant, mode, network, &normalized);
+    let read = kobo.store.read()?;
+    if let Some(id) = read.get(Table::UsdtWalletAddresses, &address_key)? {
+        let id = Uuid::from_slice(&id).map_err(|_| DomainError::internal("bad wallet index"))?;
+        if let Some(w) = read.get_decoded::<UsdtWallet>(Table::UsdtWallets, id.as_bytes())? {
+            return Ok((w.to_api(), false));
+        }
+    }
+    drop(read);
+    let now = kobo.clock.now();
+    let wallet = UsdtWallet {
+        id: new_id(now),
+        merchant,
+        mode,
+        seq: kobo.seq.next(),
+        network,
+        address: if network == Network::Erc20 {
+            // Keep the operator's casing (an EIP-55 checksum lives in it).
+            address.to_string()
+        } else {
+            normalized
+        },
+        label,
+        created_at: now,
+        deleted_at: None,
+    };
+    let mut batch = Batch::new();
+    batch
+        .put(Table::UsdtWallets, wallet.id.as_bytes().to_vec(), &wallet)
+        .put_raw(
+            Table::UsdtWalletIndex,
+            wallet_list_key(merchant, mode, wallet.seq),
+            wallet.id.as_bytes().to_vec(),
+        )
+        .put_raw(
+            Table::UsdtWalletAddresses,
+            address_key,
+            wallet.id.as_bytes().to_vec(),
+        )
+        .note_seq(wallet.seq);
+    kobo.writer
+        .commit(batch)
+        .await
+        .map_err(|e| DomainError::internal(e.to_string()))?;
+    Ok((wallet.to_api(), true))
+}
+
+/// Clears a wallet (run by the merchant's wallet actor): it leaves the
+/// lists and can no longer be paid to; the row stays for the payouts that
+/// name it. Unknown, another merchant's, or already cleared: 404.
+pub async fn delete_wallet(
+    kobo: &Kobo,
+    merchant: Uuid,
+    wallet: Uuid,
+) -> DomainResult<(Value, bool)> {
+    let mut w = match load_wallet(kobo, wallet)? {
+        Some(w) if w.merchant == merchant && w.is_active() => w,
+        _ => return Err(DomainError::not_found("usdt_wallet", wallet)),
+    };
+    let normalized = w
+        .network
+        .normalize(&w.address)
+        .map_err(DomainError::internal)?;
+    w.deleted_at = Some(kobo.clock.now());
+    let mut batch = Batch::new();
+    batch
+        .put(Table::UsdtWallets, w.id.as_bytes().to_vec(), &w)
+        .delete(
+            Table::UsdtWalletIndex,
+            wallet_list_key(merchant, w.mode, w.seq),
+        )
+        .delete(
+            Table::UsdtWalletAddresses,
+            wallet_address_key(merchant, w.mode, w.network, &normalized),
+        );
+    kobo.writer
+        .commit(batch)
+        .await
+        .map_err(|e| DomainError::internal(e.to_string()))?;
+    let view = DeletedWalletView {
+        id: w.id,
+        object: UsdtWalletObject::UsdtWallet,
+        livemode: w.mode.livemode(),
+        deleted: true,
+    };
+    Ok((
+        serde_json::to_value(view).expect("a deleted wallet view serializes"),
+        false,
+    ))
+}
+
+/// A merchant's wallets in one mode, newest first.
+pub fn wallets(kobo: &Kobo, merchant: Uuid, mode: Mode) -> DomainResult<Vec<UsdtWallet>> {
+    let read = kobo.store.read()?;
+    let mut out = Vec::new();
+    read.scan_prefix_rev(
+        Table::UsdtWalletIndex,
+        &scope_key(merchant, mode).build(),
+        None,
+        |_, v| {
+            let id = Uuid::from_slice(v)
+                .map_err(|_| kobo_storage::StoreError::Redb("bad wallet index".into()))?;
+            if let Some(w) = read.get_decoded::<UsdtWallet>(Table::UsdtWallets, id.as_bytes())? {
+                out.push(w);
+            }
+            Ok(true)
+        },
+    )?;
+    Ok(out)
+}
+
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum UsdtObject {
+    #[serde(rename = "usdt")]
+    Usdt,
+}
+
+/// The merchant's USDT set-up in this mode.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Usdt)]
+pub struct UsdtView {
+    #[schema(inline)]
+    pub object: UsdtObject,
+    pub livemode: bool,
+    /// `settings.enabled`: whether USDT payouts may be made.
+    pub enabled: bool,
+    /// The wallet dollar settlement sends to (`settings.settle_wallet`),
+    /// when it names one of this mode's wallets; else null.
+    #[schema(required = true)]
+    pub settle_wallet: Option<Uuid>,
+    /// The merchant's `usdt` settings (defaults when none were set).
+    pub settings: UsdtSettings,
+    /// This mode's wallets, newest first.
+    pub wallets: Vec<UsdtWalletView>,
+}
+
+/// `GET /v1/usdt`.
+pub fn usdt_view(kobo: &Kobo, merchant: &Merchant, mode: Mode) -> DomainResult<UsdtView> {
+    let settings = settings_of(&merchant.settings.usdt);
+    let wallets = wallets(kobo, merchant.id, mode)?;
+    let settle_wallet = settings
+        .settle_wallet
+        .filter(|id| wallets.iter().any(|w| w.id == *id));
+    Ok(UsdtView {
+        object: UsdtObject::Usdt,
+        livemode: mode.livemode(),
+        enabled: settings.enabled,
+        settle_wallet,
+        settings,
+        wallets: wallets.iter().map(UsdtWallet::view).collect(),
+    })
+}
+
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum UsdtPreviewObject {
+    #[serde(rename = "usdt_preview")]
+    UsdtPreview,
+}
+
+/// Dollars available, and for `usd_amount` kobo's fee, the VAT on it and
+/// the USDT the wallet receives (1 USDT per dollar), all in cents.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = UsdtPreview)]
+pub struct UsdtPreviewView {
+    #[schema(inline)]
+    pub object: UsdtPreviewObject,
+    pub livemode: bool,
+    pub brand: Uuid,
+    /// Cents in the brand's USD `available`.
+    pub usd_available: i64,
+    /// The fee rate, basis points (`settings.fee_bps`).
+    pub fee_bps: i64,
+    /// As asked; null without `usd_amount`.
+    #[schema(required = true)]
+    pub usd_amount: Option<i64>,
+    /// `fee_bps` of `usd_amount`, rounded half up.
+    #[schema(required = true)]
+    pub fee: Option<i64>,
+    /// 7.5% of the fee, rounded half up.
+    #[schema(required = true)]
+    pub vat: Option<i64>,
+    /// `usd_amount - fee - vat`, in cents of USDT.
+    #[schema(required = true)]
+    pub usdt_amount: Option<i64>,
+    /// Whether `usd_amount` fits the available dollars.
+    #[schema(required = true)]
+    pub sufficient: Option<bool>,
+}
+
+/// `GET /v1/usdt/preview`. Reserves nothing.
+pub fn preview(
+    kobo: &Kobo,
+    merchant: &Merchant,
+    mode: Mode,
+    brand: Uuid,
+    usd_amount: Option<i64>,
+) -> DomainResult<UsdtPreviewView> {
+    let settings = settings_of(&merchant.settings.usdt);
+    let usd_available = available(kobo, merchant.id, mode, brand, Currency::USD)?;
+    let q = usd_amount.map(|u| quote(u, settings.fee_bps));
+    Ok(UsdtPreviewView {
+        object: UsdtPreviewObject::UsdtPreview,
+        livemode: mode.livemode(),
+        brand,
+        usd_available,
+        fee_bps: quote(0, settings.fee_bps).fee_bps,
+        usd_amount,
+        fee: q.map(|q| q.fee),
+        vat: q.map(|q| q.vat),
+        usdt_amount: q.map(|q| q.usdt_amount),
+        sufficient: usd_amount.map(|u| u <= usd_available),
+    })
+}
+
+pub fn usdt_not_enabled() -> DomainError {
+    DomainError::forbidden(
+        "usdt_not_enabled",
+        "USDT payouts are not enabled for this account (settings.usdt.enabled)",
+    )
+}
+
+/// A validated create request.
+#[derive(Debug, Clone)]
+pub struct CreateCryptoPayout {
+    pub usd_amount: i64,
+    pub wallet: Uuid,
+    pub brand: Option<Uuid>,
+    /// Made by dollar settlement.
+    pub automatic: bool,
+}
+
+/// Creates a crypto payout: the record and the move of `usd_amount` from
+/// USD `available` to `payout_in_flight` commit together, through the
+/// merchant's ledger, which checks the dollars in that step. Then the
+/// partner is asked (in the background). Checks in order: USDT enabled
+/// (403), wallet (404 `wallet`), brand (404 `brand`), the amount leaves
+/// something after fee and VAT (400 `usd_amount`), a partner for the mode
+/// (409 `provider_not_configured`), the dollars (409 `insufficient_funds`).
+pub async fn create_payout(
+    kobo: &Arc<Kobo>,
+    merchant: &Merchant,
+    mode: Mode,
+    req: CreateCryptoPayout,
+    idem: Option<&IdempotencySave>,
+) -> DomainResult<CryptoPayout> {
+    let settings = settings_of(&merchant.settings.usdt);
+    if !settings.enabled {
+        return Err(usdt_not_enabled());
+    }
+    let wallet = match load_wallet(kobo, req.wallet)? {
+        Some(w) if w.merchant == merchant.id && w.mode == mode && w.is_active() => w,
+        _ => return Err(DomainError::not_found("usdt_wallet", req.wallet).with_param("wallet")),
+    };
+    let brand = resolve_brand(kobo, merchant, mode, req.brand)?;
+    let q = quote(req.usd_amount, settings.fee_bps);
+    if q.usdt_amount < 1 {
+        return Err(DomainError::invalid(
+            "usd_amount",
+            format!(
+                "{} cents do not cover the fee ({}) and its VAT ({})",
+                req.usd_amount, q.fee, q.vat
+            ),
+        ));
+    }
+    if !kobo.usdt.for_mode(mode).configured() {
+        return Err(unconfigured());
+    }
+    let now = kobo.clock.now();
+    let check_due = now + check_interval();
+    let payout = CryptoPayout {
+        id: new_id(now),
+        merchant: merchant.id,
+        mode,
+        seq: kobo.seq.next(),
+        brand,
+        wallet: wallet.id,
+        network: wallet.network,
+        address: wallet.address.clone(),
+        usd_amount: req.usd_amount,
+        fee: q.fee,
+        vat: q.vat,
+        usdt_amount: q.usdt_amount,
+        status: CryptoPayoutStatus::Queued,
+        failure_code: None,
+        automatic: req.automatic,
+        transaction_hash: None,
+        next_check_at: Some(check_due),
+        created_at: now,
+        updated_at: now,
+        paid_at: None,
+        version: 1,
+    };
+    let mut batch = Batch::new();
+    batch
+        .put(Table::CryptoPayouts, payout.id.as_bytes().to_vec(), &payout)
+        .put_raw(
+            Table::CryptoPayoutIndex,
+            payout_list_key(merchant.id, mode, payout.seq),
+            payout.id.as_bytes().to_vec(),
+        )
+        .put_raw(
+            Table::CryptoPayoutsOpen,
+            payout.id.as_bytes().to_vec(),
+            Vec::new(),
+        )
+        .note_seq(payout.seq);
+    Timer::new(TimerKind::CryptoPayoutCheck, payout.id, merchant.id, mode)
+        .schedule(&mut batch, check_due);
+    if let Some(idem) = idem {
+        idem.add_to(&mut batch, 201, &payout.to_api().to_string(), now);
+    }
+    let line = |bucket, amount, fee| LineSpec {
+        brand,
+        currency: Currency::USD,
+        bucket,
+        amount,
+        gross: None,
+        fee,
+    };
+    let entry = EntrySpec {
+        entry_type: EntryType::Payout,
+        source: payout.id,
+        description: format!(
+            "USDT payout to {} {}",
+            wallet.network.as_str(),
+            wallet.address
+        ),
+        lines: vec![
+            line(Bucket::Available, -payout.usd_amount, Some(q.fee + q.vat)),
+            line(Bucket::PayoutInFlight, payout.usd_amount, None),
+        ],
+        allow_negative: false,
+    };
+    kobo.ledgers
+        .send(
+            kobo,
+            (merchant.id, mode),
+            PostEntry {
+                entry,
+                with: batch,
+                usage: None,
+            },
+        )
+        .await??;
+    kick(kobo, payout.id);
+    Ok(payout)
+}
+
+pub fn load_payout(kobo: &Kobo, id: Uuid) -> DomainResult<Option<CryptoPayout>> {
+    Ok(kobo
+        .store
+        .read()?
+        .get_decoded(Table::CryptoPayouts, id.as_bytes())?)
+}
+
+/// `GET /v1/usdt/payouts`: newest first.
+pub fn list_payouts(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+    limit: usize,
+    starting_after: Option<Uuid>,
+) -> DomainResult<Page> {
+    page_by_index::<CryptoPayout>(
+        kobo,
+        Table::CryptoPayouts,
+        Table::CryptoPayoutIndex,
+        merchant,
+        mode,
+        limit,
+        starting_after,
+        |p| (p.merchant, p.mode, p.seq),
+        CryptoPayout::to_api,
+    )
+}
+
+/// Sends `action` to the payout's actor.
+async fn tell(kobo: &Arc<Kobo>, id: Uuid, action: CryptoAction) -> DomainResult<Value> {
+    let p = load_payout(kobo, id)?.ok_or_else(|| DomainError::not_found("crypto_payout", id))?;
+    kobo.crypto_payouts
+        .send(
+            kobo,
+            id,
+            CryptoPayoutMessage {
+                merchant: p.merchant,
+                mode: p.mode,
+                action,
+            },
+        )
+        .await?
+}
+
+/// Retries a message a few times on the errors that may pass (a full
+/// mailbox, a store hiccup); the check timer is the backstop after that.
+async fn tell_with_retries(kobo: &Arc<Kobo>, id: Uuid, action: CryptoAction) {
+    let mut delay = Duration::from_millis(100);
+    for attempt in 0..5 {
+        match tell(kobo, id, action.clone()).await {
+            Ok(_) => return,
+            Err(e) if matches!(e.kind, ErrorKind::Overloaded | ErrorKind::Internal) && attempt < 4 => {
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            Err(e) => {
+                tracing::warn!(payout = %id, error = %e, "crypto payout message not delivered; the check timer will ask again");
+                return;
+            }
+        }
+    }
+}
+
+/// Asks the partner about a payout now, in the background.
+pub fn kick(kobo: &Arc<Kobo>, id: Uuid) {
+    let kobo = kobo.clone();
+    actix::spawn(async move {
+        tell_with_retries(&kobo, id, CryptoAction::Reconcile { timer_key: None }).await;
+    });
+}
+
+/// The ids of crypto payouts not yet confirmed.
+pub fn open_payouts(kobo: &Kobo) -> DomainResult<Vec<Uuid>> {
+    let mut out = Vec::new();
+    kobo.store
+        .read()?
+        .scan_prefix(Table::CryptoPayoutsOpen, &[], None, |k, _| {
+            if let Ok(id) = Uuid::from_slice(k) {
+                out.push(id);
+            }
+            Ok(true)
+        })?;
+    Ok(out)
+}
+
+/// At start-up: delivers the partner's confirmations to the payouts'
+/// actors as they arrive, and re-asks the partner about every payout left
+/// unconfirmed by the previous run.
+pub fn start(kobo: &Arc<Kobo>) -> DomainResult<()> {
+    let mut rx = kobo
+        .usdt
+        .take_confirmations()
+        .ok_or_else(|| DomainError::internal("the USDT confirmation pump is already running"))?;
+    let k = kobo.clone();
+    actix::spawn(async move {
+        while let Some(Confirmation { reference, status }) = rx.recv().await {
+            let k = k.clone();
+            actix::spawn(async move {
+                tell_with_retries(&k, reference, CryptoAction::Confirmed(status)).await;
+            });
+        }
+    });
+    let open = open_payouts(kobo)?;
+    if !open.is_empty() {
+        tracing::info!(count = open.len(), "re-asking the USDT partner about unconfirmed payouts");
+        let k = kobo.clone();
+        actix::spawn(async move {
+            for chunk in open.chunks(64) {
+                join_all(chunk.iter().map(|id| {
+                    tell_with_retries(&k, *id, CryptoAction::Reconcile { timer_key: None })
+                }))
+                .await;
+            }
+        });
+    }
+    Ok(())
+}
