@@ -231,6 +231,12 @@ fn billing_address(v: &Value) -> Result<BillingAddress, DomainError> {
     let req = |name: &str, max: usize| -> Result<String, DomainError> {
         Ok(field(map, name, max, true)?.unwrap_or_default())
     };
+    // In the fields' order, so the first missing one is named.
+    let line1 = req("line1", 200)?;
+    let line2 = field(map, "line2", 200, false)?;
+    let city = req("city", 100)?;
+    let state = req("state", 100)?;
+    let postal_code = req("postal_code", 20)?;
     let country = req("country", 2)?.to_ascii_uppercase();
     if country.len() != 2 || !country.bytes().all(|b| b.is_ascii_alphabetic()) {
         return Err(DomainError::invalid(
@@ -239,11 +245,11 @@ fn billing_address(v: &Value) -> Result<BillingAddress, DomainError> {
         ));
     }
     Ok(BillingAddress {
-        line1: req("line1", 200)?,
-        line2: field(map, "line2", 200, false)?,
-        city: req("city", 100)?,
-        state: req("state", 100)?,
-        postal_code: req("postal_code", 20)?,
+        line1,
+        line2,
+        city,
+        state,
+        postal_code,
         country,
     })
 }
