@@ -817,13 +817,15 @@ impl Supervisor {
         }
         self.commit(batch, after).await?;
         // A larger backlog: the rest in further batches.
-        while drop_waiting {
-            let mut batch = Batch::new();
-            let mut after = After::default();
-            if self.drop_waiting(id, &mut batch, &mut after)? == 0 {
-                break;
+        if drop_waiting {
+            loop {
+                let mut batch = Batch::new();
+                let mut after = After::default();
+                if self.drop_waiting(id, &mut batch, &mut after)? == 0 {
+                    break;
+                }
+                self.commit(batch, after).await?;
             }
-            self.commit(batch, after).await?;
         }
         Ok(view)
     }
