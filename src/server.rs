@@ -208,6 +208,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     };
 
     kobo_actors::settlement::ensure_daily_run(&kobo).await?;
+    kobo_actors::usdt::service::start(&kobo).map_err(|e| anyhow::anyhow!(e))?;
     let resumed = kobo_actors::refund::service::resume_confirmations(&kobo)?;
     if resumed > 0 {
         tracing::info!(resumed, "asked again about refunds awaiting confirmation");

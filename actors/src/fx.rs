@@ -175,7 +175,8 @@ pub fn available(
     brand: Uuid,
     currency: Currency,
 ) -> DomainResult<i64> {
-    let key = crate::ledger::balance_store_key(merchant, mode, (brand, currency, Bucket::Available));
+    let key =
+        crate::ledger::balance_store_key(merchant, mode, (brand, currency, Bucket::Available));
     Ok(kobo
         .store
         .read()?
@@ -185,7 +186,11 @@ pub fn available(
 }
 
 /// The brands holding available dollars, with the amounts.
-pub fn brands_with_dollars(kobo: &Kobo, merchant: Uuid, mode: Mode) -> DomainResult<Vec<(Uuid, i64)>> {
+pub fn brands_with_dollars(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+) -> DomainResult<Vec<(Uuid, i64)>> {
     let mut out = Vec::new();
     kobo.store.read()?.scan_prefix(
         Table::Balances,
@@ -369,9 +374,8 @@ pub async fn convert(
     idem: Option<&IdempotencySave>,
 ) -> DomainResult<FxConversion> {
     let brand = resolve_brand(kobo, merchant, mode, req.brand)?;
-    let rate = load_rate(kobo, req.rate_id)?.ok_or_else(|| {
-        DomainError::not_found("fx_rate", req.rate_id).with_param("rate_id")
-    })?;
+    let rate = load_rate(kobo, req.rate_id)?
+        .ok_or_else(|| DomainError::not_found("fx_rate", req.rate_id).with_param("rate_id"))?;
     let current = current_rate(kobo)?.ok_or_else(no_rate)?;
     if current.id != rate.id {
         return Err(rate_changed(&current));
@@ -488,8 +492,9 @@ pub fn page_by_index<T: DeserializeOwned>(
     let mut data = Vec::new();
     let mut has_more = false;
     read.scan_prefix_rev(index, &prefix, before.as_deref(), |_, v| {
-        let id = Uuid::from_slice(v)
-            .map_err(|_| kobo_storage::StoreError::Redb("an index row does not hold an id".into()))?;
+        let id = Uuid::from_slice(v).map_err(|_| {
+            kobo_storage::StoreError::Redb("an index row does not hold an id".into())
+        })?;
         if let Some(o) = read.get_decoded::<T>(objects, id.as_bytes())? {
             if data.len() == limit {
                 has_more = true;
@@ -632,7 +637,8 @@ mod tests {
         assert_eq!(ngn_for(100, 150_000), 150_000);
         assert_eq!(ngn_for(1, 99), 0);
         assert_eq!(ngn_for(1, 100), 1);
-        assert_eq!(ngn_for(7, 14_299), 1_000); // 1000.93
+        // 7 * 14_299 / 100 = 1_000.93.
+        assert_eq!(ngn_for(7, 14_299), 1_000);
         // The largest amount at the largest rate does not overflow.
         assert_eq!(
             ngn_for(crate::money::MAX_AMOUNT, MAX_RATE),

@@ -248,6 +248,14 @@ impl Settings {
                 ));
             }
         }
+        if let Some(u) = &self.usdt {
+            if !(0..=10_000).contains(&u.fee_bps) {
+                return Err(DomainError::invalid(
+                    "settings.usdt.fee_bps",
+                    "must be between 0 and 10000",
+                ));
+            }
+        }
         if let Some(a) = &self.auto_settlement {
             if a.minimum < 0 {
                 return Err(DomainError::invalid(

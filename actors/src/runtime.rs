@@ -58,6 +58,10 @@ pub struct Kobo {
     pub rails: crate::payout::rail::Rails,
     /// Webhook supervisor mailbox and the event stream.
     pub webhooks: crate::webhook::Hub,
+    pub crypto_payouts: Registry<crate::usdt::actor::CryptoPayoutActor>,
+    pub usdt_wallets: Registry<crate::usdt::actor::UsdtWalletsActor>,
+    /// USDT partners, per mode, and their confirmations.
+    pub usdt: crate::usdt::partner::UsdtHub,
 }
 
 impl Kobo {
@@ -75,6 +79,7 @@ impl Kobo {
         let capacity = config.mailbox_capacity;
         let providers = Providers::sandbox(config.sandbox_card_latency);
         let (store_for_rail, writer_for_rail) = (store.clone(), writer.clone());
+        let usdt = crate::usdt::partner::UsdtHub::sandbox(store.clone(), writer.clone());
         Ok(Arc::new(Kobo {
             calendar: config.calendar.clone(),
             store,
@@ -96,6 +101,9 @@ impl Kobo {
                 live: Box::new(crate::payout::rail::UnconfiguredRail),
             },
             webhooks: crate::webhook::Hub::new(),
+            crypto_payouts: Registry::new(capacity),
+            usdt_wallets: Registry::new(capacity),
+            usdt,
         }))
     }
 
@@ -106,6 +114,8 @@ impl Kobo {
             self.merchants.snapshot(),
             self.payouts.snapshot(),
             self.aftercare.snapshot(),
+            self.crypto_payouts.snapshot(),
+            self.usdt_wallets.snapshot(),
         ]
     }
 }

@@ -317,6 +317,10 @@ pub async fn run_daily(
     };
     for m in &merchants {
         for mode in [Mode::Test, Mode::Live] {
+            // Dollars first: converted naira join this morning's payout.
+            if let Err(e) = crate::fx::settle_dollars(kobo, m, mode).await {
+                tracing::warn!(merchant = %m.id, error = %e, "dollar settlement skipped");
+            }
             if let Err(e) = crate::payout::service::auto_settle(kobo, m, mode).await {
                 tracing::warn!(merchant = %m.id, error = %e, "automatic settlement skipped");
             }

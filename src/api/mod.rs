@@ -9,6 +9,7 @@ pub mod body;
 pub mod brands;
 pub mod cards;
 pub mod events;
+pub mod fx;
 pub mod openapi;
 pub mod ops;
 pub mod payment_intents;
@@ -17,6 +18,7 @@ pub mod refunds;
 pub mod settlement;
 pub mod stream;
 pub mod test_helpers;
+pub mod usdt;
 pub mod webhooks;
 
 use std::collections::HashSet;
@@ -449,6 +451,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     settlement::configure(cfg);
     payouts::configure(cfg);
     refunds::configure(cfg);
+    fx::configure(cfg);
+    usdt::configure(cfg);
     test_helpers::configure(cfg);
     webhooks::configure(cfg);
     events::configure(cfg);

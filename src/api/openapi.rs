@@ -62,6 +62,15 @@ pub const CLIENT_SECRET: &str = "client_secret";
         super::events::list,
         super::events::redeliver,
         super::stream::stream,
+        super::fx::preview,
+        super::fx::create_conversion,
+        super::fx::list_conversions,
+        super::fx::retrieve_conversion,
+        super::usdt::usdt,
+        super::usdt::preview,
+        super::usdt::create_payout,
+        super::usdt::list_payouts,
+        super::usdt::retrieve_payout,
     ),
     components(
         schemas(super::ErrorBody),
@@ -86,6 +95,8 @@ pub const CLIENT_SECRET: &str = "client_secret";
         (name = "balance", description = "Balances and the ledger's balance transactions."),
         (name = "test_helpers", description = "Simulated provider behaviour; test keys only (404 for live keys)."),
         (name = "webhooks", description = "Webhook endpoints, the event history with deliveries, redelivery, and the live event stream. Deliveries are HTTPS POSTs of the Event (without `deliveries`) signed with `Service-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<event id>.<raw body>\">`."),
+        (name = "fx", description = "Dollar rates and dollar-to-naira conversions."),
+        (name = "usdt", description = "USDT payouts of dollars to the merchant's wallets."),
         (name = "meta", description = "About the API itself."),
     )
 )]
@@ -385,6 +396,15 @@ mod tests {
         ("get", "/v1/events"),
         ("post", "/v1/events/{id}/redeliver"),
         ("get", "/v1/stream"),
+        ("get", "/v1/fx"),
+        ("get", "/v1/fx/conversions"),
+        ("post", "/v1/fx/conversions"),
+        ("get", "/v1/fx/conversions/{id}"),
+        ("get", "/v1/usdt"),
+        ("get", "/v1/usdt/preview"),
+        ("get", "/v1/usdt/payouts"),
+        ("post", "/v1/usdt/payouts"),
+        ("get", "/v1/usdt/payouts/{id}"),
     ];
 
     fn doc() -> Value {

@@ -68,10 +68,13 @@ async fn run(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult
             keys.extend(settlement::scheduled_keys(kobo, p.merchant.id, p.mode, bucket, Some(now))?);
         }
         let released = settlement::release(kobo, p.merchant.id, p.mode, keys).await?;
-        let payouts = kobo_actors::payout::service::auto_settle(kobo, &p.merchant, p.mode).await?;
+        // Dollars first (auto_settlement.usd), as the 08:00 run does.
+        let dollars = kobo_actors::fx::settle_dollars(kobo, &p.merchant, p.mode).await?;
+        let mut payouts = kobo_actors::payout::service::auto_settle(kobo, &p.merchant, p.mode).await?;
+        payouts.extend(dollars.crypto_payouts);
         Ok(Reply {
             status: 200,
-            body: json!({"object": "test_helper_result", "livemode": false, "released": released, "payouts": payouts}),
+            body: json!({"object": "test_helper_result", "livemode": false, "released": released, "payouts": payouts, "conversions": dollars.conversions}),
             saved: false,
         })
     })

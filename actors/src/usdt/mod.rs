@@ -371,7 +371,11 @@ pub fn decide(
             next.paid_at = Some(now);
             next.transaction_hash = Some(transaction_hash.clone());
             next.next_check_at = None;
-            effects.extend([Effect::PayOut, Effect::Event(CRYPTO_PAYOUT_PAID), Effect::Close]);
+            effects.extend([
+                Effect::PayOut,
+                Effect::Event(CRYPTO_PAYOUT_PAID),
+                Effect::Close,
+            ]);
         }
         (Queued | Processing, Command::Failed(code)) => {
             if code.is_empty() {
@@ -490,7 +494,11 @@ mod tests {
             assert_eq!(p.next_check_at, None);
             assert_eq!(
                 e,
-                vec![Effect::PayOut, Effect::Event(CRYPTO_PAYOUT_PAID), Effect::Close]
+                vec![
+                    Effect::PayOut,
+                    Effect::Event(CRYPTO_PAYOUT_PAID),
+                    Effect::Close
+                ]
             );
             let (p, e) = decide(&payout(from), &failed, now).unwrap();
             assert_eq!(p.status, Failed);

@@ -246,7 +246,11 @@ mod tests {
             ),
             PartnerStatus::Failed("transfer_failed".into())
         );
-        match sandbox_outcome(r, Network::Erc20, "0xabcdef0123456789abcdef0123456789abcdbeef") {
+        match sandbox_outcome(
+            r,
+            Network::Erc20,
+            "0xabcdef0123456789abcdef0123456789abcdbeef",
+        ) {
             PartnerStatus::Paid { transaction_hash } => {
                 assert!(transaction_hash.starts_with("0x"));
                 assert_eq!(transaction_hash.len(), 66);

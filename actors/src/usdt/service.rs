@@ -303,8 +303,8 @@ pub struct CreateCryptoPayout {
 /// USD `available` to `payout_in_flight` commit together, through the
 /// merchant's ledger, which checks the dollars in that step. Then the
 /// partner is asked (in the background). Checks in order: USDT enabled
-/// (403), wallet (404 `wallet`), brand (404 `brand`), the amount leaves
-/// something after fee and VAT (400 `usd_amount`), a partner for the mode
+/// (403), the amount leaves something after fee and VAT (400
+/// `usd_amount`), wallet (404 `wallet`), brand (404 `brand`), a partner for the mode
 /// (409 `provider_not_configured`), the dollars (409 `insufficient_funds`).
 pub async fn create_payout(
     kobo: &Arc<Kobo>,
@@ -317,11 +317,6 @@ pub async fn create_payout(
     if !settings.enabled {
         return Err(usdt_not_enabled());
     }
-    let wallet = match load_wallet(kobo, req.wallet)? {
-        Some(w) if w.merchant == merchant.id && w.mode == mode && w.is_active() => w,
-        _ => return Err(DomainError::not_found("usdt_wallet", req.wallet).with_param("wallet")),
-    };
-    let brand = resolve_brand(kobo, merchant, mode, req.brand)?;
     let q = quote(req.usd_amount, settings.fee_bps);
     if q.usdt_amount < 1 {
         return Err(DomainError::invalid(
@@ -332,6 +327,11 @@ pub async fn create_payout(
             ),
         ));
     }
+    let wallet = match load_wallet(kobo, req.wallet)? {
+        Some(w) if w.merchant == merchant.id && w.mode == mode && w.is_active() => w,
+        _ => return Err(DomainError::not_found("usdt_wallet", req.wallet).with_param("wallet")),
+    };
+    let brand = resolve_brand(kobo, merchant, mode, req.brand)?;
     if !kobo.usdt.for_mode(mode).configured() {
         return Err(unconfigured());
     }
@@ -467,7 +467,9 @@ async fn tell_with_retries(kobo: &Arc<Kobo>, id: Uuid, action: CryptoAction) {
     for attempt in 0..5 {
         match tell(kobo, id, action.clone()).await {
             Ok(_) => return,
-            Err(e) if matches!(e.kind, ErrorKind::Overloaded | ErrorKind::Internal) && attempt < 4 => {
+            Err(e)
+                if matches!(e.kind, ErrorKind::Overloaded | ErrorKind::Internal) && attempt < 4 =>
+            {
                 tokio::time::sleep(delay).await;
                 delay *= 2;
             }
@@ -520,7 +522,10 @@ pub fn start(kobo: &Arc<Kobo>) -> DomainResult<()> {
     });
     let open = open_payouts(kobo)?;
     if !open.is_empty() {
-        tracing::info!(count = open.len(), "re-asking the USDT partner about unconfirmed payouts");
+        tracing::info!(
+            count = open.len(),
+            "re-asking the USDT partner about unconfirmed payouts"
+        );
         let k = kobo.clone();
         actix::spawn(async move {
             for chunk in open.chunks(64) {

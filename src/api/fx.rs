@@ -1,0 +1,336 @@
+//! Dollar rates and conversions: `GET /v1/fx` (the preview),
+//! `/v1/fx/conversions`, and the operator's `POST /admin/v1/fx_rates`.
+
+use actix_web::{web, HttpRequest};
+use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use kobo_actors::fx::{self, Convert, FxConversionView, FxPreviewView};
+use kobo_actors::money::MAX_AMOUNT;
+use kobo_actors::query::{ListView, Principal};
+use kobo_actors::DomainError;
+
+use super::body::{Fields, Query};
+use super::openapi::{
+    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, IdempotencyKey,
+    IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, PayloadTooLarge,
+    Unauthorized,
+};
+use super::{
+    authenticate, idempotent, json_response, parse_id, read_body, resource, ApiError, ApiResult,
+    Reply, State,
+};
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(resource("/v1/fx").route(web::get().to(preview)))
+        .service(
+            resource("/v1/fx/conversions")
+                .route(web::post().to(create_conversion))
+                .route(web::get().to(list_conversions)),
+        )
+        .service(resource("/v1/fx/conversions/{id}").route(web::get().to(retrieve_conversion)))
+        .service(resource("/admin/v1/fx_rates").route(web::post().to(publish_rate)));
+}
+
+pub type FxConversionRef = ByRef<FxConversionView>;
+
+/// The query of `GET /v1/fx` and `GET /v1/usdt/preview`.
+pub const PREVIEW_PARAMS: &[&str] = &["usd_amount", "brand"];
+
+// The query of the previews, for the OpenAPI document; a unit test keeps
+// these names and [`PREVIEW_PARAMS`] equal.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct PreviewQuery {
+    /// Cents, at least 1.
+    #[param(minimum = 1, maximum = 1_000_000_000_000_i64)]
+    usd_amount: Option<i64>,
+    /// Whose dollars (400 for an unknown brand); default: the default brand.
+    brand: Option<Uuid>,
+}
+
+/// The query of the conversion and USDT payout lists.
+pub const LIST_PARAMS: &[&str] = &["limit", "starting_after"];
+
+// The pagination of the FX and USDT lists, for the OpenAPI document; a
+// unit test keeps these names and [`LIST_PARAMS`] equal.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct ListQuery {
+    /// Page size, 1 to 100.
+    #[param(minimum = 1, maximum = 100, default = 20)]
+    limit: Option<u8>,
+    /// The id of the last object of the previous page.
+    starting_after: Option<Uuid>,
+}
+
+/// The `{id}` of a conversion.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub struct ConversionId {
+    /// Unknown, another merchant's or the other mode's: 404.
+    id: Uuid,
+}
+
+/// Parses the previews' query: `usd_amount` (optional, 1 to 10^12 cents)
+/// and `brand` (400 when it is not one of the merchant's brands).
+pub fn parse_preview(
+    state: &State,
+    p: &Principal,
+    raw: &str,
+) -> Result<(Option<i64>, Uuid), DomainError> {
+    let q = Query::parse(raw, PREVIEW_PARAMS)?;
+    let usd_amount = q
+        .get("usd_amount")
+        .map(|s| {
+            s.parse::<i64>()
+                .ok()
+                .filter(|n| (1..=MAX_AMOUNT).contains(n))
+                .ok_or_else(|| {
+                    DomainError::invalid(
+                        "usd_amount",
+                        format!("usd_amount is an integer of cents, from 1 to {MAX_AMOUNT}"),
+                    )
+                })
+        })
+        .transpose()?;
+    let brand = match q.uuid("brand")? {
+        Some(b) => {
+            kobo_actors::query::brand(&state.kobo, p.merchant.id, p.mode, b)
+                .map_err(|_| DomainError::invalid("brand", format!("no such brand: {b}")))?
+                .id
+        }
+        None => p.merchant.default_brand(p.mode),
+    };
+    Ok((usd_amount, brand))
+}
+
+/// Preview a conversion
+///
+/// The current dollar rate with its id (send it as `rate_id` to convert),
+/// the dollars available to convert, and with `usd_amount` the naira they
+/// would give: `floor(usd_amount * rate / 100)` kobo. No conversion fee (the
+/// rate carries the margin). Before the first rate is published: 409
+/// `no_fx_rate`.
+#[utoipa::path(
+    get,
+    path = "/v1/fx",
+    operation_id = "preview_fx",
+    tag = "fx",
+    params(PreviewQuery),
+    responses(
+        (status = 200, description = "The preview.", body = FxPreviewView),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 409, description = "`state_error` `no_fx_rate`: no rate has been published yet.", body = super::ErrorBody),
+        (status = 500, response = InternalError),
+    )
+)]
+async fn preview(req: HttpRequest, state: State) -> ApiResult {
+    let p = authenticate(&req, &state)?;
+    let (usd_amount, brand) = parse_preview(&state, &p, req.query_string())?;
+    let view = fx::preview(&state.kobo, p.merchant.id, p.mode, brand, usd_amount)?;
+    Ok(json_response(
+        200,
+        &serde_json::to_value(view).expect("a preview serializes"),
+    ))
+}
+
+/// The fields `POST /v1/fx/conversions` accepts: [`CreateConversionRequest`]'s.
+pub const CONVERSION_FIELDS: &[&str] = &["usd_amount", "rate_id", "brand"];
+
+// The body of `POST /v1/fx/conversions`, for the OpenAPI document; a unit
+// test keeps these fields and [`CONVERSION_FIELDS`] equal.
+/// The body that converts dollars to naira. No other fields are allowed.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = CreateFxConversion)]
+#[allow(dead_code)]
+pub struct CreateConversionRequest {
+    /// Cents to take from USD `available`.
+    #[schema(minimum = 1, maximum = 1_000_000_000_000_i64)]
+    usd_amount: i64,
+    /// The rate from `GET /v1/fx`; it must still be the current rate.
+    rate_id: Uuid,
+    /// Whose dollars (default: the default brand); unknown: 404.
+    brand: Option<Uuid>,
+}
+
+/// Convert dollars to naira
+///
+/// Moves `usd_amount` cents out of USD `available` and
+/// `floor(usd_amount * rate / 100)` kobo into NGN `available`, as one
+/// `conversion` entry. A newer rate published since `rate_id`: 409
+/// `rate_changed` naming the new rate and its id, and nothing converts. An
+/// unknown `rate_id`: 404 (`param: rate_id`). Short dollars: 409
+/// `insufficient_funds`. An amount that gives less than one kobo: 400.
+#[utoipa::path(
+    post,
+    path = "/v1/fx/conversions",
+    operation_id = "create_fx_conversion",
+    tag = "fx",
+    params(IdempotencyKey),
+    request_body(content = CreateConversionRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The conversion.", body = FxConversionView,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFoundReplayable),
+        (status = 409, response = ConflictReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+    )
+)]
+async fn create_conversion(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
+    let p = authenticate(&req, &state)?;
+    let body = read_body(payload).await?;
+    let (state, p, body) = (&state, &p, &body);
+    idempotent(&req, state, p, body, |save| async move {
+        let f = Fields::parse(body, CONVERSION_FIELDS)?;
+        let usd_amount = f.required_amount("usd_amount", 1)?;
+        let rate_id = f
+            .uuid("rate_id")?
+            .ok_or_else(|| DomainError::missing("rate_id"))?;
+        let brand = f.uuid("brand")?;
+        let c = fx::convert(
+            &state.kobo,
+            &p.merchant,
+            p.mode,
+            Convert {
+                usd_amount,
+                rate_id,
+                brand,
+                automatic: false,
+            },
+            Some(&save),
+        )
+        .await?;
+        Ok(Reply::saved(201, c.to_api()))
+    })
+    .await
+}
+
+/// List conversions
+///
+/// Newest first, `automatic` ones (dollar settlement) included.
+#[utoipa::path(
+    get,
+    path = "/v1/fx/conversions",
+    operation_id = "list_fx_conversions",
+    tag = "fx",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "The conversions, newest first.", body = ListView<FxConversionRef>),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    )
+)]
+async fn list_conversions(req: HttpRequest, state: State) -> ApiResult {
+    let p = authenticate(&req, &state)?;
+    let q = Query::parse(req.query_string(), LIST_PARAMS)?;
+    let page = fx::list_conversions(
+        &state.kobo,
+        p.merchant.id,
+        p.mode,
+        q.limit()?,
+        q.uuid("starting_after")?,
+    )?;
+    Ok(json_response(200, &page.to_api()))
+}
+
+/// Retrieve a conversion
+#[utoipa::path(
+    get,
+    path = "/v1/fx/conversions/{id}",
+    operation_id = "retrieve_fx_conversion",
+    tag = "fx",
+    params(ConversionId),
+    responses(
+        (status = 200, description = "The conversion.", body = FxConversionView),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 500, response = InternalError),
+    )
+)]
+async fn retrieve_conversion(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
+    let p = authenticate(&req, &state)?;
+    let id = parse_id(&path, "fx_conversion")?;
+    match fx::load_conversion(&state.kobo, id)? {
+        Some(c) if c.merchant == p.merchant.id && c.mode == p.mode => {
+            Ok(json_response(200, &c.to_api()))
+        }
+        _ => Err(ApiError(DomainError::not_found("fx_conversion", id))),
+    }
+}
+
+/// `POST /admin/v1/fx_rates {rate}`: publishes a rate (kobo per dollar,
+/// 1 to [`fx::MAX_RATE`]); it is current from then on. 201.
+async fn publish_rate(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
+    super::admin::operator(&req, &state)?;
+    let body = read_body(payload).await?;
+    let f = Fields::parse(&body, &["rate"])?;
+    let rate = match f.raw("rate") {
+        None => return Err(ApiError(DomainError::missing("rate"))),
+        Some(v) => v
+            .as_i64()
+            .filter(|_| v.is_i64() || v.is_u64())
+            .ok_or_else(|| {
+                DomainError::invalid("rate", "rate is an integer of kobo per US dollar")
+            })?,
+    };
+    let r = fx::publish_rate(&state.kobo, rate).await?;
+    Ok(json_response(201, &r.to_api()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use utoipa::openapi::path::ParameterIn;
+    use utoipa::PartialSchema;
+
+    use super::*;
+
+    fn names(list: &[&str]) -> BTreeSet<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    pub fn property_names<T: PartialSchema>() -> BTreeSet<String> {
+        let v = serde_json::to_value(T::schema()).unwrap();
+        v["properties"]
+            .as_object()
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn param_names<P: IntoParams>() -> BTreeSet<String> {
+        P::into_params(|| Some(ParameterIn::Query))
+            .into_iter()
+            .map(|p| p.name)
+            .collect()
+    }
+
+    #[test]
+    fn documented_fields_are_those_the_parsers_accept() {
+        assert_eq!(
+            property_names::<CreateConversionRequest>(),
+            names(CONVERSION_FIELDS)
+        );
+        assert_eq!(param_names::<PreviewQuery>(), names(PREVIEW_PARAMS));
+        assert_eq!(param_names::<ListQuery>(), names(LIST_PARAMS));
+        let schema = serde_json::to_value(CreateConversionRequest::schema()).unwrap();
+        assert_eq!(
+            schema["required"],
+            serde_json::json!(["usd_amount", "rate_id"])
+        );
+        assert_eq!(schema["properties"]["usd_amount"]["minimum"], 1);
+        assert_eq!(schema["properties"]["usd_amount"]["maximum"], MAX_AMOUNT);
+    }
+}
