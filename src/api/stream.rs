@@ -142,10 +142,18 @@ async fn pump(
     }
     // Subscribed before reading the store, so nothing falls in between.
     let mut last = match resume {
-        Some(after) => match replay(&kobo, scope, after, &out).await {
-            Ok(Some(p)) => p,
-            _ => return,
-        },
+        Some(after) => {
+            // A position from the future (another server's, a typo) would
+            // hide every event until the stream caught up with it.
+            let head = match webhook_query::stream_head(&kobo, scope.0, scope.1) {
+                Ok(head) => head,
+                Err(_) => return,
+            };
+            match replay(&kobo, scope, after.min(head), &out).await {
+                Ok(Some(p)) => p,
+                _ => return,
+            }
+        }
         None => match webhook_query::stream_head(&kobo, scope.0, scope.1) {
             Ok(head) => head,
             Err(_) => return,

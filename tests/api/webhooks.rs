@@ -691,6 +691,10 @@ async fn deleting_drops_waiting_deliveries_keeps_history_and_leaves_the_list() {
     rx.next(WAIT).await;
     rx.next(WAIT).await;
     wait_delivery(&app, &m.test_key, &e, &ep, |d| d["status"] == "retrying").await;
+    wait_delivery(&app, &m.test_key, &e, &other, |d| {
+        d["status"] == "delivered"
+    })
+    .await;
 
     let r = app
         .post(
@@ -1185,6 +1189,14 @@ async fn the_stream_announces_new_events_and_resumes_after_last_event_id() {
         .await
         .unwrap();
     assert_eq!(res.status().as_u16(), 400);
+    // A position from the future does not hide what comes next.
+    let mut res = open(Some("99999999999".into())).await.unwrap();
+    let mut buf = String::new();
+    read_until(&mut res, &mut buf, ": connected").await;
+    let fourth = canceled_event(&app, &m.test_key).await;
+    let frame = read_frame(&mut res, &mut buf).await;
+    let data: Value = serde_json::from_str(&frame["data"]).unwrap();
+    assert_eq!(data["id"], fourth.as_str());
 }
 
 async fn read_until(res: &mut reqwest::Response, buf: &mut String, needle: &str) {
