@@ -229,6 +229,19 @@ impl Supervisor {
                     tracing::error!(error = %e, "webhook supervisor turn failed; retrying");
                     outbox_dirty = true;
                     tokio::time::sleep(Duration::from_secs(1)).await;
+                    // What this turn did in memory may not be on disk:
+                    // start over from the store. Attempts still in flight
+                    // report to no claim and are made again (at least once).
+                    self.claims.clear();
+                    self.sched = Sched::default();
+                    self.kobo
+                        .webhooks
+                        .stats
+                        .in_flight
+                        .store(0, Ordering::Relaxed);
+                    if let Err(e) = self.rebuild() {
+                        tracing::error!(error = %e, "webhook queue scan failed");
+                    }
                 }
             }
         }
