@@ -387,3 +387,404 @@ async fn payouts_are_never_lost_or_doubled_across_sigkill() {
         "the test drove too little traffic"
     );
 }
+
+/// Conversions and crypto payouts under SIGKILL, while the operator
+/// publishes new rates: after each restart every acknowledged conversion
+/// exists with its exact entry and replays byte for byte, every crypto
+/// payout (acknowledged or not) reaches paid or failed with one event and
+/// the right lines, no conversion used a rate other than the one it names,
+/// and dollars are conserved: what was available at the start equals
+/// available + in flight + sent as USDT + converted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversions_and_crypto_payouts_are_never_lost_or_doubled_across_sigkill() {
+    use std::collections::HashMap;
+
+    let mut app = spawn_app().await;
+    let m = app
+        .create_merchant(json!({"usdt": {"enabled": true, "fee_bps": 100}}))
+        .await;
+    for _ in 0..4 {
+        let pi = app
+            .create_intent(
+                &m.test_key,
+                json!({"amount": 10_000_000, "currency": "USD"}),
+            )
+            .await;
+        app.post(
+            &m.test_key,
+            &format!(
+                "/v1/test_helpers/payment_intents/{}/succeed",
+                pi["id"].as_str().unwrap()
+            ),
+            json!({}),
+        )
+        .await
+        .assert_status(200);
+    }
+    app.post(
+        &m.test_key,
+        "/v1/test_helpers/balance/release_pending",
+        json!({}),
+    )
+    .await
+    .assert_status(200);
+    let start = app.balance(&m.test_key, "available", "USD").await;
+    let rates = Arc::new(Mutex::new(HashMap::<String, i64>::new()));
+    let first = app
+        .admin_post("/admin/v1/fx_rates", json!({"rate": 150_000}))
+        .await;
+    rates.lock().unwrap().insert(
+        first.body["id"].as_str().expect(&first.text).into(),
+        150_000,
+    );
+    let mut wallets = Vec::new();
+    for tail in ["ok", "dead"] {
+        let address = format!("T{}{tail}", "Q".repeat(33 - tail.len()));
+        let r = app
+            .admin_post(
+                &format!("/admin/v1/merchants/{}/usdt_wallets", m.id),
+                json!({"address": address, "network": "TRC20"}),
+            )
+            .await;
+        r.assert_status(201);
+        wallets.push(r.body["id"].as_str().unwrap().to_string());
+    }
+    // (idempotency key, body, response) of each acknowledged conversion.
+    let conversions = Arc::new(Mutex::new(Vec::<(String, Value, String)>::new()));
+    let crypto = Arc::new(Mutex::new(Vec::<String>::new()));
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    for round in 0..3 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for w in 0..4 {
+            let (client, base, key, stop, conversions) = (
+                client.clone(),
+                app.base.clone(),
+                m.test_key.clone(),
+                stop.clone(),
+                conversions.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let Ok(r) = client
+                        .get(format!("{base}/v1/fx"))
+                        .bearer_auth(&key)
+                        .send()
+                        .await
+                    else {
+                        return;
+                    };
+                    let Ok(preview) = r.json::<Value>().await else {
+                        return;
+                    };
+                    let idem = format!("fx-{round}-{w}-{n}");
+                    let body =
+                        json!({"usd_amount": 100 + n * 7 + w, "rate_id": preview["rate"]["id"]});
+                    let Ok(r) = client
+                        .post(format!("{base}/v1/fx/conversions"))
+                        .bearer_auth(&key)
+                        .header("Idempotency-Key", &idem)
+                        .json(&body)
+                        .send()
+                        .await
+                    else {
+                        return;
+                    };
+                    let status = r.status().as_u16();
+                    let Ok(text) = r.text().await else { return };
+                    match status {
+                        201 => conversions.lock().unwrap().push((idem, body, text)),
+                        // A new rate came out between the preview and the
+                        // conversion: quote again.
+                        409 if text.contains("rate_changed") => {}
+                        _ => return,
+                    }
+                }
+            }));
+        }
+        for w in 0..4 {
+            let (client, base, key, stop, crypto, wallets) = (
+                client.clone(),
+                app.base.clone(),
+                m.test_key.clone(),
+                stop.clone(),
+                crypto.clone(),
+                wallets.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let body = json!({"usd_amount": 1_000 + n, "wallet": wallets[(w + n) % 2], "otp": "123456"});
+                    let Ok(r) = client
+                        .post(format!("{base}/v1/usdt/payouts"))
+                        .bearer_auth(&key)
+                        .header("Idempotency-Key", format!("usdt-{round}-{w}-{n}"))
+                        .json(&body)
+                        .send()
+                        .await
+                    else {
+                        return;
+                    };
+                    if r.status().as_u16() != 201 {
+                        return;
+                    }
+                    let Ok(v) = r.json::<Value>().await else { return };
+                    crypto.lock().unwrap().push(v["id"].as_str().unwrap().to_string());
+                }
+            }));
+        }
+        {
+            // The operator publishes new rates under load.
+            let (client, base, token, stop, rates) = (
+                client.clone(),
+                app.base.clone(),
+                app.admin_token.clone(),
+                stop.clone(),
+                rates.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let mut rate = 150_000 + round as i64 * 1_000;
+                while !stop.load(Ordering::Relaxed) {
+                    rate += 7;
+                    let Ok(r) = client
+                        .post(format!("{base}/admin/v1/fx_rates"))
+                        .bearer_auth(&token)
+                        .json(&json!({"rate": rate}))
+                        .send()
+                        .await
+                    else {
+                        return;
+                    };
+                    let Ok(v) = r.json::<Value>().await else {
+                        return;
+                    };
+                    rates
+                        .lock()
+                        .unwrap()
+                        .insert(v["id"].as_str().unwrap().to_string(), rate);
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(
+            rand::thread_rng().gen_range(200..900),
+        ))
+        .await;
+        app.kill();
+        stop.store(true, Ordering::Relaxed);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        app.start(&[]);
+
+        // Every crypto payout, acknowledged or not, is confirmed after the
+        // restart (the partner is asked again).
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let payouts = loop {
+            let mut all = Vec::new();
+            let mut after: Option<String> = None;
+            loop {
+                let path = match &after {
+                    Some(a) => format!("/v1/usdt/payouts?limit=100&starting_after={a}"),
+                    None => "/v1/usdt/payouts?limit=100".into(),
+                };
+                let r = app.get(&m.test_key, &path).await;
+                let data = r.body["data"].as_array().unwrap().clone();
+                after = data.last().map(|p| p["id"].as_str().unwrap().to_string());
+                all.extend(data);
+                if !r.body["has_more"].as_bool().unwrap() {
+                    break;
+                }
+            }
+            let open = all
+                .iter()
+                .filter(|p| p["status"] == "queued" || p["status"] == "processing")
+                .count();
+            if open == 0 {
+                break all;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "round {round}: {open} crypto payouts unconfirmed after the restart"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let ids: HashSet<String> = payouts
+            .iter()
+            .map(|p| p["id"].as_str().unwrap().to_string())
+            .collect();
+        for id in crypto.lock().unwrap().iter() {
+            assert!(
+                ids.contains(id),
+                "round {round}: acknowledged crypto payout {id} lost"
+            );
+        }
+        let lines = app.all_lines(&m.test_key).await;
+        let mut by_source: HashMap<&str, Vec<&Value>> = HashMap::new();
+        for l in &lines {
+            by_source
+                .entry(l["source"].as_str().unwrap())
+                .or_default()
+                .push(l);
+        }
+        let (mut sent, mut paid, mut failed) = (0i64, 0usize, 0usize);
+        for p in &payouts {
+            let id = p["id"].as_str().unwrap();
+            let x = p["usd_amount"].as_i64().unwrap();
+            let mut got: Vec<(String, i64)> = by_source[id]
+                .iter()
+                .rev()
+                .map(|l| {
+                    (
+                        l["bucket"].as_str().unwrap().to_string(),
+                        l["amount"].as_i64().unwrap(),
+                    )
+                })
+                .collect();
+            let mut want = vec![
+                ("available".to_string(), -x),
+                ("payout_in_flight".to_string(), x),
+                ("payout_in_flight".to_string(), -x),
+            ];
+            if p["status"] == "failed" {
+                want.push(("available".into(), x));
+                failed += 1;
+            } else {
+                assert_eq!(p["status"], "paid", "round {round}");
+                sent += x;
+                paid += 1;
+            }
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "round {round}: lines of crypto payout {id}");
+        }
+        for (t, n) in [
+            ("crypto_payout.paid", paid),
+            ("crypto_payout.failed", failed),
+        ] {
+            let mut count = 0;
+            let mut after: Option<String> = None;
+            loop {
+                let path = match &after {
+                    Some(a) => format!("/v1/events?type={t}&limit=100&starting_after={a}"),
+                    None => format!("/v1/events?type={t}&limit=100"),
+                };
+                let r = app.get(&m.test_key, &path).await;
+                let data = r.body["data"].as_array().unwrap().clone();
+                count += data.len();
+                after = data.last().map(|e| e["id"].as_str().unwrap().to_string());
+                if !r.body["has_more"].as_bool().unwrap() {
+                    break;
+                }
+            }
+            assert_eq!(count, n, "round {round}: {t} events");
+        }
+        // Conversions: acknowledged ones exist and replay; every one has
+        // exactly its two lines at the rate it names.
+        let rates = rates.lock().unwrap().clone();
+        for (idem, body, response) in conversions.lock().unwrap().iter() {
+            let replay = app
+                .post_with_key(&m.test_key, "/v1/fx/conversions", idem, body.clone())
+                .await;
+            assert_eq!(replay.status, 201, "round {round}: {}", replay.text);
+            assert!(replay.replayed(), "round {round}");
+            assert_eq!(&replay.text, response, "round {round}: replay differs");
+            let c: Value = serde_json::from_str(response).unwrap();
+            let got = app
+                .get(
+                    &m.test_key,
+                    &format!("/v1/fx/conversions/{}", c["id"].as_str().unwrap()),
+                )
+                .await;
+            assert_eq!(
+                got.status, 200,
+                "round {round}: acknowledged conversion lost"
+            );
+        }
+        let (mut converted_usd, mut ngn) = (0i64, 0i64);
+        let mut conversion_lines = 0;
+        for l in lines.iter().filter(|l| l["type"] == "conversion") {
+            conversion_lines += 1;
+            match l["currency"].as_str().unwrap() {
+                "USD" => converted_usd -= l["amount"].as_i64().unwrap(),
+                _ => ngn += l["amount"].as_i64().unwrap(),
+            }
+        }
+        let mut after: Option<String> = None;
+        let mut n_conversions = 0;
+        loop {
+            let path = match &after {
+                Some(a) => format!("/v1/fx/conversions?limit=100&starting_after={a}"),
+                None => "/v1/fx/conversions?limit=100".into(),
+            };
+            let r = app.get(&m.test_key, &path).await;
+            let data = r.body["data"].as_array().unwrap().clone();
+            for c in &data {
+                n_conversions += 1;
+                let id = c["id"].as_str().unwrap();
+                let rate = c["rate"]["rate"].as_i64().unwrap();
+                if let Some(published) = rates.get(c["rate"]["id"].as_str().unwrap()) {
+                    assert_eq!(*published, rate, "round {round}: conversion {id}");
+                }
+                let usd = c["usd_amount"].as_i64().unwrap();
+                let mine = &by_source[id];
+                assert_eq!(mine.len(), 2, "round {round}: conversion {id}");
+                for l in mine {
+                    let want = if l["currency"] == "USD" {
+                        -usd
+                    } else {
+                        (usd as i128 * rate as i128 / 100) as i64
+                    };
+                    assert_eq!(l["amount"].as_i64().unwrap(), want, "round {round}: {id}");
+                }
+            }
+            after = data.last().map(|c| c["id"].as_str().unwrap().to_string());
+            if !r.body["has_more"].as_bool().unwrap() {
+                break;
+            }
+        }
+        assert_eq!(conversion_lines, 2 * n_conversions, "round {round}");
+        assert_eq!(
+            app.balance(&m.test_key, "available", "NGN").await,
+            ngn,
+            "round {round}"
+        );
+        let available = app.balance(&m.test_key, "available", "USD").await;
+        let in_flight = app.balance(&m.test_key, "payout_in_flight", "USD").await;
+        assert_eq!(in_flight, 0, "round {round}");
+        assert_eq!(
+            start,
+            available + in_flight + sent + converted_usd,
+            "round {round}: dollars not conserved"
+        );
+        // balance_after is exact per brand, currency and bucket.
+        let mut running: HashMap<(String, String, String), i64> = HashMap::new();
+        for l in lines.iter().rev() {
+            let v = running
+                .entry((
+                    l["brand"].as_str().unwrap().into(),
+                    l["currency"].as_str().unwrap().into(),
+                    l["bucket"].as_str().unwrap().into(),
+                ))
+                .or_default();
+            *v += l["amount"].as_i64().unwrap();
+            assert_eq!(l["balance_after"].as_i64().unwrap(), *v, "round {round}");
+        }
+    }
+    println!(
+        "acknowledged: {} conversions, {} crypto payouts; {} rates published",
+        conversions.lock().unwrap().len(),
+        crypto.lock().unwrap().len(),
+        rates.lock().unwrap().len()
+    );
+    assert!(
+        conversions.lock().unwrap().len() > 10 && crypto.lock().unwrap().len() > 10,
+        "the test drove too little traffic"
+    );
+}
