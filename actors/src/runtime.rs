@@ -62,6 +62,10 @@ pub struct Kobo {
     pub usdt_wallets: Registry<crate::usdt::actor::UsdtWalletsActor>,
     /// USDT partners, per mode, and their confirmations.
     pub usdt: crate::usdt::partner::UsdtHub,
+    /// Direct-debit mandates, one actor each.
+    pub mandates: Registry<crate::mandate::actor::MandateActor>,
+    /// Direct-debit providers, per mode.
+    pub mandate_providers: crate::mandate::provider::MandateProviders,
 }
 
 impl Kobo {
@@ -80,6 +84,8 @@ impl Kobo {
         let providers = Providers::sandbox(config.sandbox_card_latency);
         let (store_for_rail, writer_for_rail) = (store.clone(), writer.clone());
         let usdt = crate::usdt::partner::UsdtHub::sandbox(store.clone(), writer.clone());
+        let mandate_providers =
+            crate::mandate::provider::MandateProviders::sandbox(store.clone(), writer.clone());
         Ok(Arc::new(Kobo {
             calendar: config.calendar.clone(),
             store,
@@ -104,6 +110,8 @@ impl Kobo {
             crypto_payouts: Registry::new(capacity),
             usdt_wallets: Registry::new(capacity),
             usdt,
+            mandates: Registry::new(capacity),
+            mandate_providers,
         }))
     }
 
@@ -116,6 +124,7 @@ impl Kobo {
             self.aftercare.snapshot(),
             self.crypto_payouts.snapshot(),
             self.usdt_wallets.snapshot(),
+            self.mandates.snapshot(),
         ]
     }
 }

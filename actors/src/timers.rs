@@ -53,6 +53,14 @@ pub enum TimerKind {
     PayoutStatus,
     /// Ask the USDT partner about an unconfirmed crypto payout.
     CryptoPayoutCheck,
+    /// Ask the mandate provider whether a pending mandate was approved.
+    MandateCheck,
+    /// A pending mandate's 7 days are up.
+    MandateExpire,
+    /// Send a mandate charge's debit to the provider.
+    DirectDebitSend,
+    /// Ask the provider about a debit in flight.
+    DirectDebitStatus,
 }
 
 impl TimerKind {
@@ -67,6 +75,10 @@ impl TimerKind {
             TimerKind::PayoutSend => 5,
             TimerKind::PayoutStatus => 6,
             TimerKind::CryptoPayoutCheck => 7,
+            TimerKind::MandateCheck => 8,
+            TimerKind::MandateExpire => 9,
+            TimerKind::DirectDebitSend => 10,
+            TimerKind::DirectDebitStatus => 11,
         }
     }
 }
@@ -192,6 +204,34 @@ async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
                     PayoutMessage {
                         merchant: timer.merchant,
                         mode: timer.mode,
+                        action,
+                        idem: None,
+                    },
+                )
+                .await
+                .and_then(|r| r.map(|_| ()))
+        }
+        TimerKind::MandateCheck | TimerKind::MandateExpire => {
+            crate::mandate::actor::on_timer(kobo, key.clone(), &timer).await
+        }
+        TimerKind::DirectDebitSend | TimerKind::DirectDebitStatus => {
+            let action = match timer.kind {
+                TimerKind::DirectDebitSend => Action::DebitSendTimer {
+                    timer_key: key.clone(),
+                },
+                _ => Action::DebitStatusTimer {
+                    timer_key: key.clone(),
+                },
+            };
+            kobo.payment_intents
+                .send(
+                    kobo,
+                    timer.target,
+                    IntentMessage {
+                        merchant: timer.merchant,
+                        mode: timer.mode,
+                        merchant_name: String::new(),
+                        bank_transfer_enabled: true,
                         action,
                         idem: None,
                     },

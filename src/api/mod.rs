@@ -9,6 +9,7 @@ pub mod body;
 pub mod brands;
 pub mod cards;
 pub mod events;
+pub mod mandates;
 pub mod fx;
 pub mod openapi;
 pub mod ops;
@@ -451,6 +452,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     settlement::configure(cfg);
     payouts::configure(cfg);
     refunds::configure(cfg);
+    mandates::configure(cfg);
+    crate::checkout::mandate::configure(cfg);
     fx::configure(cfg);
     usdt::configure(cfg);
     test_helpers::configure(cfg);

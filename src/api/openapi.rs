@@ -71,6 +71,13 @@ pub const CLIENT_SECRET: &str = "client_secret";
         super::usdt::create_payout,
         super::usdt::list_payouts,
         super::usdt::retrieve_payout,
+        super::mandates::create,
+        super::mandates::list,
+        super::mandates::retrieve,
+        super::mandates::refresh,
+        super::mandates::cancel,
+        super::mandates::charge,
+        super::mandates::retrieve_customer,
     ),
     components(
         schemas(super::ErrorBody),
@@ -97,6 +104,7 @@ pub const CLIENT_SECRET: &str = "client_secret";
         (name = "webhooks", description = "Webhook endpoints, the event history with deliveries, redelivery, and the live event stream. Deliveries are HTTPS POSTs of the Event (without `deliveries`) signed with `Service-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<event id>.<raw body>\">`."),
         (name = "fx", description = "Dollar rates and dollar-to-naira conversions."),
         (name = "usdt", description = "USDT payouts of dollars to the merchant's wallets."),
+        (name = "mandates", description = "Direct debit: mandates the customer approves once, charges that debit their bank account, and their customers."),
         (name = "meta", description = "About the API itself."),
     )
 )]
@@ -405,6 +413,13 @@ mod tests {
         ("get", "/v1/usdt/payouts"),
         ("post", "/v1/usdt/payouts"),
         ("get", "/v1/usdt/payouts/{id}"),
+        ("post", "/v1/mandates"),
+        ("get", "/v1/mandates"),
+        ("get", "/v1/mandates/{id}"),
+        ("post", "/v1/mandates/{id}/refresh"),
+        ("post", "/v1/mandates/{id}/cancel"),
+        ("post", "/v1/mandates/{id}/charge"),
+        ("get", "/v1/customers/{id}"),
     ];
 
     fn doc() -> Value {

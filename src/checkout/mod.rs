@@ -31,6 +31,8 @@ use kobo_storage::Table;
 
 use crate::api::{error_body, status_of, State};
 
+pub mod mandate;
+
 const CHECKOUT_JS: &str = include_str!("checkout.js");
 const CHECKOUT_CSS: &str = include_str!("checkout.css");
 
@@ -112,7 +114,7 @@ pub fn money(amount: i64, currency: Currency) -> String {
 }
 
 /// Headers every page here carries.
-fn html(status: u16, body: String, script_allowed: bool) -> HttpResponse {
+pub(crate) fn html(status: u16, body: String, script_allowed: bool) -> HttpResponse {
     let csp = if script_allowed {
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
     } else {
@@ -131,7 +133,7 @@ fn html(status: u16, body: String, script_allowed: bool) -> HttpResponse {
 }
 
 /// A page's frame: head, the merchant bar, `main`, the footer.
-fn frame(title: &str, merchant: &str, livemode: bool, main: &str, script: &str) -> String {
+pub(crate) fn frame(title: &str, merchant: &str, livemode: bool, main: &str, script: &str) -> String {
     let test_badge = if livemode {
         String::new()
     } else {
@@ -174,7 +176,7 @@ fn frame(title: &str, merchant: &str, livemode: bool, main: &str, script: &str) 
 }
 
 /// A page that says one thing (unknown link, canceled payment, ...).
-fn message_page(
+pub(crate) fn message_page(
     status: u16,
     title: &str,
     merchant: &str,
@@ -564,7 +566,7 @@ async fn bank_decline(state: State, req: HttpRequest, path: web::Path<String>) -
     bank_answer(state, req, &path, false).await
 }
 
-fn wants_html(req: &HttpRequest) -> bool {
+pub(crate) fn wants_html(req: &HttpRequest) -> bool {
     req.headers()
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())

@@ -140,6 +140,21 @@ tables! {
     CryptoPayoutsOpen => "crypto_payouts_open",
     // the sandbox USDT partner's record of transfers: reference -> row
     SandboxCryptoTransfers => "sandbox_crypto_transfers",
+    // Customers (actors/src/customer.rs). customer id -> Customer;
+    // merchant|mode|seq -> id
+    Customers => "customers",
+    CustomerIndex => "customer_index",
+    // Direct debit mandates (actors/src/mandate). mandate id -> Mandate;
+    // merchant|mode|seq -> id; merchant|mode|status|seq -> id;
+    // merchant|mode|customer|seq -> id
+    Mandates => "mandates",
+    MandateIndex => "mandate_index",
+    MandateStatusIndex => "mandate_status_index",
+    MandateCustomerIndex => "mandate_customer_index",
+    // the sandbox mandate provider's records: mandate id -> the customer's
+    // answer on the authorization page; payment id -> the debit it took
+    SandboxMandates => "sandbox_mandates",
+    SandboxDebits => "sandbox_debits",
 }
 
 /// Builds a composite key from fixed-width parts.

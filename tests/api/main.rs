@@ -11,6 +11,7 @@ mod conventions;
 mod crash;
 mod fx;
 mod idempotency;
+mod mandates;
 mod payment_intents;
 mod payouts;
 mod refunds;

@@ -16,10 +16,13 @@ use kobo_storage::{Batch, Table};
 use crate::error::{DomainError, DomainResult};
 use crate::idempotency::IdempotencySave;
 use crate::ids::Mode;
+use crate::mandate::provider::{Debit, DebitOutcome, DebitStatus};
+use crate::money::Channel;
 use crate::payment_intent::card::{AuthInput, CardDetails, Secret};
 use crate::payment_intent::service::{commit_decision, load_attempt};
 use crate::payment_intent::{
-    check_authenticate, check_card_result, check_card_start, decide, Command, Effect, PaymentIntent,
+    check_authenticate, check_card_result, check_card_start, decide, AttemptStatus, Command,
+    DebitFinal, Decision, Effect, PaymentIntent, Status,
 };
 use crate::registry::{Activation, Registry, VirtualActor};
 use crate::runtime::Kobo;
@@ -60,6 +63,14 @@ pub enum Action {
         attempt: u32,
         reference: String,
         approved: bool,
+    },
+    /// A mandate charge's send timer (stored under `timer_key`) fired.
+    DebitSendTimer {
+        timer_key: Vec<u8>,
+    },
+    /// A mandate charge's status-query timer fired.
+    DebitStatusTimer {
+        timer_key: Vec<u8>,
     },
 }
 
@@ -252,6 +263,45 @@ async fn process(
         Action::AbandonTimer { timer_key } => {
             batch.delete(Table::Timers, timer_key.clone());
             decide(intent, pending.as_ref(), &Command::AbandonDue, now)?
+        }
+        Action::DebitSendTimer { timer_key } | Action::DebitStatusTimer { timer_key } => {
+            batch.delete(Table::Timers, timer_key.clone());
+            let waiting = pending.as_ref().is_some_and(|a| {
+                a.channel == Channel::DirectDebit && a.status == AttemptStatus::Pending
+            }) && intent.status == Status::Processing;
+            let Some(mandate) = intent.mandate.filter(|_| waiting) else {
+                // Stale: the debit already has its result.
+                let d = Decision {
+                    intent: intent.clone(),
+                    effects: Vec::new(),
+                };
+                let view = commit_decision(kobo, intent, &d, None, batch, now).await?;
+                return Ok((d.intent, view));
+            };
+            let debits = kobo.mandate_providers.for_mode(intent.mode);
+            let sending = matches!(msg.action, Action::DebitSendTimer { .. });
+            // Asked first, always: a debit sent before a crash is never sent
+            // again (the provider knows it by the payment id).
+            let command = match debits.debit_status(intent.id).await? {
+                None if sending => {
+                    let debit = Debit {
+                        reference: intent.id,
+                        mandate,
+                        amount: intent.charge_on(Channel::DirectDebit).2,
+                    };
+                    match debits.debit(&debit, now).await? {
+                        DebitOutcome::Accepted | DebitOutcome::AlreadySent => Command::DebitSent,
+                        DebitOutcome::Rejected(code) => {
+                            Command::DebitResult(DebitFinal::Failed(code))
+                        }
+                    }
+                }
+                Some(_) if sending => Command::DebitSent,
+                None | Some(DebitStatus::Processing) => Command::DebitPending,
+                Some(DebitStatus::Successful) => Command::DebitResult(DebitFinal::Succeeded),
+                Some(DebitStatus::Failed(code)) => Command::DebitResult(DebitFinal::Failed(code)),
+            };
+            decide(intent, pending.as_ref(), &command, now)?
         }
         Action::SimulateTransfer { amount } => {
             // No account yet: the customer is given one first, as on checkout.

@@ -345,6 +345,10 @@ pub struct PaymentIntent {
     /// Charge attempts so far; the current one is `pending_attempt`.
     pub attempts: u32,
     pub pending_attempt: Option<u32>,
+    /// The mandate a direct-debit charge debits (set at creation by
+    /// `POST /v1/mandates/{id}/charge`).
+    #[serde(default)]
+    pub mandate: Option<Uuid>,
     /// Bumped on every change.
     pub version: u64,
 }
@@ -369,6 +373,10 @@ impl PaymentIntent {
     pub fn fees(&self) -> Fees {
         let channel = match self.status {
             Status::Successful => self.channel.unwrap_or(Channel::Card),
+            // A mandate charge can only be paid by its debit.
+            _ if self.mandate.is_some() && self.channel == Some(Channel::DirectDebit) => {
+                Channel::DirectDebit
+            }
             _ => Channel::Card,
         };
         fees(self.amount, &self.rule(channel), self.fee_bearer)
@@ -502,6 +510,53 @@ pub enum Command {
         attempt: u32,
         outcome: CardFinal,
     },
+    /// A mandate charge starts: a fresh intent of a mandate goes to
+    /// `processing` with a pending direct-debit attempt, and its debit is
+    /// sent at once (by a durable timer). No abandonment: the bank answers.
+    StartDirectDebit,
+    /// The provider holds the debit (sent now or before a crash): ask it
+    /// for the result after the status-query interval.
+    DebitSent,
+    /// The provider's status query: still processing.
+    DebitPending,
+    /// The provider's final word on the debit.
+    DebitResult(DebitFinal),
+}
+
+/// A direct debit's final result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DebitFinal {
+    Succeeded,
+    Failed(String),
+}
+
+/// How often the provider is asked about a debit in flight (clock time).
+pub fn debit_status_interval() -> Duration {
+    Duration::minutes(1)
+}
+
+/// The pending direct-debit attempt of a processing mandate charge.
+fn pending_debit<'a>(
+    intent: &PaymentIntent,
+    pending: Option<&'a ChargeAttempt>,
+) -> DomainResult<&'a ChargeAttempt> {
+    match pending {
+        Some(a)
+            if intent.status == Status::Processing
+                && intent.mandate.is_some()
+                && a.channel == Channel::DirectDebit
+                && a.status == AttemptStatus::Pending
+                && intent.pending_attempt == Some(a.number) =>
+        {
+            Ok(a)
+        }
+        _ => Err(unexpected_state(intent, "take a debit result")),
+    }
+}
+
+/// A direct debit the bank is working on: no other way of paying may start.
+fn debit_in_flight(pending: Option<&ChargeAttempt>) -> bool {
+    pending.is_some_and(|a| a.channel == Channel::DirectDebit && a.status == AttemptStatus::Pending)
 }
 
 /// The provider's answer to a card charge or to one authentication step.
@@ -530,6 +585,12 @@ pub fn check_card_start(
 ) -> DomainResult<()> {
     if matches!(intent.status, Status::Successful | Status::Canceled) {
         return Err(unexpected_state(intent, "take a card payment"));
+    }
+    if debit_in_flight(pending) {
+        return Err(unexpected_state(
+            intent,
+            "take a card payment while its direct debit is with the bank",
+        ));
     }
     // A card attempt pending with nothing asked of the customer is with the
     // bank: its result may still bring money.
@@ -626,6 +687,10 @@ pub enum Effect {
     },
     ScheduleAbandon(DateTime<Utc>),
     CancelAbandon(DateTime<Utc>),
+    /// Send the direct debit to the provider at this time.
+    ScheduleDebitSend(DateTime<Utc>),
+    /// Ask the provider about the direct debit at this time.
+    ScheduleDebitStatus(DateTime<Utc>),
     /// Save (insert or update) a charge attempt.
     Attempt(ChargeAttempt),
 }
@@ -722,6 +787,12 @@ pub fn decide(
             }
             if matches!(intent.status, Status::Successful | Status::Canceled) {
                 return Err(unexpected_state(intent, "start a bank transfer"));
+            }
+            if debit_in_flight(pending) {
+                return Err(unexpected_state(
+                    intent,
+                    "start a bank transfer while its direct debit is with the bank",
+                ));
             }
             let Some(account) = account else {
                 if !intent.needs_transfer_account(now) {
@@ -891,6 +962,68 @@ pub fn decide(
                 CardFinal::Declined(code) => CardOutcome::Declined(code.clone()),
             };
             card_outcome(&mut next, attempt, &outcome, false, &mut effects, now);
+        }
+        Command::StartDirectDebit => {
+            if intent.status != Status::Created || intent.attempts != 0 || intent.mandate.is_none()
+            {
+                return Err(unexpected_state(intent, "start a direct debit"));
+            }
+            if intent.currency != Currency::NGN {
+                return Err(DomainError::request(
+                    "payment_method_unavailable",
+                    Some("currency"),
+                    "direct debit takes naira only",
+                ));
+            }
+            next.channel = Some(Channel::DirectDebit);
+            let mut attempt = new_attempt(
+                intent,
+                Channel::DirectDebit,
+                AttemptStatus::Pending,
+                None,
+                Some(next.charge_on(Channel::DirectDebit).2),
+                now,
+            );
+            // The debit carries the payment id as its reference.
+            attempt.provider_reference = Some(intent.id.to_string());
+            next.attempts += 1;
+            next.pending_attempt = Some(attempt.number);
+            next.status = Status::Processing;
+            effects.push(Effect::Attempt(attempt));
+            effects.push(Effect::ScheduleDebitSend(now));
+        }
+        Command::DebitSent => {
+            pending_debit(intent, pending)?;
+            effects.push(Effect::ScheduleDebitStatus(now + debit_status_interval()));
+            // Nothing about the intent changes.
+            return Ok(Decision {
+                intent: next,
+                effects,
+            });
+        }
+        Command::DebitPending => {
+            pending_debit(intent, pending)?;
+            effects.push(Effect::ScheduleDebitStatus(now + debit_status_interval()));
+            return Ok(Decision {
+                intent: next,
+                effects,
+            });
+        }
+        Command::DebitResult(result) => {
+            let attempt = pending_debit(intent, pending)?;
+            match result {
+                DebitFinal::Succeeded => {
+                    settle_pending(Some(attempt), AttemptStatus::Successful, &mut effects);
+                    succeed(&mut next, &mut effects, now);
+                }
+                DebitFinal::Failed(code) => {
+                    let mut a = attempt.clone();
+                    a.status = AttemptStatus::Failed;
+                    a.failure_code = Some(code.clone());
+                    effects.push(Effect::Attempt(a));
+                    fail(&mut next, code, &mut effects);
+                }
+            }
         }
     }
     Ok(Decision {
@@ -1076,6 +1209,7 @@ mod view_tests {
             abandon_due: None,
             attempts: 0,
             pending_attempt: None,
+            mandate: None,
             version: 1,
         }
     }

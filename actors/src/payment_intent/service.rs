@@ -16,7 +16,9 @@ use crate::ledger::actor::PostEntry;
 use crate::ledger::{EntrySpec, EntryType};
 use crate::merchant::Merchant;
 use crate::money::{Currency, FeeBearer};
-use crate::payment_intent::{ChargeAttempt, Decision, Effect, PaymentIntent, Status};
+use crate::payment_intent::{
+    decide, ChargeAttempt, Command, Decision, Effect, PaymentIntent, Status,
+};
 use crate::runtime::Kobo;
 use crate::settlement::plan_capture;
 use crate::timers::{Timer, TimerKind};
@@ -69,6 +71,49 @@ pub async fn create(
     idem: Option<&IdempotencySave>,
 ) -> DomainResult<Value> {
     let now = kobo.clock.now();
+    let (intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
+    commit_new(kobo, &intent, &client_secret, &[], idem, now).await
+}
+
+/// Creates the payment intent of a charge on mandate `mandate` (checked
+/// active by the mandate's actor): the intent, already `processing` with
+/// its pending direct-debit attempt ([`Command::StartDirectDebit`]), the
+/// timer that sends the debit and the saved response, in one batch. So a
+/// replay of the request finds the saved response and never debits twice,
+/// and a crash before the commit leaves nothing behind.
+pub async fn create_mandate_charge(
+    kobo: &Arc<Kobo>,
+    merchant: &Merchant,
+    mode: Mode,
+    mandate: Uuid,
+    mut params: CreatePaymentIntent,
+    idem: Option<&IdempotencySave>,
+) -> DomainResult<Value> {
+    let now = kobo.clock.now();
+    // The business bears the fee, at the direct-debit price.
+    params.fee_bearer = FeeBearer::Merchant;
+    let (mut intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
+    intent.mandate = Some(mandate);
+    let decision = decide(&intent, None, &Command::StartDirectDebit, now)?;
+    commit_new(
+        kobo,
+        &decision.intent,
+        &client_secret,
+        &decision.effects,
+        idem,
+        now,
+    )
+    .await
+}
+
+/// A new intent in `created` and its client secret.
+fn new_intent(
+    kobo: &Arc<Kobo>,
+    merchant: &Merchant,
+    mode: Mode,
+    params: CreatePaymentIntent,
+    now: DateTime<Utc>,
+) -> DomainResult<(PaymentIntent, String)> {
     let brand = match params.brand {
         Some(b) => {
             let read = kobo.store.read()?;
@@ -125,25 +170,42 @@ pub async fn create(
         abandon_due: None,
         attempts: 0,
         pending_attempt: None,
+        mandate: None,
         version: 1,
     };
+    Ok((intent, client_secret))
+}
+
+/// Commits a new intent: the object, its list indexes, the reference claim,
+/// the checkout link, what its first decision asks for (`effects`: charge
+/// attempts, the debit timer) and the saved response, in one batch.
+async fn commit_new(
+    kobo: &Arc<Kobo>,
+    intent: &PaymentIntent,
+    client_secret: &str,
+    effects: &[Effect],
+    idem: Option<&IdempotencySave>,
+    now: DateTime<Utc>,
+) -> DomainResult<Value> {
+    let (id, seq, merchant_id, mode) = (intent.id, intent.seq, intent.merchant, intent.mode);
+    let checkout_code = intent.checkout_code.clone();
     let checkout_url = format!("{}/c/{}", kobo.config.base_url, checkout_code);
     let view = intent.to_api(Some(super::CreatedSecrets {
         checkout_url: &checkout_url,
-        client_secret: &client_secret,
+        client_secret,
     }));
 
     let mut batch = Batch::new();
     batch
-        .put(Table::PaymentIntents, id.as_bytes().to_vec(), &intent)
+        .put(Table::PaymentIntents, id.as_bytes().to_vec(), intent)
         .put_raw(
             Table::PaymentIntentIndex,
-            list_key(merchant.id, mode, seq),
+            list_key(merchant_id, mode, seq),
             id.as_bytes().to_vec(),
         )
         .put_raw(
             Table::PaymentIntentStatusIndex,
-            status_prefix(merchant.id, mode, Status::Created)
+            status_prefix(merchant_id, mode, intent.status)
                 .u64(seq)
                 .build(),
             id.as_bytes().to_vec(),
@@ -158,12 +220,32 @@ pub async fn create(
     if let Some(c) = intent.customer {
         batch.put_raw(
             Table::PaymentIntentCustomerIndex,
-            customer_prefix(merchant.id, mode, c).u64(seq).build(),
+            customer_prefix(merchant_id, mode, c).u64(seq).build(),
             id.as_bytes().to_vec(),
         );
     }
+    for effect in effects {
+        match effect {
+            Effect::Attempt(a) => {
+                batch.put(
+                    Table::ChargeAttempts,
+                    attempt_key(a.payment_intent, a.number),
+                    a,
+                );
+            }
+            Effect::ScheduleDebitSend(due) => {
+                Timer::new(TimerKind::DirectDebitSend, id, merchant_id, mode)
+                    .schedule(&mut batch, *due);
+            }
+            other => {
+                return Err(DomainError::internal(format!(
+                    "a new payment intent cannot take {other:?}"
+                )))
+            }
+        }
+    }
     if let Some(r) = &intent.reference {
-        let key = reference_key(merchant.id, mode, r);
+        let key = reference_key(merchant_id, mode, r);
         batch
             .require_absent(Table::PaymentIntentReferences, key.clone())
             .put_raw(Table::PaymentIntentReferences, key, id.as_bytes().to_vec());
@@ -255,6 +337,24 @@ pub async fn commit_decision(
                     Table::Timers,
                     Timer::key(*due, TimerKind::PaymentIntentAbandon, after.id),
                 );
+            }
+            Effect::ScheduleDebitSend(due) => {
+                Timer::new(
+                    TimerKind::DirectDebitSend,
+                    after.id,
+                    after.merchant,
+                    after.mode,
+                )
+                .schedule(&mut batch, *due);
+            }
+            Effect::ScheduleDebitStatus(due) => {
+                Timer::new(
+                    TimerKind::DirectDebitStatus,
+                    after.id,
+                    after.merchant,
+                    after.mode,
+                )
+                .schedule(&mut batch, *due);
             }
             Effect::Capture { gross, fee, net } => capture = Some((*gross, *fee, *net)),
         }

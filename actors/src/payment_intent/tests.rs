@@ -93,6 +93,7 @@ fn created(currency: Currency, bearer: FeeBearer, amount: i64) -> PaymentIntent 
         abandon_due: None,
         attempts: 0,
         pending_attempt: None,
+        mandate: None,
         version: 1,
     }
 }
@@ -1748,4 +1749,203 @@ fn a_card_while_a_transfer_account_is_open_keeps_the_transfer_attempt() {
     assert_eq!(atts[0].channel, Channel::Card);
     assert_eq!(atts[0].status, AttemptStatus::Canceled);
     assert_eq!(back.intent.next_action, None);
+}
+
+// ---------------------------------------------------------------- direct debit
+
+/// A fresh mandate charge (created at t(0), not yet started).
+fn mandate_charge(amount: i64) -> PaymentIntent {
+    let mut pi = created(Currency::NGN, FeeBearer::Merchant, amount);
+    pi.mandate = Some(Uuid::new_v4());
+    pi
+}
+
+/// A mandate charge started at t(90): processing, its debit pending.
+fn debiting(amount: i64) -> (PaymentIntent, ChargeAttempt) {
+    let d = decide(
+        &mandate_charge(amount),
+        None,
+        &Command::StartDirectDebit,
+        t(90),
+    )
+    .unwrap();
+    let a = attempts_of(&d.effects)[0].clone();
+    (d.intent, a)
+}
+
+#[test]
+fn start_direct_debit_processes_a_fresh_mandate_charge_without_abandonment() {
+    let pi = mandate_charge(AMOUNT);
+    let d = decide(&pi, None, &Command::StartDirectDebit, now()).unwrap();
+    assert_eq!(d.intent.status, Status::Processing);
+    assert_eq!(d.intent.channel, Some(Channel::DirectDebit));
+    assert_eq!(d.intent.abandon_due, None);
+    assert_eq!(d.intent.pending_attempt, Some(1));
+    assert_touched(&pi, &d.intent, now());
+    let a = attempts_of(&d.effects);
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].channel, Channel::DirectDebit);
+    assert_eq!(a[0].status, AttemptStatus::Pending);
+    assert_eq!(a[0].amount, Some(AMOUNT));
+    assert_eq!(a[0].provider_reference, Some(pi.id.to_string()));
+    assert!(d.effects.contains(&Effect::ScheduleDebitSend(now())));
+    assert!(events(&d.effects).is_empty());
+    assert!(!d
+        .effects
+        .iter()
+        .any(|e| matches!(e, Effect::ScheduleAbandon(_))));
+    // The estimate is the direct-debit price while it is processing.
+    let rule = default_pricing()[&Currency::NGN][&Channel::DirectDebit];
+    assert_eq!(d.intent.fees(), fees(AMOUNT, &rule, FeeBearer::Merchant));
+}
+
+#[test]
+fn start_direct_debit_is_refused_unless_a_fresh_naira_mandate_charge() {
+    // Not a mandate charge.
+    let pi = created(Currency::NGN, FeeBearer::Merchant, AMOUNT);
+    assert_unexpected_state(decide(&pi, None, &Command::StartDirectDebit, now()));
+    // Already started, or in any other status.
+    let (started, a) = debiting(AMOUNT);
+    assert_unexpected_state(decide(
+        &started,
+        Some(&a),
+        &Command::StartDirectDebit,
+        now(),
+    ));
+    for s in Status::ALL {
+        if s == Status::Created {
+            continue;
+        }
+        let (mut pi, pending) = ngn(s, FeeBearer::Merchant);
+        pi.mandate = Some(Uuid::new_v4());
+        assert_unexpected_state(decide(
+            &pi,
+            pending.as_ref(),
+            &Command::StartDirectDebit,
+            now(),
+        ));
+    }
+    // Dollars.
+    let mut usd = created(Currency::USD, FeeBearer::Merchant, AMOUNT);
+    usd.mandate = Some(Uuid::new_v4());
+    assert_err(
+        decide(&usd, None, &Command::StartDirectDebit, now()),
+        ErrorKind::InvalidRequest,
+        "payment_method_unavailable",
+    );
+}
+
+#[test]
+fn debit_sent_and_pending_schedule_the_status_query_and_change_nothing() {
+    let (pi, a) = debiting(AMOUNT);
+    for c in [Command::DebitSent, Command::DebitPending] {
+        let d = decide(&pi, Some(&a), &c, now()).unwrap();
+        assert_eq!(d.intent, pi, "{c:?}");
+        assert_eq!(
+            d.effects,
+            vec![Effect::ScheduleDebitStatus(now() + debit_status_interval())]
+        );
+    }
+}
+
+#[test]
+fn a_successful_debit_captures_at_the_direct_debit_price() {
+    let (pi, a) = debiting(AMOUNT);
+    let d = decide(
+        &pi,
+        Some(&a),
+        &Command::DebitResult(DebitFinal::Succeeded),
+        now(),
+    )
+    .unwrap();
+    assert_eq!(d.intent.status, Status::Successful);
+    assert_eq!(d.intent.paid_at, Some(now()));
+    assert_eq!(d.intent.pending_attempt, None);
+    assert_touched(&pi, &d.intent, now());
+    assert_eq!(
+        captures(&d.effects),
+        vec![&expected_capture(
+            AMOUNT,
+            FeeBearer::Merchant,
+            Channel::DirectDebit
+        )]
+    );
+    assert_eq!(events(&d.effects), vec![event::PAYMENT_INTENT_SUCCESSFUL]);
+    let settled = attempts_of(&d.effects);
+    assert_eq!(settled.len(), 1);
+    assert_eq!(settled[0].status, AttemptStatus::Successful);
+}
+
+#[test]
+fn a_failed_debit_fails_the_payment_with_the_banks_code() {
+    let (pi, a) = debiting(AMOUNT + 99);
+    let d = decide(
+        &pi,
+        Some(&a),
+        &Command::DebitResult(DebitFinal::Failed("insufficient_funds".into())),
+        now(),
+    )
+    .unwrap();
+    assert_eq!(d.intent.status, Status::Failed);
+    assert_eq!(d.intent.failure_code.as_deref(), Some("insufficient_funds"));
+    assert!(captures(&d.effects).is_empty());
+    assert_eq!(events(&d.effects), vec![event::PAYMENT_INTENT_FAILED]);
+    let settled = attempts_of(&d.effects);
+    assert_eq!(settled[0].status, AttemptStatus::Failed);
+    assert_eq!(
+        settled[0].failure_code.as_deref(),
+        Some("insufficient_funds")
+    );
+}
+
+#[test]
+fn debit_commands_are_refused_without_a_pending_debit() {
+    let commands = [
+        Command::DebitSent,
+        Command::DebitPending,
+        Command::DebitResult(DebitFinal::Succeeded),
+        Command::DebitResult(DebitFinal::Failed("x".into())),
+    ];
+    // Every status of an ordinary intent.
+    for s in Status::ALL {
+        let (pi, pending) = ngn(s, FeeBearer::Merchant);
+        for c in &commands {
+            assert_unexpected_state(decide(&pi, pending.as_ref(), c, now()));
+        }
+    }
+    // A mandate charge whose debit already has its result.
+    let (pi, a) = debiting(AMOUNT);
+    let done = decide(
+        &pi,
+        Some(&a),
+        &Command::DebitResult(DebitFinal::Succeeded),
+        now(),
+    )
+    .unwrap();
+    let settled = attempts_of(&done.effects)[0].clone();
+    for c in &commands {
+        assert_unexpected_state(decide(&done.intent, Some(&settled), c, now()));
+        assert_unexpected_state(decide(&done.intent, None, c, now()));
+    }
+}
+
+#[test]
+fn no_other_way_of_paying_starts_while_the_debit_is_with_the_bank() {
+    let (pi, a) = debiting(AMOUNT);
+    assert_unexpected_state(decide(
+        &pi,
+        Some(&a),
+        &Command::StartBankTransfer {
+            account: Some(account(AMOUNT, now())),
+        },
+        now(),
+    ));
+    assert_unexpected_state(decide(
+        &pi,
+        Some(&a),
+        &start_card(CardOutcome::Succeeded),
+        now(),
+    ));
+    // Nor can it be canceled while processing.
+    assert_unexpected_state(decide(&pi, Some(&a), &Command::Cancel, now()));
 }

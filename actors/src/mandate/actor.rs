@@ -1,0 +1,270 @@
+//! The mandate actor: one per mandate. It takes one command at a time to
+//! completion, so a refresh, the periodic check, expiry, cancel and charges
+//! never race: a charge after a committed cancel is refused, and a charge
+//! accepted before it goes on to its debit.
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+use futures_util::FutureExt;
+use serde_json::Value;
+use uuid::Uuid;
+
+use kobo_storage::{Batch, Table};
+
+use crate::error::{DomainError, DomainResult};
+use crate::idempotency::IdempotencySave;
+use crate::ids::Mode;
+use crate::mandate::service::status_prefix;
+use crate::mandate::{decide, service, Command, Effect, Mandate, MandateStatus};
+use crate::merchant::Merchant;
+use crate::payment_intent::service::{create_mandate_charge, CreatePaymentIntent};
+use crate::registry::{Activation, Registry, VirtualActor};
+use crate::runtime::Kobo;
+use crate::timers::{Timer, TimerKind};
+
+pub struct MandateActor {
+    activation: Activation<Uuid>,
+    state: Option<Mandate>,
+}
+
+#[derive(Debug, Clone)]
+pub enum MandateAction {
+    /// Ask the provider now.
+    Refresh,
+    Cancel,
+    /// Create a payment intent that debits this mandate.
+    Charge {
+        merchant: Box<Merchant>,
+        params: CreatePaymentIntent,
+    },
+    /// The periodic check timer fired.
+    CheckTimer {
+        timer_key: Vec<u8>,
+    },
+    /// The expiry timer fired.
+    ExpireTimer {
+        timer_key: Vec<u8>,
+    },
+}
+
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "DomainResult<Value>")]
+pub struct MandateMessage {
+    pub merchant: Uuid,
+    pub mode: Mode,
+    pub action: MandateAction,
+    pub idem: Option<IdempotencySave>,
+}
+
+impl Actor for MandateActor {
+    type Context = Context<Self>;
+}
+
+impl VirtualActor for MandateActor {
+    type Key = Uuid;
+    const KIND: &'static str = "mandate";
+    fn activate(activation: Activation<Uuid>) -> Self {
+        MandateActor {
+            activation,
+            state: None,
+        }
+    }
+    fn activation(&self) -> &Activation<Uuid> {
+        &self.activation
+    }
+    fn registry(kobo: &Kobo) -> &Registry<Self> {
+        &kobo.mandates
+    }
+}
+
+impl Handler<MandateMessage> for MandateActor {
+    type Result = AtomicResponse<Self, DomainResult<Value>>;
+
+    fn handle(&mut self, msg: MandateMessage, _ctx: &mut Context<Self>) -> Self::Result {
+        self.activation.touch();
+        let kobo = self.activation.kobo.clone();
+        let id = self.activation.key;
+        let current = match &self.state {
+            Some(s) => Ok(Some(s.clone())),
+            None => service::load(&kobo, id),
+        };
+        let work = async move {
+            let mandate = match current? {
+                Some(m) if m.merchant == msg.merchant && m.mode == msg.mode => m,
+                _ => return Err(DomainError::not_found("mandate", id)),
+            };
+            let outcome = process(&kobo, &mandate, msg).await;
+            Ok((mandate, outcome))
+        };
+        AtomicResponse::new(Box::pin(
+            std::panic::AssertUnwindSafe(work)
+                .catch_unwind()
+                .into_actor(self)
+                .map(|outcome, act, _ctx| {
+                    act.activation.rest();
+                    match outcome {
+                        Ok(Ok((_, Ok((after, view))))) => {
+                            act.state = Some(after);
+                            Ok(view)
+                        }
+                        Ok(Ok((before, Err(e)))) => {
+                            act.state = Some(before);
+                            Err(e)
+                        }
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => {
+                            act.state = None;
+                            act.activation.record_restart();
+                            Err(DomainError::internal("the mandate actor restarted"))
+                        }
+                    }
+                }),
+        ))
+    }
+}
+
+/// The timer pass's hook for the mandate timers.
+pub async fn on_timer(kobo: &Arc<Kobo>, key: Vec<u8>, timer: &Timer) -> DomainResult<()> {
+    let action = match timer.kind {
+        TimerKind::MandateExpire => MandateAction::ExpireTimer { timer_key: key },
+        _ => MandateAction::CheckTimer { timer_key: key },
+    };
+    kobo.mandates
+        .send(
+            kobo,
+            timer.target,
+            MandateMessage {
+                merchant: timer.merchant,
+                mode: timer.mode,
+                action,
+                idem: None,
+            },
+        )
+        .await?
+        .map(|_| ())
+}
+
+async fn process(
+    kobo: &Arc<Kobo>,
+    m: &Mandate,
+    msg: MandateMessage,
+) -> DomainResult<(Mandate, Value)> {
+    let now = kobo.clock.now();
+    let mut batch = Batch::new();
+    let provider = kobo.mandate_providers.for_mode(m.mode);
+    let pending = m.status == MandateStatus::Pending;
+    let command = match msg.action {
+        MandateAction::Refresh if pending => Command::Checked {
+            answer: provider.check(m).await?,
+            periodic: false,
+        },
+        // Settled: nothing to ask.
+        MandateAction::Refresh => {
+            return finish(kobo, m, m.clone(), Vec::new(), batch, msg.idem.as_ref()).await
+        }
+        MandateAction::Cancel => Command::Cancel,
+        MandateAction::Charge {
+            merchant,
+            mut params,
+        } => {
+            decide(m, &Command::Charge, now)?;
+            // The payment belongs to the mandate's customer.
+            params.customer = Some(m.customer);
+            params.customer_email = m.customer_email.clone();
+            let view =
+                create_mandate_charge(kobo, &merchant, m.mode, m.id, params, msg.idem.as_ref())
+                    .await?;
+            return Ok((m.clone(), view));
+        }
+        MandateAction::CheckTimer { timer_key } => {
+            let live = m
+                .check_due
+                .is_some_and(|d| Timer::key(d, TimerKind::MandateCheck, m.id) == timer_key);
+            batch.delete(Table::Timers, timer_key);
+            if !pending || !live {
+                return finish(kobo, m, m.clone(), Vec::new(), batch, None).await;
+            }
+            Command::Checked {
+                answer: provider.check(m).await?,
+                periodic: true,
+            }
+        }
+        MandateAction::ExpireTimer { timer_key } => {
+            batch.delete(Table::Timers, timer_key);
+            if !pending || now < m.expires_at {
+                return finish(kobo, m, m.clone(), Vec::new(), batch, None).await;
+            }
+            Command::ExpiryDue {
+                answer: provider.check(m).await?,
+            }
+        }
+    };
+    let (after, effects) = decide(m, &command, now)?;
+    finish(kobo, m, after, effects, batch, msg.idem.as_ref()).await
+}
+
+async fn finish(
+    kobo: &Arc<Kobo>,
+    before: &Mandate,
+    after: Mandate,
+    effects: Vec<Effect>,
+    mut batch: Batch,
+    idem: Option<&IdempotencySave>,
+) -> DomainResult<(Mandate, Value)> {
+    let now = kobo.clock.now();
+    let view = after.to_api();
+    if &after != before {
+        batch.put(Table::Mandates, after.id.as_bytes().to_vec(), &after);
+    }
+    if after.status != before.status {
+        let (merchant, mode) = (after.merchant, after.mode);
+        batch
+            .delete(
+                Table::MandateStatusIndex,
+                status_prefix(merchant, mode, before.status)
+                    .u64(after.seq)
+                    .build(),
+            )
+            .put_raw(
+                Table::MandateStatusIndex,
+                status_prefix(merchant, mode, after.status)
+                    .u64(after.seq)
+                    .build(),
+                after.id.as_bytes().to_vec(),
+            );
+    }
+    for effect in effects {
+        match effect {
+            Effect::ScheduleCheck(due) => Timer::new(
+                TimerKind::MandateCheck,
+                after.id,
+                after.merchant,
+                after.mode,
+            )
+            .schedule(&mut batch, due),
+            Effect::CancelCheck(due) => {
+                batch.delete(
+                    Table::Timers,
+                    Timer::key(due, TimerKind::MandateCheck, after.id),
+                );
+            }
+            Effect::CancelExpiry(due) => {
+                batch.delete(
+                    Table::Timers,
+                    Timer::key(due, TimerKind::MandateExpire, after.id),
+                );
+            }
+        }
+    }
+    if let Some(idem) = idem {
+        idem.add_to(&mut batch, 200, &view.to_string(), now);
+    }
+    if !batch.is_empty() {
+        kobo.writer
+            .commit(batch)
+            .await
+            .map_err(|e| DomainError::internal(e.to_string()))?;
+    }
+    Ok((after, view))
+}
