@@ -788,3 +788,201 @@ async fn conversions_and_crypto_payouts_are_never_lost_or_doubled_across_sigkill
         "the test drove too little traffic"
     );
 }
+
+/// Mandate charges under SIGKILL: workers charge one active mandate with
+/// fresh Idempotency-Keys while the clock moves (debits are sent and
+/// queried), the server is killed at a random moment (between requests
+/// and their replies, and between debits sent and their results saved),
+/// restarted, and every key sent is replayed with its body. Each key maps
+/// to exactly one payment intent, each intent has exactly one debit (one
+/// direct-debit charge attempt, one capture), and nothing else exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mandate_charges_never_debit_twice_across_sigkill() {
+    let mut app = spawn_app().await;
+    let m = app.merchant().await;
+    let key = m.test_key.clone();
+    let mandate = app
+        .post(
+            &key,
+            "/v1/mandates",
+            json!({"customer_email": "ada@example.com"}),
+        )
+        .await;
+    mandate.assert_status(201);
+    let url = mandate.body["authorization_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mid = mandate.body["id"].as_str().unwrap().to_string();
+    let customer = mandate.body["customer"].as_str().unwrap().to_string();
+    app.client
+        .post(format!("{url}/approve"))
+        .send()
+        .await
+        .unwrap();
+    let r = app
+        .post(&key, &format!("/v1/mandates/{mid}/refresh"), json!({}))
+        .await;
+    assert_eq!(r.body["status"], "active");
+
+    // Every key sent (acknowledged or not) with its body.
+    let sent = Arc::new(Mutex::new(Vec::<(String, Value)>::new()));
+    let acked = Arc::new(Mutex::new(0usize));
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    for round in 0..3 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for w in 0..8 {
+            let (client, base, key, stop, sent, acked, mid) = (
+                client.clone(),
+                app.base.clone(),
+                key.clone(),
+                stop.clone(),
+                sent.clone(),
+                acked.clone(),
+                mid.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let idem = format!("dd-{round}-{w}-{n}");
+                    let body = json!({"amount": 10_000 + (n % 50) * 100, "currency": "NGN"});
+                    sent.lock().unwrap().push((idem.clone(), body.clone()));
+                    let r = client
+                        .post(format!("{base}/v1/mandates/{mid}/charge"))
+                        .bearer_auth(&key)
+                        .header("Idempotency-Key", &idem)
+                        .json(&body)
+                        .send()
+                        .await;
+                    let Ok(r) = r else { return };
+                    if r.status().as_u16() != 201 || r.text().await.is_err() {
+                        return;
+                    }
+                    *acked.lock().unwrap() += 1;
+                }
+            }));
+        }
+        {
+            // The clock moves too: debits are sent and queried under load.
+            let (client, base, token, stop) = (
+                client.clone(),
+                app.base.clone(),
+                app.admin_token.clone(),
+                stop.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let r = client
+                        .post(format!("{base}/admin/v1/clock/advance"))
+                        .bearer_auth(&token)
+                        .json(&json!({"seconds": 20}))
+                        .send()
+                        .await;
+                    if r.is_err() {
+                        return;
+                    }
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(
+            rand::thread_rng().gen_range(150..800),
+        ))
+        .await;
+        app.kill();
+        stop.store(true, Ordering::Relaxed);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        app.start(&[]);
+
+        // Replay every key sent: each answers 201 with one payment intent.
+        let sent_now = sent.lock().unwrap().clone();
+        let mut by_key = std::collections::HashMap::new();
+        for (idem, body) in &sent_now {
+            let r = app
+                .post_with_key(
+                    &key,
+                    &format!("/v1/mandates/{mid}/charge"),
+                    idem,
+                    body.clone(),
+                )
+                .await;
+            r.assert_status(201);
+            let again = app
+                .post_with_key(
+                    &key,
+                    &format!("/v1/mandates/{mid}/charge"),
+                    idem,
+                    body.clone(),
+                )
+                .await;
+            assert!(again.replayed(), "round {round}: {idem} not saved");
+            assert_eq!(again.body["id"], r.body["id"]);
+            by_key.insert(idem.clone(), r.body["id"].as_str().unwrap().to_string());
+        }
+        let ids: HashSet<String> = by_key.values().cloned().collect();
+        assert_eq!(
+            ids.len(),
+            sent_now.len(),
+            "round {round}: two keys, one intent"
+        );
+
+        // Every debit due runs to its end.
+        app.advance(180).await;
+        let mut listed = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let path = match &after {
+                Some(a) => {
+                    format!("/v1/payment_intents?limit=100&customer={customer}&starting_after={a}")
+                }
+                None => format!("/v1/payment_intents?limit=100&customer={customer}"),
+            };
+            let r = app.get(&key, &path).await;
+            let data = r.body["data"].as_array().unwrap().clone();
+            after = data.last().map(|p| p["id"].as_str().unwrap().to_string());
+            listed.extend(data);
+            if !r.body["has_more"].as_bool().unwrap() {
+                break;
+            }
+        }
+        let listed_ids: HashSet<String> = listed
+            .iter()
+            .map(|p| p["id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            listed_ids, ids,
+            "round {round}: an intent without its key, or lost"
+        );
+        let lines = app.all_lines(&key).await;
+        for p in &listed {
+            let id = p["id"].as_str().unwrap();
+            assert_eq!(p["status"], "successful", "round {round}: {id}");
+            let attempts = app
+                .get(&key, &format!("/v1/payment_intents/{id}/charge_attempts"))
+                .await;
+            let data = attempts.body["data"].as_array().unwrap();
+            assert_eq!(data.len(), 1, "round {round}: {id} debited more than once");
+            assert_eq!(data[0]["channel"], "direct_debit");
+            let captures = lines
+                .iter()
+                .filter(|l| l["source"] == id && l["type"] == "payment" && l["bucket"] == "pending")
+                .count();
+            assert_eq!(captures, 1, "round {round}: {id} captured {captures} times");
+        }
+    }
+    assert!(
+        *acked.lock().unwrap() > 10,
+        "the test drove too little traffic"
+    );
+    eprintln!(
+        "mandate crash test: {} charges sent, {} acknowledged before the kills",
+        sent.lock().unwrap().len(),
+        acked.lock().unwrap()
+    );
+}
