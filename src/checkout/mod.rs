@@ -133,7 +133,13 @@ pub(crate) fn html(status: u16, body: String, script_allowed: bool) -> HttpRespo
 }
 
 /// A page's frame: head, the merchant bar, `main`, the footer.
-pub(crate) fn frame(title: &str, merchant: &str, livemode: bool, main: &str, script: &str) -> String {
+pub(crate) fn frame(
+    title: &str,
+    merchant: &str,
+    livemode: bool,
+    main: &str,
+    script: &str,
+) -> String {
     let test_badge = if livemode {
         String::new()
     } else {
