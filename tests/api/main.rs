@@ -18,5 +18,6 @@ mod refunds;
 mod server;
 mod settlement;
 mod simulation;
+mod simulation_fx;
 mod usdt;
 mod webhooks;
