@@ -688,7 +688,8 @@ async fn conversions_and_crypto_payouts_are_never_lost_or_doubled_across_sigkill
         // Conversions: acknowledged ones exist and replay; every one has
         // exactly its two lines at the rate it names.
         let rates = rates.lock().unwrap().clone();
-        for (idem, body, response) in conversions.lock().unwrap().iter() {
+        let acked = conversions.lock().unwrap().clone();
+        for (idem, body, response) in acked.iter() {
             let replay = app
                 .post_with_key(&m.test_key, "/v1/fx/conversions", idem, body.clone())
                 .await;
