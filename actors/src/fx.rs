@@ -8,10 +8,12 @@
 //! `available` +floor(usd * rate / 100), committed with the conversion
 //! record and its saved response.
 //!
-//! The rate check happens just before the entry goes to the ledger: a
-//! conversion is priced at that instant, and a rate published after it does
-//! not reprice it. Any conversion that starts after a publish was answered
-//! sees the new rate.
+//! Publishing and converting are ordered by the [`RateGate`]: a publish
+//! holds it exclusively from reading the clock to its commit; a conversion
+//! holds it shared from reading the clock and checking its rate to the
+//! commit of its entry. So every conversion happens entirely before or
+//! entirely after each publish: none commits at a rate that a newer,
+//! earlier-stamped rate had already replaced.
 
 use std::sync::Arc;
 
@@ -33,6 +35,13 @@ use crate::merchant::{Merchant, UsdSettlement};
 use crate::money::Currency;
 use crate::query::Page;
 use crate::runtime::Kobo;
+
+/// Orders rate publishes (exclusive) against conversions (shared, from
+/// their rate check to their commit). It guards no state: rates and
+/// balances live in the store and the ledger actors. Fair (FIFO), so a
+/// publish waits only for the conversions already running.
+#[derive(Default)]
+pub struct RateGate(tokio::sync::RwLock<()>);
 
 /// The largest rate accepted: ₦1,000,000 per dollar.
 pub const MAX_RATE: i64 = 100_000_000;
@@ -116,6 +125,7 @@ pub async fn publish_rate(kobo: &Kobo, rate: i64) -> DomainResult<FxRate> {
             format!("rate is an integer of kobo per US dollar, from 1 to {MAX_RATE}"),
         ));
     }
+    let _exclusive = kobo.fx_gate.0.write().await;
     let now = kobo.clock.now();
     let r = FxRate {
         id: new_id(now),
@@ -376,6 +386,8 @@ pub async fn convert(
     let brand = resolve_brand(kobo, merchant, mode, req.brand)?;
     let rate = load_rate(kobo, req.rate_id)?
         .ok_or_else(|| DomainError::not_found("fx_rate", req.rate_id).with_param("rate_id"))?;
+    // Held until the entry commits (see the module's notes).
+    let _shared = kobo.fx_gate.0.read().await;
     let current = current_rate(kobo)?.ok_or_else(no_rate)?;
     if current.id != rate.id {
         return Err(rate_changed(&current));

@@ -62,6 +62,8 @@ pub struct Kobo {
     pub usdt_wallets: Registry<crate::usdt::actor::UsdtWalletsActor>,
     /// USDT partners, per mode, and their confirmations.
     pub usdt: crate::usdt::partner::UsdtHub,
+    /// Orders rate publishes against conversions (see [`crate::fx`]).
+    pub fx_gate: crate::fx::RateGate,
     /// Direct-debit mandates, one actor each.
     pub mandates: Registry<crate::mandate::actor::MandateActor>,
     /// Direct-debit providers, per mode.
@@ -110,6 +112,7 @@ impl Kobo {
             crypto_payouts: Registry::new(capacity),
             usdt_wallets: Registry::new(capacity),
             usdt,
+            fx_gate: crate::fx::RateGate::default(),
             mandates: Registry::new(capacity),
             mandate_providers,
         }))
