@@ -6,13 +6,16 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use kobo_storage::{Batch, CommitError, Table};
 
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{new_id, scope_key, Mode};
+use crate::money::Currency;
+use crate::query::{ListObject, ListView};
 use crate::runtime::Kobo;
 
 /// (CBN code, name). Commercial banks have 3-digit codes; microfinance and
@@ -59,12 +62,57 @@ pub fn bank_name(code: &str) -> Option<&'static str> {
     BANKS.iter().find(|(c, _)| *c == code).map(|(_, n)| *n)
 }
 
+/// The `object` value of a bank.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum BankObject {
+    #[serde(rename = "bank")]
+    Bank,
+}
+
+/// The country of a bank.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum BankCountry {
+    NG,
+}
+
+/// A Nigerian bank payouts can reach.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Bank)]
+pub struct BankView {
+    #[schema(inline)]
+    pub object: BankObject,
+    /// The CBN code: 3 digits for commercial banks, 6 for microfinance and
+    /// payment-service banks.
+    #[schema(pattern = "^([0-9]{3}|[0-9]{6})$")]
+    pub code: &'static str,
+    pub name: &'static str,
+    #[schema(inline)]
+    pub country: BankCountry,
+    /// Always `NGN`.
+    pub currency: Currency,
+}
+
+/// `GET /v1/banks`: every bank, on one page.
+pub fn banks() -> ListView<BankView> {
+    ListView {
+        object: ListObject::List,
+        data: BANKS
+            .iter()
+            .map(|(code, name)| BankView {
+                object: BankObject::Bank,
+                code,
+                name,
+                country: BankCountry::NG,
+                currency: Currency::NGN,
+            })
+            .collect(),
+        has_more: false,
+    }
+}
+
+/// `GET /v1/banks`, as JSON.
 pub fn banks_view() -> Value {
-    json!({
-        "object": "list",
-        "data": BANKS.iter().map(|(code, name)| json!({"object": "bank", "code": code, "name": name, "country": "NG", "currency": "NGN"})).collect::<Vec<_>>(),
-        "has_more": false,
-    })
+    serde_json::to_value(banks()).expect("the bank list serializes")
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -82,20 +130,56 @@ pub struct BankAccount {
 }
 
 impl BankAccount {
-    pub fn to_api(&self) -> Value {
-        json!({
-            "id": self.id,
-            "object": "bank_account",
-            "livemode": self.mode.livemode(),
-            "bank_code": self.bank_code,
-            "bank_name": self.bank_name,
-            "account_number": self.account_number,
-            "account_number_last4": &self.account_number[self.account_number.len() - 4..],
-            "account_name": self.account_name,
-            "currency": "NGN",
-            "created_at": self.created_at,
-        })
+    pub fn view(&self) -> BankAccountView {
+        BankAccountView {
+            id: self.id,
+            object: BankAccountObject::BankAccount,
+            livemode: self.mode.livemode(),
+            bank_code: self.bank_code.clone(),
+            bank_name: self.bank_name.clone(),
+            account_number: self.account_number.clone(),
+            account_number_last4: self.account_number[self.account_number.len() - 4..].to_string(),
+            account_name: self.account_name.clone(),
+            currency: Currency::NGN,
+            created_at: self.created_at,
+        }
     }
+
+    /// The public BankAccount object, as JSON.
+    pub fn to_api(&self) -> Value {
+        serde_json::to_value(self.view()).expect("a bank account view serializes")
+    }
+}
+
+/// The `object` value of a bank account.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum BankAccountObject {
+    #[serde(rename = "bank_account")]
+    BankAccount,
+}
+
+/// The public BankAccount object: one of the merchant's own accounts,
+/// confirmed by name enquiry, that payouts pay into.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = BankAccount)]
+pub struct BankAccountView {
+    pub id: Uuid,
+    #[schema(inline)]
+    pub object: BankAccountObject,
+    pub livemode: bool,
+    /// The bank's CBN code (`GET /v1/banks`).
+    pub bank_code: String,
+    pub bank_name: String,
+    /// The full number (the merchant's own account).
+    #[schema(pattern = "^[0-9]{10}$")]
+    pub account_number: String,
+    #[schema(pattern = "^[0-9]{4}$")]
+    pub account_number_last4: String,
+    /// As the bank returned it on name enquiry.
+    pub account_name: String,
+    /// Always `NGN`.
+    pub currency: Currency,
+    pub created_at: DateTime<Utc>,
 }
 
 fn natural_key(merchant: Uuid, mode: Mode, bank_code: &str, account_number: &str) -> Vec<u8> {
@@ -213,6 +297,16 @@ pub async fn add(
 /// A merchant's bank accounts in one mode, newest first (all of them: a
 /// merchant has a handful).
 pub fn list(kobo: &Kobo, merchant: Uuid, mode: Mode) -> DomainResult<Value> {
+    let page = list_view(kobo, merchant, mode)?;
+    Ok(serde_json::to_value(page).expect("a bank account list serializes"))
+}
+
+/// A merchant's bank accounts in one mode, newest first, on one page.
+pub fn list_view(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+) -> DomainResult<ListView<BankAccountView>> {
     let read = kobo.store.read()?;
     let mut data = Vec::new();
     read.scan_prefix_rev(
@@ -223,10 +317,76 @@ pub fn list(kobo: &Kobo, merchant: Uuid, mode: Mode) -> DomainResult<Value> {
             let id = Uuid::from_slice(v)
                 .map_err(|_| kobo_storage::StoreError::Redb("bad index".into()))?;
             if let Some(a) = read.get_decoded::<BankAccount>(Table::BankAccounts, id.as_bytes())? {
-                data.push(a.to_api());
+                data.push(a.view());
             }
             Ok(data.len() < 1000)
         },
     )?;
-    Ok(json!({"object": "list", "data": data, "has_more": false}))
+    Ok(ListView {
+        object: ListObject::List,
+        data,
+        has_more: false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The views render exactly what the `json!` renderings they replaced
+    /// did.
+    #[test]
+    fn bank_and_bank_account_json_is_unchanged() {
+        let old_banks = json!({
+            "object": "list",
+            "data": BANKS.iter().map(|(code, name)| json!({"object": "bank", "code": code, "name": name, "country": "NG", "currency": "NGN"})).collect::<Vec<_>>(),
+            "has_more": false,
+        });
+        assert_eq!(banks_view(), old_banks);
+        assert_eq!(banks_view().to_string(), old_banks.to_string());
+
+        let old_account = |a: &BankAccount| {
+            json!({
+                "id": a.id,
+                "object": "bank_account",
+                "livemode": a.mode.livemode(),
+                "bank_code": a.bank_code,
+                "bank_name": a.bank_name,
+                "account_number": a.account_number,
+                "account_number_last4": &a.account_number[a.account_number.len() - 4..],
+                "account_name": a.account_name,
+                "currency": "NGN",
+                "created_at": a.created_at,
+            })
+        };
+        let mut accounts = Vec::new();
+        for (mode, code) in [(Mode::Test, "058"), (Mode::Live, "090405")] {
+            let a = BankAccount {
+                id: Uuid::new_v4(),
+                merchant: Uuid::new_v4(),
+                mode,
+                seq: 7,
+                bank_code: code.into(),
+                bank_name: bank_name(code).unwrap().into(),
+                account_number: "0123456789".into(),
+                account_name: "ADA OBI / SHOP".into(),
+                created_at: Utc::now(),
+            };
+            assert_eq!(a.to_api(), old_account(&a));
+            accounts.push(a);
+        }
+        // The list of `list`.
+        let old_list = json!({
+            "object": "list",
+            "data": accounts.iter().map(BankAccount::to_api).collect::<Vec<_>>(),
+            "has_more": false,
+        });
+        let new_list = ListView {
+            object: ListObject::List,
+            data: accounts.iter().map(BankAccount::view).collect(),
+            has_more: false,
+        };
+        assert_eq!(serde_json::to_value(new_list).unwrap(), old_list);
+    }
 }

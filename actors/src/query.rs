@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use chrono_tz::Africa::Lagos;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -502,11 +502,90 @@ pub fn reserve_reason_text(reason: &str) -> String {
     }
 }
 
-/// `GET /v1/reserve`: the terms, what is held and when it is released.
+/// The `object` value of the reserve.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum ReserveObject {
+    #[serde(rename = "reserve")]
+    Reserve,
+}
+
+/// The rolling-reserve terms in force.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ReserveTermsView {
+    /// The share of each payment's net held, in basis points.
+    #[schema(minimum = 0, maximum = 10_000)]
+    pub percent_bps: i64,
+    /// Each payment's share is released this many calendar days after its
+    /// Lagos collection date, at 08:00 Lagos.
+    pub days: u32,
+    /// Why a reserve is held: a code such as `new_account`,
+    /// `high_chargebacks`, `high_risk_category` or `manual_review`.
+    #[schema(required = true)]
+    pub reason: Option<String>,
+    /// `reason` in plain words.
+    #[schema(required = true)]
+    pub reason_text: Option<String>,
+    /// A note from the risk team.
+    #[schema(required = true)]
+    pub note: Option<String>,
+    /// When these terms were set.
+    #[schema(required = true)]
+    pub since: Option<DateTime<Utc>>,
+}
+
+/// What the reserve holds in one currency.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub struct ReserveHeldView {
+    pub currency: Currency,
+    /// Minor units held.
+    pub amount: i64,
+    /// How many payments' shares are held.
+    pub payments: usize,
+    /// The earliest of their releases.
+    pub next_release_at: DateTime<Utc>,
+}
+
+/// What the reserve releases on one Lagos date in one currency.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub struct ReserveReleaseView {
+    /// The Lagos date of the release (at 08:00 Lagos).
+    pub date: NaiveDate,
+    pub currency: Currency,
+    /// Minor units released.
+    pub amount: i64,
+}
+
+/// The rolling reserve: its terms, what it holds and when that is
+/// released.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Reserve)]
+pub struct ReserveView {
+    #[schema(inline)]
+    pub object: ReserveObject,
+    pub livemode: bool,
+    /// Null when no reserve is held from new payments (what is still held
+    /// is listed all the same).
+    #[schema(required = true, inline)]
+    pub terms: Option<ReserveTermsView>,
+    /// Per currency that has money held.
+    #[schema(inline)]
+    pub held: Vec<ReserveHeldView>,
+    /// By Lagos date, then currency, earliest first.
+    #[schema(inline)]
+    pub releases: Vec<ReserveReleaseView>,
+}
+
+/// `GET /v1/reserve`, as JSON.
 pub fn reserve(kobo: &Kobo, merchant: &Merchant, mode: Mode) -> DomainResult<Value> {
+    let view = reserve_view(kobo, merchant, mode)?;
+    Ok(serde_json::to_value(view).expect("a reserve view serializes"))
+}
+
+/// `GET /v1/reserve`: the terms, what is held and when it is released.
+pub fn reserve_view(kobo: &Kobo, merchant: &Merchant, mode: Mode) -> DomainResult<ReserveView> {
     use crate::settlement::{release_prefix, ScheduledRelease};
     let read = kobo.store.read()?;
-    let mut held: BTreeMap<Currency, (i64, usize, Option<DateTime<Utc>>)> = BTreeMap::new();
+    let mut held: BTreeMap<Currency, ReserveHeldView> = BTreeMap::new();
     let mut releases: BTreeMap<(NaiveDate, Currency), i64> = BTreeMap::new();
     read.scan_prefix(
         Table::ScheduledReleases,
@@ -514,37 +593,58 @@ pub fn reserve(kobo: &Kobo, merchant: &Merchant, mode: Mode) -> DomainResult<Val
         None,
         |_, v| {
             let r: ScheduledRelease = decode(v)?;
-            let h = held.entry(r.currency).or_insert((0, 0, None));
-            h.0 += r.amount;
-            h.1 += 1;
-            h.2 = Some(h.2.map_or(r.due, |d: DateTime<Utc>| d.min(r.due)));
+            let h = held.entry(r.currency).or_insert(ReserveHeldView {
+                currency: r.currency,
+                amount: 0,
+                payments: 0,
+                next_release_at: r.due,
+            });
+            h.amount += r.amount;
+            h.payments += 1;
+            h.next_release_at = h.next_release_at.min(r.due);
             *releases
                 .entry((kobo.calendar.lagos_date(r.due), r.currency))
                 .or_default() += r.amount;
             Ok(true)
         },
     )?;
-    let terms = merchant.settings.reserve.as_ref().map(|t| {
-        json!({
-            "percent_bps": t.percent_bps,
-            "days": t.days,
-            "reason": t.reason,
-            "reason_text": t.reason.as_deref().map(reserve_reason_text),
-            "note": t.note,
-            "since": merchant.reserve_since,
-        })
-    });
-    Ok(json!({
-        "object": "reserve",
-        "livemode": mode.livemode(),
-        "terms": terms,
-        "held": held.into_iter().map(|(c, (amount, payments, next))| json!({
-            "currency": c, "amount": amount, "payments": payments, "next_release_at": next,
-        })).collect::<Vec<_>>(),
-        "releases": releases.into_iter().map(|((date, c), amount)| json!({
-            "date": date.to_string(), "currency": c, "amount": amount,
-        })).collect::<Vec<_>>(),
-    }))
+    Ok(reserve_from(
+        mode,
+        merchant.settings.reserve.as_ref(),
+        merchant.reserve_since,
+        held.into_values().collect(),
+        &releases,
+    ))
+}
+
+fn reserve_from(
+    mode: Mode,
+    terms: Option<&crate::merchant::ReserveTerms>,
+    since: Option<DateTime<Utc>>,
+    held: Vec<ReserveHeldView>,
+    releases: &BTreeMap<(NaiveDate, Currency), i64>,
+) -> ReserveView {
+    ReserveView {
+        object: ReserveObject::Reserve,
+        livemode: mode.livemode(),
+        terms: terms.map(|t| ReserveTermsView {
+            percent_bps: t.percent_bps,
+            days: t.days,
+            reason: t.reason.clone(),
+            reason_text: t.reason.as_deref().map(reserve_reason_text),
+            note: t.note.clone(),
+            since,
+        }),
+        held,
+        releases: releases
+            .iter()
+            .map(|(&(date, currency), &amount)| ReserveReleaseView {
+                date,
+                currency,
+                amount,
+            })
+            .collect(),
+    }
 }
 
 #[cfg(test)]
@@ -563,6 +663,100 @@ mod tests {
             let page = Page { data, has_more };
             let old = json!({"object": "list", "data": page.data, "has_more": page.has_more});
             assert_eq!(page.to_api(), old);
+        }
+    }
+
+    #[test]
+    fn reserve_json_is_unchanged() {
+        use crate::merchant::ReserveTerms;
+        let at = |h: i64| {
+            Utc.with_ymd_and_hms(2025, 3, 3, 7, 0, 0).unwrap() + chrono::Duration::hours(h)
+        };
+        let day = |d: u32| NaiveDate::from_ymd_opt(2025, 3, d).unwrap();
+        // (currency, amount, payments, earliest release), as the old
+        // rendering accumulated them.
+        let held = [
+            (Currency::NGN, 12_345, 3, at(24)),
+            (Currency::USD, 500, 1, at(48)),
+        ];
+        let releases = BTreeMap::from([
+            ((day(4), Currency::NGN), 10_000),
+            ((day(4), Currency::USD), 500),
+            ((day(9), Currency::NGN), 2_345),
+        ]);
+        let terms = [
+            None,
+            Some(ReserveTerms {
+                percent_bps: 1_000,
+                days: 30,
+                reason: Some("new_account".into()),
+                note: Some("until June".into()),
+            }),
+            Some(ReserveTerms {
+                percent_bps: 250,
+                days: 7,
+                reason: Some("odd_reason".into()),
+                note: None,
+            }),
+            Some(ReserveTerms {
+                percent_bps: 0,
+                days: 0,
+                reason: None,
+                note: None,
+            }),
+        ];
+        for mode in [Mode::Test, Mode::Live] {
+            for terms in &terms {
+                for since in [None, Some(at(-100))] {
+                    for n in [0, held.len()] {
+                        let held = &held[..n];
+                        let releases = if n == 0 {
+                            BTreeMap::new()
+                        } else {
+                            releases.clone()
+                        };
+                        // The rendering the view replaced.
+                        let old_terms = terms.as_ref().map(|t| {
+                            json!({
+                                "percent_bps": t.percent_bps,
+                                "days": t.days,
+                                "reason": t.reason,
+                                "reason_text": t.reason.as_deref().map(reserve_reason_text),
+                                "note": t.note,
+                                "since": since,
+                            })
+                        });
+                        let old = json!({
+                            "object": "reserve",
+                            "livemode": mode.livemode(),
+                            "terms": old_terms,
+                            "held": held.iter().map(|(c, amount, payments, next)| json!({
+                                "currency": c, "amount": amount, "payments": payments, "next_release_at": Some(*next),
+                            })).collect::<Vec<_>>(),
+                            "releases": releases.iter().map(|((date, c), amount)| json!({
+                                "date": date.to_string(), "currency": c, "amount": amount,
+                            })).collect::<Vec<_>>(),
+                        });
+                        let new = reserve_from(
+                            mode,
+                            terms.as_ref(),
+                            since,
+                            held.iter()
+                                .map(|&(currency, amount, payments, next)| ReserveHeldView {
+                                    currency,
+                                    amount,
+                                    payments,
+                                    next_release_at: next,
+                                })
+                                .collect(),
+                            &releases,
+                        );
+                        let new = serde_json::to_value(new).unwrap();
+                        assert_eq!(new, old);
+                        assert_eq!(new.to_string(), old.to_string());
+                    }
+                }
+            }
         }
     }
 

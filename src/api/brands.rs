@@ -1,10 +1,19 @@
 //! `/v1/brands`: a merchant's brands; each holds its own money.
 
 use actix_web::{web, HttpRequest};
+use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
 
+use kobo_actors::merchant::BrandView;
+use kobo_actors::query::ListView;
 use kobo_actors::{admin, query};
 
 use super::body::{Fields, Query};
+use super::openapi::{
+    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, IdempotencyKey,
+    IdempotencyKeyReused, InternalError, NotFound, PayloadTooLarge, Unauthorized,
+};
 use super::{
     authenticate, idempotent, json_response, parse_id, read_body, resource, ApiResult, Reply, State,
 };
@@ -18,8 +27,73 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(resource("/v1/brands/{id}").route(web::get().to(retrieve)));
 }
 
+/// List items: `ListView<BrandRef>` is `List_Brand`.
+pub type BrandRef = ByRef<BrandView>;
+
+/// The fields `POST /v1/brands` accepts: [`CreateBrandRequest`]'s.
 pub const CREATE_BRAND_FIELDS: &[&str] = &["name"];
 
+// The body of `POST /v1/brands`, for the OpenAPI document; a unit test keeps
+// these fields and [`CREATE_BRAND_FIELDS`] equal.
+/// The body that creates a brand.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = CreateBrand)]
+#[allow(dead_code)]
+pub struct CreateBrandRequest {
+    /// Up to 200 characters, not only spaces.
+    #[schema(min_length = 1, max_length = 200)]
+    name: String,
+}
+
+/// The fields `GET /v1/brands` accepts in its query.
+pub const LIST_PARAMS: &[&str] = &["limit", "starting_after"];
+
+// The query of `GET /v1/brands`, for the OpenAPI document; a unit test keeps
+// these names and [`LIST_PARAMS`] equal.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct ListBrandsQuery {
+    /// Page size, 1 to 100.
+    #[param(minimum = 1, maximum = 100, default = 20)]
+    limit: Option<u8>,
+    /// The id of the last brand of the previous page.
+    starting_after: Option<Uuid>,
+}
+
+/// The `{id}` of a brand.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub struct BrandId {
+    /// The brand's id; unknown, malformed, another merchant's or the other
+    /// mode's: 404.
+    id: Uuid,
+}
+
+/// Create a brand
+///
+/// A brand holds its own money: payments name it (`brand`), and balances,
+/// balance transactions and payouts can be asked for one brand.
+#[utoipa::path(
+    post,
+    path = "/v1/brands",
+    operation_id = "create_brand",
+    tag = "brands",
+    params(IdempotencyKey),
+    request_body(content = CreateBrandRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The new brand.", body = BrandView,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 409, response = ConflictReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     let p = authenticate(&req, &state)?;
     let body = read_body(payload).await?;
@@ -34,9 +108,25 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
     .await
 }
 
+/// List brands
+///
+/// Newest first; the default brand has `default: true`.
+#[utoipa::path(
+    get,
+    path = "/v1/brands",
+    operation_id = "list_brands",
+    tag = "brands",
+    params(ListBrandsQuery),
+    responses(
+        (status = 200, description = "A page of brands, newest first.", body = ListView<BrandRef>),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), &["limit", "starting_after"])?;
+    let q = Query::parse(req.query_string(), LIST_PARAMS)?;
     let page = query::list_brands(
         &state.kobo,
         p.merchant.id,
@@ -47,6 +137,20 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
     Ok(json_response(200, &page.to_api()))
 }
 
+/// Retrieve a brand
+#[utoipa::path(
+    get,
+    path = "/v1/brands/{id}",
+    operation_id = "retrieve_brand",
+    tag = "brands",
+    params(BrandId),
+    responses(
+        (status = 200, description = "The brand.", body = BrandView),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
     let p = authenticate(&req, &state)?;
     let id = parse_id(&path, "brand")?;

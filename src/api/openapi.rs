@@ -52,6 +52,28 @@ pub const CLIENT_SECRET: &str = "client_secret";
         super::balance::balance,
         super::balance::transactions,
         super::balance::export,
+        super::settlement::reserve,
+        super::brands::create,
+        super::brands::list,
+        super::brands::retrieve,
+        super::payouts::list_banks,
+        super::payouts::add_bank_account,
+        super::payouts::list_bank_accounts,
+        super::payouts::quote,
+        super::payouts::create,
+        super::payouts::list,
+        super::payouts::retrieve,
+        super::payouts::cancel,
+        super::refunds::create_refund,
+        super::refunds::list_refunds,
+        super::refunds::retrieve_refund,
+        super::refunds::list_disputes,
+        super::refunds::retrieve_dispute,
+        super::refunds::evidence,
+        super::refunds::open_dispute,
+        super::refunds::resolve,
+        super::settlement::release_pending,
+        super::settlement::run,
         super::test_helpers::succeed,
         super::test_helpers::simulate_transfer,
         super::webhooks::create,
@@ -99,7 +121,10 @@ pub const CLIENT_SECRET: &str = "client_secret";
     security(("bearer" = [])),
     tags(
         (name = "payment_intents", description = "Accepting payments."),
-        (name = "balance", description = "Balances and the ledger's balance transactions."),
+        (name = "balance", description = "Balances, the ledger's balance transactions, and the rolling reserve."),
+        (name = "brands", description = "A merchant's brands; each holds its own money."),
+        (name = "payouts", description = "Banks, the merchant's bank accounts, and payouts of available naira to them."),
+        (name = "refunds", description = "Refunds and disputes of successful payments."),
         (name = "test_helpers", description = "Simulated provider behaviour; test keys only (404 for live keys)."),
         (name = "webhooks", description = "Webhook endpoints, the event history with deliveries, redelivery, and the live event stream. Deliveries are HTTPS POSTs of the Event (without `deliveries`) signed with `Service-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<event id>.<raw body>\">`."),
         (name = "fx", description = "Dollar rates and dollar-to-naira conversions."),
@@ -373,7 +398,10 @@ mod tests {
 
     use kobo_actors::money::MAX_AMOUNT;
 
-    use super::super::{balance, cards, events, payment_intents, test_helpers, webhooks};
+    use super::super::{
+        balance, brands, cards, events, payment_intents, payouts, refunds, settlement,
+        test_helpers, webhooks,
+    };
     use super::*;
 
     /// Every operation the server routes under `/v1` (`configure` and the
@@ -391,6 +419,28 @@ mod tests {
         ("get", "/v1/balance"),
         ("get", "/v1/balance_transactions"),
         ("get", "/v1/balance_transactions/export"),
+        ("get", "/v1/reserve"),
+        ("post", "/v1/test_helpers/balance/release_pending"),
+        ("post", "/v1/test_helpers/settlements/run"),
+        ("post", "/v1/brands"),
+        ("get", "/v1/brands"),
+        ("get", "/v1/brands/{id}"),
+        ("get", "/v1/banks"),
+        ("post", "/v1/bank_accounts"),
+        ("get", "/v1/bank_accounts"),
+        ("get", "/v1/payouts/quote"),
+        ("post", "/v1/payouts"),
+        ("get", "/v1/payouts"),
+        ("get", "/v1/payouts/{id}"),
+        ("post", "/v1/payouts/{id}/cancel"),
+        ("post", "/v1/refunds"),
+        ("get", "/v1/refunds"),
+        ("get", "/v1/refunds/{id}"),
+        ("get", "/v1/disputes"),
+        ("get", "/v1/disputes/{id}"),
+        ("post", "/v1/disputes/{id}/evidence"),
+        ("post", "/v1/test_helpers/payment_intents/{id}/dispute"),
+        ("post", "/v1/test_helpers/disputes/{id}/resolve"),
         ("post", "/v1/test_helpers/payment_intents/{id}/succeed"),
         (
             "post",
@@ -569,7 +619,9 @@ mod tests {
                     "{at} {status}"
                 );
             }
-            assert_eq!(success, 1, "{at}");
+            // Adding a saved bank account again answers it with 200.
+            let successes = if at == "post /v1/bank_accounts" { 2 } else { 1 };
+            assert_eq!(success, successes, "{at}");
             let params = op["parameters"].as_array().cloned().unwrap_or_default();
             let idempotency_key = params
                 .iter()
@@ -654,6 +706,39 @@ mod tests {
             property_names(cards::AuthenticateRequest::schema()),
             names(cards::AUTHENTICATE_FIELDS)
         );
+        let schemas = [
+            (
+                brands::CreateBrandRequest::schema(),
+                brands::CREATE_BRAND_FIELDS,
+            ),
+            (
+                payouts::AddBankAccountRequest::schema(),
+                payouts::BANK_ACCOUNT_FIELDS,
+            ),
+            (
+                payouts::CreatePayoutRequest::schema(),
+                payouts::PAYOUT_FIELDS,
+            ),
+            (
+                refunds::CreateRefundRequest::schema(),
+                refunds::REFUND_FIELDS,
+            ),
+            (
+                refunds::SubmitEvidenceRequest::schema(),
+                refunds::EVIDENCE_FIELDS,
+            ),
+            (
+                refunds::OpenDisputeRequest::schema(),
+                refunds::OPEN_DISPUTE_FIELDS,
+            ),
+            (
+                refunds::ResolveDisputeRequest::schema(),
+                refunds::RESOLVE_FIELDS,
+            ),
+        ];
+        for (schema, fields) in schemas {
+            assert_eq!(property_names(schema), names(fields));
+        }
 
         let d = doc();
         let body_schema = |path: &str| {
@@ -690,6 +775,25 @@ mod tests {
             ("/v1/webhook_endpoints/{id}/enable", NoFields::name()),
             ("/v1/webhook_endpoints/{id}/delete", NoFields::name()),
             ("/v1/events/{id}/redeliver", NoFields::name()),
+            ("/v1/test_helpers/balance/release_pending", NoFields::name()),
+            ("/v1/test_helpers/settlements/run", NoFields::name()),
+            ("/v1/brands", brands::CreateBrandRequest::name()),
+            ("/v1/bank_accounts", payouts::AddBankAccountRequest::name()),
+            ("/v1/payouts", payouts::CreatePayoutRequest::name()),
+            ("/v1/payouts/{id}/cancel", NoFields::name()),
+            ("/v1/refunds", refunds::CreateRefundRequest::name()),
+            (
+                "/v1/disputes/{id}/evidence",
+                refunds::SubmitEvidenceRequest::name(),
+            ),
+            (
+                "/v1/test_helpers/payment_intents/{id}/dispute",
+                refunds::OpenDisputeRequest::name(),
+            ),
+            (
+                "/v1/test_helpers/disputes/{id}/resolve",
+                refunds::ResolveDisputeRequest::name(),
+            ),
         ];
         for (path, schema) in bodies {
             assert_eq!(body_schema(path), schema, "{path}");
@@ -774,11 +878,49 @@ mod tests {
             documented("/v1/webhook_endpoints"),
             names(webhooks::LIST_PARAMS)
         );
+        assert_eq!(
+            param_names::<brands::ListBrandsQuery>(),
+            names(brands::LIST_PARAMS)
+        );
+        assert_eq!(
+            param_names::<payouts::ListPayoutsQuery>(),
+            names(payouts::LIST_PARAMS)
+        );
+        assert_eq!(
+            param_names::<payouts::QuoteQuery>(),
+            names(payouts::QUOTE_PARAMS)
+        );
+        assert_eq!(
+            param_names::<refunds::ListRefundsQuery>(),
+            names(refunds::LIST_REFUNDS_PARAMS)
+        );
+        assert_eq!(
+            param_names::<refunds::ListDisputesQuery>(),
+            names(refunds::LIST_DISPUTES_PARAMS)
+        );
+        let queries = [
+            ("/v1/reserve", settlement::RESERVE_PARAMS),
+            ("/v1/brands", brands::LIST_PARAMS),
+            ("/v1/banks", &[]),
+            ("/v1/bank_accounts", payouts::LIST_BANK_ACCOUNTS_PARAMS),
+            ("/v1/payouts", payouts::LIST_PARAMS),
+            ("/v1/payouts/quote", payouts::QUOTE_PARAMS),
+            ("/v1/refunds", refunds::LIST_REFUNDS_PARAMS),
+            ("/v1/disputes", refunds::LIST_DISPUTES_PARAMS),
+        ];
+        for (path, params) in queries {
+            assert_eq!(documented(path), names(params), "{path}");
+        }
     }
 
     /// The response schemas are those of the views that render them.
     #[test]
     fn responses_use_the_view_schemas() {
+        use kobo_actors::banks::{BankAccountView, BankView};
+        use kobo_actors::merchant::BrandView;
+        use kobo_actors::payout::service::PayoutQuoteView;
+        use kobo_actors::payout::PayoutView;
+        use kobo_actors::refund::{DisputeView, RefundView};
         let d = doc();
         let ok = |method: &str, path: &str| {
             let op = &d["paths"][path][method];
@@ -850,6 +992,70 @@ mod tests {
         assert_eq!(
             ok("get", "/v1/balance_transactions/export"),
             schema(balance::StatementExportView::name())
+        );
+        let views = [
+            (
+                "get",
+                "/v1/reserve",
+                kobo_actors::query::ReserveView::name(),
+            ),
+            (
+                "post",
+                "/v1/test_helpers/balance/release_pending",
+                settlement::ReleasePendingView::name(),
+            ),
+            (
+                "post",
+                "/v1/test_helpers/settlements/run",
+                settlement::SettlementRunView::name(),
+            ),
+            ("post", "/v1/brands", BrandView::name()),
+            ("get", "/v1/brands/{id}", BrandView::name()),
+            ("post", "/v1/bank_accounts", BankAccountView::name()),
+            ("get", "/v1/payouts/quote", PayoutQuoteView::name()),
+            ("post", "/v1/payouts", PayoutView::name()),
+            ("get", "/v1/payouts/{id}", PayoutView::name()),
+            ("post", "/v1/payouts/{id}/cancel", PayoutView::name()),
+            ("post", "/v1/refunds", RefundView::name()),
+            ("get", "/v1/refunds/{id}", RefundView::name()),
+            ("get", "/v1/disputes/{id}", DisputeView::name()),
+            ("post", "/v1/disputes/{id}/evidence", DisputeView::name()),
+            (
+                "post",
+                "/v1/test_helpers/payment_intents/{id}/dispute",
+                DisputeView::name(),
+            ),
+            (
+                "post",
+                "/v1/test_helpers/disputes/{id}/resolve",
+                DisputeView::name(),
+            ),
+        ];
+        for (method, path, view) in views {
+            assert_eq!(ok(method, path), schema(view), "{method} {path}");
+        }
+        let lists = [
+            ("/v1/brands", BrandView::name()),
+            ("/v1/banks", BankView::name()),
+            ("/v1/bank_accounts", BankAccountView::name()),
+            ("/v1/payouts", PayoutView::name()),
+            ("/v1/refunds", RefundView::name()),
+            ("/v1/disputes", DisputeView::name()),
+        ];
+        for (path, item) in lists {
+            let list = format!("List_{item}");
+            assert_eq!(ok("get", path), schema(list.clone().into()), "{path}");
+            assert_eq!(
+                d["components"]["schemas"][&list]["properties"]["data"]["items"]["$ref"],
+                schema(item),
+                "{path}"
+            );
+        }
+        // Both answers of adding a bank account are the bank account.
+        assert_eq!(
+            d["paths"]["/v1/bank_accounts"]["post"]["responses"]["200"]["content"]
+                ["application/json"]["schema"]["$ref"],
+            schema(BankAccountView::name())
         );
         // Fields shown only on create are optional; the others required.
         let pi = &d["components"]["schemas"]["PaymentIntent"];

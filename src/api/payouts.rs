@@ -1,14 +1,25 @@
 //! Banks, bank accounts, payouts and the payout quote; operator approval.
 
 use actix_web::{web, HttpRequest};
+use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
 
-use kobo_actors::banks;
+use kobo_actors::banks::{self, BankAccountView, BankView};
+use kobo_actors::money::MAX_AMOUNT;
 use kobo_actors::payout::actor::{PayoutAction, PayoutMessage};
-use kobo_actors::payout::service::{self, CreatePayout, MIN_PAYOUT};
-use kobo_actors::query::Principal;
+use kobo_actors::payout::service::{self, CreatePayout, PayoutQuoteView, MIN_PAYOUT};
+use kobo_actors::payout::PayoutView;
+use kobo_actors::query::{ListView, Principal};
 use kobo_actors::{DomainError, Mode};
 
 use super::body::{Fields, Query};
+use super::openapi::{
+    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, IdempotencyKey,
+    IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, Overloaded, PayloadTooLarge,
+    Unauthorized,
+};
+use super::payment_intents::{NoFields, NO_FIELDS};
 use super::{
     authenticate, idempotent, json_response, parse_id, read_body, resource, ApiError, ApiResult,
     Reply, State,
@@ -33,12 +44,94 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/admin/v1/payouts/{id}/reject").route(web::post().to(reject)));
 }
 
+/// List items: `ListView<BankRef>` is `List_Bank`.
+pub type BankRef = ByRef<BankView>;
+pub type BankAccountRef = ByRef<BankAccountView>;
+pub type PayoutRef = ByRef<PayoutView>;
+
+/// The only currency of payouts.
+#[derive(Deserialize, ToSchema)]
+#[allow(clippy::upper_case_acronyms, dead_code)]
+pub enum PayoutCurrency {
+    NGN,
+}
+
+/// The `{id}` of a payout.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub struct PayoutId {
+    /// The payout's id; unknown, malformed, another merchant's or the other
+    /// mode's: 404.
+    id: Uuid,
+}
+
+/// List banks
+///
+/// The Nigerian banks payouts can reach, with their CBN codes, all on one
+/// page.
+#[utoipa::path(
+    get,
+    path = "/v1/banks",
+    operation_id = "list_banks",
+    tag = "payouts",
+    responses(
+        (status = 200, description = "Every bank (`has_more` is false).", body = ListView<BankRef>),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn list_banks(req: HttpRequest, state: State) -> ApiResult {
     authenticate(&req, &state)?;
     Ok(json_response(200, &banks::banks_view()))
 }
 
+/// The fields `POST /v1/bank_accounts` accepts: [`AddBankAccountRequest`]'s.
 pub const BANK_ACCOUNT_FIELDS: &[&str] = &["bank_code", "account_number"];
+
+// The body of `POST /v1/bank_accounts`, for the OpenAPI document; a unit
+// test keeps these fields and [`BANK_ACCOUNT_FIELDS`] equal.
+/// The body that adds a bank account.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = AddBankAccount)]
+#[allow(dead_code)]
+pub struct AddBankAccountRequest {
+    /// A CBN code from `GET /v1/banks` (unknown: 400).
+    #[schema(min_length = 1, max_length = 6)]
+    bank_code: String,
+    /// Exactly 10 digits (NUBAN).
+    #[schema(pattern = "^[0-9]{10}$", min_length = 10, max_length = 10)]
+    account_number: String,
+}
+
+/// Add a bank account
+///
+/// The account is saved only after name enquiry with the bank confirms it
+/// (400 `account_verification_failed` otherwise); `account_name` is the
+/// name the bank returned. Adding the same account again answers the saved
+/// one (200). A live-mode account needs a live payout rail (409
+/// `provider_not_configured`).
+#[utoipa::path(
+    post,
+    path = "/v1/bank_accounts",
+    operation_id = "create_bank_account",
+    tag = "payouts",
+    params(IdempotencyKey),
+    request_body(content = AddBankAccountRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The new bank account.", body = BankAccountView,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 200, description = "The account was saved before: the saved bank account.", body = BankAccountView,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 409, response = ConflictReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+    )
+)]
 
 async fn add_bank_account(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     let p = authenticate(&req, &state)?;
@@ -70,15 +163,36 @@ async fn add_bank_account(req: HttpRequest, state: State, payload: web::Payload)
     .await
 }
 
+/// The fields `GET /v1/bank_accounts` accepts in its query: none.
+pub const LIST_BANK_ACCOUNTS_PARAMS: &[&str] = &[];
+
+/// List bank accounts
+///
+/// All of the merchant's bank accounts in this mode, newest first, on one
+/// page.
+#[utoipa::path(
+    get,
+    path = "/v1/bank_accounts",
+    operation_id = "list_bank_accounts",
+    tag = "payouts",
+    responses(
+        (status = 200, description = "The bank accounts, newest first (`has_more` is false).",
+            body = ListView<BankAccountRef>),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn list_bank_accounts(req: HttpRequest, state: State) -> ApiResult {
     let p = authenticate(&req, &state)?;
-    Query::parse(req.query_string(), &[])?;
+    Query::parse(req.query_string(), LIST_BANK_ACCOUNTS_PARAMS)?;
     Ok(json_response(
         200,
         &banks::list(&state.kobo, p.merchant.id, p.mode)?,
     ))
 }
 
+/// The fields `POST /v1/payouts` accepts: [`CreatePayoutRequest`]'s.
 pub const PAYOUT_FIELDS: &[&str] = &[
     "amount",
     "currency",
@@ -86,6 +200,58 @@ pub const PAYOUT_FIELDS: &[&str] = &[
     "brand",
     "description",
 ];
+
+// The body of `POST /v1/payouts`, for the OpenAPI document; a unit test
+// keeps these fields and [`PAYOUT_FIELDS`] equal.
+/// The body that creates a payout. `null` is the same as leaving a field
+/// out.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = CreatePayout)]
+#[allow(dead_code)]
+pub struct CreatePayoutRequest {
+    /// Kobo the bank account receives; at least 100. The fee and VAT are
+    /// taken from the balance on top.
+    #[schema(minimum = 100, maximum = 1_000_000_000_000_i64)]
+    amount: i64,
+    currency: PayoutCurrency,
+    /// One of the merchant's bank accounts in this mode (unknown: 404).
+    bank_account_id: Uuid,
+    /// The brand whose available balance pays (default: the merchant's
+    /// default brand); unknown: 404.
+    brand: Option<Uuid>,
+    /// Up to 500 characters; checked, not kept on the payout.
+    #[schema(max_length = 500)]
+    description: Option<String>,
+}
+
+/// Create a payout
+///
+/// Moves amount + fee + VAT from the brand's `available` naira to
+/// `payout_in_flight` and queues the transfer; at or above the merchant's
+/// approval threshold the payout waits in `awaiting_approval`. Over the
+/// per-payout or the day's limit: 409 `payout_limit_exceeded`; more than
+/// the balance: 409 `insufficient_funds`.
+#[utoipa::path(
+    post,
+    path = "/v1/payouts",
+    operation_id = "create_payout",
+    tag = "payouts",
+    params(IdempotencyKey),
+    request_body(content = CreatePayoutRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The new payout.", body = PayoutView,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFoundReplayable),
+        (status = 409, response = ConflictReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+        (status = 503, response = Overloaded),
+    )
+)]
 
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     let p = authenticate(&req, &state)?;
@@ -122,9 +288,41 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
     .await
 }
 
+/// The fields `GET /v1/payouts` accepts in its query.
+pub const LIST_PARAMS: &[&str] = &["limit", "starting_after"];
+
+// The query of `GET /v1/payouts`, for the OpenAPI document; a unit test
+// keeps these names and [`LIST_PARAMS`] equal.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct ListPayoutsQuery {
+    /// Page size, 1 to 100.
+    #[param(minimum = 1, maximum = 100, default = 20)]
+    limit: Option<u8>,
+    /// The id of the last payout of the previous page.
+    starting_after: Option<Uuid>,
+}
+
+/// List payouts
+///
+/// Newest first, automatic settlement's included.
+#[utoipa::path(
+    get,
+    path = "/v1/payouts",
+    operation_id = "list_payouts",
+    tag = "payouts",
+    params(ListPayoutsQuery),
+    responses(
+        (status = 200, description = "A page of payouts, newest first.", body = ListView<PayoutRef>),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), &["limit", "starting_after"])?;
+    let q = Query::parse(req.query_string(), LIST_PARAMS)?;
     let page = service::list(
         &state.kobo,
         p.merchant.id,
@@ -143,20 +341,72 @@ fn own(state: &State, p: &Principal, raw: &str) -> ApiResult<kobo_actors::payout
     }
 }
 
+/// Retrieve a payout
+#[utoipa::path(
+    get,
+    path = "/v1/payouts/{id}",
+    operation_id = "retrieve_payout",
+    tag = "payouts",
+    params(PayoutId),
+    responses(
+        (status = 200, description = "The payout.", body = PayoutView),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
     let p = authenticate(&req, &state)?;
     Ok(json_response(200, &own(&state, &p, &path)?.to_api()))
 }
 
+/// The fields `GET /v1/payouts/quote` accepts in its query.
+pub const QUOTE_PARAMS: &[&str] = &["amount", "currency", "brand"];
+
+// The query of `GET /v1/payouts/quote`, for the OpenAPI document; a unit
+// test keeps these names and [`QUOTE_PARAMS`] equal.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct QuoteQuery {
+    /// Kobo the bank account would receive.
+    #[param(minimum = 1, maximum = 1_000_000_000_000_i64)]
+    amount: i64,
+    /// Default `NGN`, the only currency of payouts.
+    #[param(inline)]
+    currency: Option<PayoutCurrency>,
+    /// The brand whose balance would pay (default: the merchant's default
+    /// brand); unknown: 400.
+    brand: Option<Uuid>,
+}
+
+/// Quote a payout
+///
+/// The fee and VAT of a payout of `amount`, the brand's available naira,
+/// the limits in force with today's use, and the largest payout possible
+/// now. Reserves nothing.
+#[utoipa::path(
+    get,
+    path = "/v1/payouts/quote",
+    operation_id = "quote_payout",
+    tag = "payouts",
+    params(QuoteQuery),
+    responses(
+        (status = 200, description = "The quote.", body = PayoutQuoteView),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn quote(req: HttpRequest, state: State) -> ApiResult {
     let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), &["amount", "currency", "brand"])?;
+    let q = Query::parse(req.query_string(), QUOTE_PARAMS)?;
     let amount = match q.get("amount") {
         None => return Err(DomainError::missing("amount").into()),
         Some(s) => s
             .parse::<i64>()
             .ok()
-            .filter(|n| (1..=kobo_actors::money::MAX_AMOUNT).contains(n))
+            .filter(|n| (1..=MAX_AMOUNT).contains(n))
             .ok_or_else(|| {
                 DomainError::invalid("amount", "amount is an integer of kobo, at least 1")
             })?,
@@ -182,9 +432,9 @@ async fn quote(req: HttpRequest, state: State) -> ApiResult {
 
 async fn send(
     state: &State,
-    merchant: uuid::Uuid,
+    merchant: Uuid,
     mode: Mode,
-    id: uuid::Uuid,
+    id: Uuid,
     action: PayoutAction,
     idem: Option<kobo_actors::idempotency::IdempotencySave>,
 ) -> Result<serde_json::Value, DomainError> {
@@ -204,6 +454,31 @@ async fn send(
         .await?
 }
 
+/// Cancel a payout
+///
+/// Only an `awaiting_approval` or `queued` payout can be canceled (409
+/// `payout_unexpected_state` otherwise); its money returns to `available`
+/// and stops counting toward the day's limit.
+#[utoipa::path(
+    post,
+    path = "/v1/payouts/{id}/cancel",
+    operation_id = "cancel_payout",
+    tag = "payouts",
+    params(PayoutId, IdempotencyKey),
+    request_body(content = Option<NoFields>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The canceled payout.", body = PayoutView,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFoundReplayable),
+        (status = 409, response = ConflictReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+        (status = 503, response = Overloaded),
+    )
+)]
 async fn cancel(
     req: HttpRequest,
     state: State,
@@ -214,7 +489,7 @@ async fn cancel(
     let body = read_body(payload).await?;
     let (state, p, body, raw) = (&state, &p, &body, path.as_str());
     idempotent(&req, state, p, body, |save| async move {
-        Fields::parse(body, &[])?;
+        Fields::parse(body, NO_FIELDS)?;
         let po = own(state, p, raw)?;
         let view = send(
             state,

@@ -2,12 +2,20 @@
 //! that release pending money and run settlement now.
 
 use actix_web::{web, HttpRequest};
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
 
 use kobo_actors::ledger::Bucket;
+use kobo_actors::query::ReserveView;
 use kobo_actors::{query, settlement};
 
 use super::body::{Fields, Query};
+use super::openapi::{
+    BadRequest, BadRequestReplayable, ConflictReplayable, IdempotencyKey, IdempotencyKeyReused,
+    InternalError, NotFoundReplayable, Overloaded, PayloadTooLarge, Unauthorized,
+};
+use super::payment_intents::{NoFields, NO_FIELDS};
 use super::{
     authenticate, idempotent, json_response, read_body, require_test_mode, resource, ApiResult,
     Reply, State,
@@ -22,61 +30,221 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/v1/test_helpers/settlements/run").route(web::post().to(run)));
 }
 
+/// The fields `GET /v1/reserve` accepts in its query: none.
+pub const RESERVE_PARAMS: &[&str] = &[];
+
+/// The `object` value of a test helper's result.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum TestHelperResultObject {
+    #[serde(rename = "test_helper_result")]
+    TestHelperResult,
+}
+
+/// What `release_pending` did.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = ReleasePendingResult)]
+pub struct ReleasePendingView {
+    #[schema(inline)]
+    pub object: TestHelperResultObject,
+    /// Always false: test mode only.
+    pub livemode: bool,
+    /// How many payments' pending money was released.
+    pub released: usize,
+}
+
+/// What the settlement run did.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = SettlementRunResult)]
+pub struct SettlementRunView {
+    #[schema(inline)]
+    pub object: TestHelperResultObject,
+    /// Always false: test mode only.
+    pub livemode: bool,
+    /// How many scheduled releases (pending and reserve) were due and
+    /// released.
+    pub released: usize,
+    /// The ids of the payouts automatic settlement created: naira payouts,
+    /// then USDT crypto payouts of dollars (`auto_settlement.usd: usdt`).
+    pub payouts: Vec<Uuid>,
+    /// The ids of the dollar-to-naira conversions dollar settlement made
+    /// (`auto_settlement.usd: convert`).
+    pub conversions: Vec<Uuid>,
+}
+
+/// Retrieve the reserve
+///
+/// The rolling-reserve terms, what the reserve holds per currency, and
+/// when it is released (by Lagos date).
+#[utoipa::path(
+    get,
+    path = "/v1/reserve",
+    operation_id = "retrieve_reserve",
+    tag = "balance",
+    responses(
+        (status = 200, description = "The reserve.", body = ReserveView),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    )
+)]
 async fn reserve(req: HttpRequest, state: State) -> ApiResult {
     let p = authenticate(&req, &state)?;
-    Query::parse(req.query_string(), &[])?;
+    Query::parse(req.query_string(), RESERVE_PARAMS)?;
     Ok(json_response(
         200,
         &query::reserve(&state.kobo, &p.merchant, p.mode)?,
     ))
 }
 
-/// Skips the settlement delay for the merchant's captured test payments:
-/// everything still in `pending` is released now.
+/// Release a test merchant's pending money now
+///
+/// Test keys only (404 for live keys). Skips the settlement delay for the
+/// merchant's captured test payments: everything still in `pending` (not
+/// the reserve) is released to `available` now.
+#[utoipa::path(
+    post,
+    path = "/v1/test_helpers/balance/release_pending",
+    operation_id = "test_release_pending",
+    tag = "test_helpers",
+    params(IdempotencyKey),
+    request_body(content = Option<NoFields>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "How many payments were released.", body = ReleasePendingView,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFoundReplayable),
+        (status = 409, response = ConflictReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+        (status = 503, response = Overloaded),
+    )
+)]
 async fn release_pending(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     let p = authenticate(&req, &state)?;
     require_test_mode(&p)?;
     let body = read_body(payload).await?;
     let (state, p, body) = (&state, &p, &body);
     idempotent(&req, state, p, body, |_| async move {
-        Fields::parse(body, &[])?;
+        Fields::parse(body, NO_FIELDS)?;
         let kobo = &state.kobo;
         let keys = settlement::scheduled_keys(kobo, p.merchant.id, p.mode, Bucket::Pending, None)?;
         let released = settlement::release(kobo, p.merchant.id, p.mode, keys).await?;
+        let view = ReleasePendingView {
+            object: TestHelperResultObject::TestHelperResult,
+            livemode: false,
+            released,
+        };
         Ok(Reply {
             status: 200,
-            body: json!({"object": "test_helper_result", "livemode": false, "released": released}),
+            body: serde_json::to_value(view).expect("a test helper result serializes"),
             saved: false,
         })
     })
     .await
 }
 
-/// Runs settlement for the merchant now, as the 08:00 run would: releases
-/// what is due (pending and reserve) and pays out by automatic settlement.
+/// Run a test merchant's settlement now
+///
+/// Test keys only (404 for live keys). As the 08:00 Lagos run would:
+/// releases what is due now (pending and reserve), settles dollars
+/// (`auto_settlement.usd`: keep, convert or USDT), then pays out naira by
+/// automatic settlement.
+#[utoipa::path(
+    post,
+    path = "/v1/test_helpers/settlements/run",
+    operation_id = "test_run_settlement",
+    tag = "test_helpers",
+    params(IdempotencyKey),
+    request_body(content = Option<NoFields>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "What was released and paid out.", body = SettlementRunView,
+            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
+        (status = 400, response = BadRequestReplayable),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFoundReplayable),
+        (status = 409, response = ConflictReplayable),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = IdempotencyKeyReused),
+        (status = 500, response = InternalError),
+        (status = 503, response = Overloaded),
+    )
+)]
 async fn run(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     let p = authenticate(&req, &state)?;
     require_test_mode(&p)?;
     let body = read_body(payload).await?;
     let (state, p, body) = (&state, &p, &body);
     idempotent(&req, state, p, body, |_| async move {
-        Fields::parse(body, &[])?;
+        Fields::parse(body, NO_FIELDS)?;
         let kobo = &state.kobo;
         let now = kobo.clock.now();
         let mut keys = Vec::new();
         for bucket in [Bucket::Pending, Bucket::Reserve] {
-            keys.extend(settlement::scheduled_keys(kobo, p.merchant.id, p.mode, bucket, Some(now))?);
+            keys.extend(settlement::scheduled_keys(
+                kobo,
+                p.merchant.id,
+                p.mode,
+                bucket,
+                Some(now),
+            )?);
         }
         let released = settlement::release(kobo, p.merchant.id, p.mode, keys).await?;
         // Dollars first (auto_settlement.usd), as the 08:00 run does.
         let dollars = kobo_actors::fx::settle_dollars(kobo, &p.merchant, p.mode).await?;
-        let mut payouts = kobo_actors::payout::service::auto_settle(kobo, &p.merchant, p.mode).await?;
+        let mut payouts =
+            kobo_actors::payout::service::auto_settle(kobo, &p.merchant, p.mode).await?;
         payouts.extend(dollars.crypto_payouts);
+        let view = SettlementRunView {
+            object: TestHelperResultObject::TestHelperResult,
+            livemode: false,
+            released,
+            payouts,
+            conversions: dollars.conversions,
+        };
         Ok(Reply {
             status: 200,
-            body: json!({"object": "test_helper_result", "livemode": false, "released": released, "payouts": payouts, "conversions": dollars.conversions}),
+            body: serde_json::to_value(view).expect("a test helper result serializes"),
             saved: false,
         })
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The views render exactly what the `json!` renderings they replaced
+    /// did.
+    #[test]
+    fn test_helper_results_json_is_unchanged() {
+        for released in [0, 1, 250] {
+            let view = ReleasePendingView {
+                object: TestHelperResultObject::TestHelperResult,
+                livemode: false,
+                released,
+            };
+            let old =
+                json!({"object": "test_helper_result", "livemode": false, "released": released});
+            assert_eq!(serde_json::to_value(view).unwrap(), old);
+            for (payouts, conversions) in [
+                (vec![], vec![]),
+                (vec![Uuid::new_v4(), Uuid::new_v4()], vec![Uuid::new_v4()]),
+            ] {
+                let old = json!({"object": "test_helper_result", "livemode": false, "released": released, "payouts": payouts, "conversions": conversions});
+                let view = SettlementRunView {
+                    object: TestHelperResultObject::TestHelperResult,
+                    livemode: false,
+                    released,
+                    payouts,
+                    conversions,
+                };
+                assert_eq!(serde_json::to_value(view).unwrap(), old);
+            }
+        }
+    }
 }

@@ -20,7 +20,8 @@ pub mod service;
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult};
@@ -33,7 +34,10 @@ pub fn status_query_interval() -> Duration {
     Duration::minutes(1)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The status of a payout: `awaiting_approval` (at or above the merchant's
+/// approval threshold) or `queued`, then `processing` (sent to the bank),
+/// then `paid` or `failed`; `canceled` (or rejected) before it was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PayoutStatus {
     AwaitingApproval,
@@ -86,26 +90,77 @@ impl Payout {
         self.amount + self.fee + self.vat
     }
 
-    pub fn to_api(&self) -> Value {
-        json!({
-            "id": self.id,
-            "object": "payout",
-            "livemode": self.mode.livemode(),
-            "amount": self.amount,
-            "currency": self.currency,
-            "fee": self.fee,
-            "vat": self.vat,
-            "total_debited": self.total(),
-            "bank_account": self.bank_account,
-            "brand": self.brand,
-            "status": self.status.as_str(),
-            "failure_code": self.failure_code,
-            "automatic": self.automatic,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "paid_at": self.paid_at,
-        })
+    pub fn view(&self) -> PayoutView {
+        PayoutView {
+            id: self.id,
+            object: PayoutObject::Payout,
+            livemode: self.mode.livemode(),
+            amount: self.amount,
+            currency: self.currency,
+            fee: self.fee,
+            vat: self.vat,
+            total_debited: self.total(),
+            bank_account: self.bank_account,
+            brand: self.brand,
+            status: self.status,
+            failure_code: self.failure_code.clone(),
+            automatic: self.automatic,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            paid_at: self.paid_at,
+        }
     }
+
+    /// The public Payout object, as JSON.
+    pub fn to_api(&self) -> Value {
+        serde_json::to_value(self.view()).expect("a payout view serializes")
+    }
+}
+
+/// The `object` value of a payout.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum PayoutObject {
+    #[serde(rename = "payout")]
+    Payout,
+}
+
+/// The public Payout object: naira sent from a brand's available balance to
+/// one of the merchant's bank accounts.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Payout)]
+pub struct PayoutView {
+    pub id: Uuid,
+    #[schema(inline)]
+    pub object: PayoutObject,
+    pub livemode: bool,
+    /// Kobo the bank account receives.
+    #[schema(minimum = 100)]
+    pub amount: i64,
+    pub currency: Currency,
+    /// The payout fee, kobo.
+    #[schema(minimum = 0)]
+    pub fee: i64,
+    /// VAT on the fee, kobo.
+    #[schema(minimum = 0)]
+    pub vat: i64,
+    /// `amount + fee + vat`: what left the available balance.
+    #[schema(minimum = 0)]
+    pub total_debited: i64,
+    /// The bank account paid.
+    pub bank_account: Uuid,
+    /// The brand whose balance pays.
+    pub brand: Uuid,
+    pub status: PayoutStatus,
+    /// Why it failed (`provider_rejected`, `transfer_failed`); null unless
+    /// `failed`.
+    #[schema(required = true)]
+    pub failure_code: Option<String>,
+    /// Made by automatic settlement rather than by the API.
+    pub automatic: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[schema(required = true)]
+    pub paid_at: Option<DateTime<Utc>>,
 }
 
 /// A command to a payout.
@@ -338,5 +393,42 @@ mod tests {
         let (p, _) = decide(&payout(Processing), &Command::StatusPaid, now).unwrap();
         assert_eq!(p.paid_at, Some(now));
         assert_eq!(p.version, 2);
+    }
+
+    /// The view renders exactly what the `json!` rendering it replaced did.
+    #[test]
+    fn payout_json_is_unchanged() {
+        let old = |p: &Payout| {
+            serde_json::json!({
+                "id": p.id,
+                "object": "payout",
+                "livemode": p.mode.livemode(),
+                "amount": p.amount,
+                "currency": p.currency,
+                "fee": p.fee,
+                "vat": p.vat,
+                "total_debited": p.total(),
+                "bank_account": p.bank_account,
+                "brand": p.brand,
+                "status": p.status.as_str(),
+                "failure_code": p.failure_code,
+                "automatic": p.automatic,
+                "created_at": p.created_at,
+                "updated_at": p.updated_at,
+                "paid_at": p.paid_at,
+            })
+        };
+        for status in [AwaitingApproval, Queued, Processing, Paid, Failed, Canceled] {
+            let mut p = payout(status);
+            assert_eq!(p.to_api(), old(&p));
+            p.id = Uuid::new_v4();
+            p.bank_account = Uuid::new_v4();
+            p.brand = Uuid::new_v4();
+            p.mode = Mode::Live;
+            p.automatic = true;
+            p.failure_code = Some("transfer_failed".into());
+            p.paid_at = Some(p.created_at + Duration::minutes(3));
+            assert_eq!(p.to_api(), old(&p));
+        }
     }
 }

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
@@ -54,14 +56,6 @@ pub fn limits(merchant: &Merchant) -> Limits {
     }
 }
 
-fn tier_name(t: PayoutTier) -> &'static str {
-    match t {
-        PayoutTier::Starter => "starter",
-        PayoutTier::Verified => "verified",
-        PayoutTier::Enterprise => "enterprise",
-    }
-}
-
 /// The largest amount whose amount + fee + VAT fits `available` (the fee
 /// steps with the amount, so each step is tried).
 pub fn max_for_balance(available: i64) -> i64 {
@@ -98,8 +92,79 @@ fn available_of(kobo: &Kobo, merchant: Uuid, mode: Mode, brand: Uuid) -> DomainR
         .unwrap_or(0))
 }
 
-/// `GET /v1/payouts/quote`. Reads the balance and the day's usage; reserves
-/// nothing.
+/// The `object` value of a payout quote.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum PayoutQuoteObject {
+    #[serde(rename = "payout_quote")]
+    PayoutQuote,
+}
+
+/// The tightest bound on a payout now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxReason {
+    /// The available balance (amount, fee and VAT must fit).
+    Balance,
+    /// The per-payout limit.
+    PerPayout,
+    /// What is left of the day's limit.
+    Daily,
+}
+
+/// The payout limits in force.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub struct PayoutLimitsView {
+    pub tier: PayoutTier,
+    /// Limits set for this merchant replace the tier's.
+    pub custom: bool,
+    /// The most one payout may carry, kobo.
+    pub per_payout: i64,
+    /// The most the payouts of one Lagos day may carry, kobo.
+    pub daily: i64,
+    /// Kobo of today's (Lagos) payouts counted toward `daily` (failed and
+    /// canceled ones no longer count).
+    pub used_today: i64,
+}
+
+/// A payout quote: the fee and VAT of a payout of `amount`, and whether the
+/// balance and the limits allow it now. Nothing is reserved.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = PayoutQuote)]
+pub struct PayoutQuoteView {
+    #[schema(inline)]
+    pub object: PayoutQuoteObject,
+    pub livemode: bool,
+    /// Always `NGN`.
+    pub currency: Currency,
+    /// Kobo, as asked.
+    pub amount: i64,
+    /// The payout fee, kobo.
+    #[schema(minimum = 0)]
+    pub fee: i64,
+    /// VAT on the fee, kobo.
+    #[schema(minimum = 0)]
+    pub vat: i64,
+    /// `amount + fee + vat`: what the payout would take from the balance.
+    pub total_debited: i64,
+    /// The brand's available naira, kobo.
+    pub available: i64,
+    /// The largest payout possible now: the tightest of the balance (minding
+    /// the fee steps), the per-payout limit and what is left of the day's.
+    #[schema(minimum = 0)]
+    pub max_amount: i64,
+    /// Which bound `max_amount` is.
+    pub max_reason: MaxReason,
+    /// `total_debited` fits the available balance.
+    pub sufficient: bool,
+    /// `amount` is within the per-payout limit and what is left of the
+    /// day's.
+    pub within_limits: bool,
+    #[schema(inline)]
+    pub limits: PayoutLimitsView,
+}
+
+/// `GET /v1/payouts/quote`, as JSON. Reads the balance and the day's usage;
+/// reserves nothing.
 pub fn quote(
     kobo: &Kobo,
     merchant: &Merchant,
@@ -107,43 +172,71 @@ pub fn quote(
     amount: i64,
     brand: Uuid,
 ) -> DomainResult<Value> {
-    let (fee, vat) = payout_fee(amount);
-    let total = amount + fee + vat;
+    let view = quote_view(kobo, merchant, mode, amount, brand)?;
+    Ok(serde_json::to_value(view).expect("a payout quote serializes"))
+}
+
+/// `GET /v1/payouts/quote`. Reads the balance and the day's usage; reserves
+/// nothing.
+pub fn quote_view(
+    kobo: &Kobo,
+    merchant: &Merchant,
+    mode: Mode,
+    amount: i64,
+    brand: Uuid,
+) -> DomainResult<PayoutQuoteView> {
     let available = available_of(kobo, merchant.id, mode, brand)?;
-    let l = limits(merchant);
     let day = kobo.calendar.lagos_date(kobo.clock.now());
     let used_today = stored_usage(kobo, merchant.id, mode, day)?;
+    Ok(quote_from(
+        mode,
+        amount,
+        available,
+        limits(merchant),
+        used_today,
+    ))
+}
+
+fn quote_from(
+    mode: Mode,
+    amount: i64,
+    available: i64,
+    l: Limits,
+    used_today: i64,
+) -> PayoutQuoteView {
+    let (fee, vat) = payout_fee(amount);
+    let total = amount + fee + vat;
     let by_balance = max_for_balance(available);
     let by_daily = (l.daily - used_today).max(0);
     let (max_amount, max_reason) = [
-        (by_balance, "balance"),
-        (l.per_payout, "per_payout"),
-        (by_daily, "daily"),
+        (by_balance, MaxReason::Balance),
+        (l.per_payout, MaxReason::PerPayout),
+        (by_daily, MaxReason::Daily),
     ]
     .into_iter()
     .min_by_key(|(v, _)| *v)
     .expect("three candidates");
-    Ok(json!({
-        "object": "payout_quote",
-        "livemode": mode.livemode(),
-        "currency": "NGN",
-        "amount": amount,
-        "fee": fee,
-        "vat": vat,
-        "total_debited": total,
-        "available": available,
-        "max_amount": max_amount.max(0),
-        "max_reason": max_reason,
-        "sufficient": total <= available,
-        "within_limits": amount <= l.per_payout && used_today + amount <= l.daily,
-        "limits": {
-            "tier": tier_name(l.tier),
-            "custom": l.custom,
-            "per_payout": l.per_payout,
-            "daily": l.daily,
-            "used_today": used_today,
+    PayoutQuoteView {
+        object: PayoutQuoteObject::PayoutQuote,
+        livemode: mode.livemode(),
+        currency: Currency::NGN,
+        amount,
+        fee,
+        vat,
+        total_debited: total,
+        available,
+        max_amount: max_amount.max(0),
+        max_reason,
+        sufficient: total <= available,
+        within_limits: amount <= l.per_payout && used_today + amount <= l.daily,
+        limits: PayoutLimitsView {
+            tier: l.tier,
+            custom: l.custom,
+            per_payout: l.per_payout,
+            daily: l.daily,
+            used_today,
         },
-    }))
+    }
 }
 
 /// A validated create request.
@@ -388,6 +481,93 @@ pub async fn auto_settle(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The view renders exactly what the `json!` rendering it replaced did.
+    #[test]
+    fn quote_json_is_unchanged() {
+        fn tier_name(t: PayoutTier) -> &'static str {
+            match t {
+                PayoutTier::Starter => "starter",
+                PayoutTier::Verified => "verified",
+                PayoutTier::Enterprise => "enterprise",
+            }
+        }
+        // The rendering the view replaced.
+        fn old(mode: Mode, amount: i64, available: i64, l: Limits, used_today: i64) -> Value {
+            let (fee, vat) = payout_fee(amount);
+            let total = amount + fee + vat;
+            let by_balance = max_for_balance(available);
+            let by_daily = (l.daily - used_today).max(0);
+            let (max_amount, max_reason) = [
+                (by_balance, "balance"),
+                (l.per_payout, "per_payout"),
+                (by_daily, "daily"),
+            ]
+            .into_iter()
+            .min_by_key(|(v, _)| *v)
+            .expect("three candidates");
+            serde_json::json!({
+                "object": "payout_quote",
+                "livemode": mode.livemode(),
+                "currency": "NGN",
+                "amount": amount,
+                "fee": fee,
+                "vat": vat,
+                "total_debited": total,
+                "available": available,
+                "max_amount": max_amount.max(0),
+                "max_reason": max_reason,
+                "sufficient": total <= available,
+                "within_limits": amount <= l.per_payout && used_today + amount <= l.daily,
+                "limits": {
+                    "tier": tier_name(l.tier),
+                    "custom": l.custom,
+                    "per_payout": l.per_payout,
+                    "daily": l.daily,
+                    "used_today": used_today,
+                },
+            })
+        }
+        let limits = [
+            Limits {
+                tier: PayoutTier::Starter,
+                custom: false,
+                per_payout: 100_000_000,
+                daily: 500_000_000,
+            },
+            Limits {
+                tier: PayoutTier::Verified,
+                custom: true,
+                per_payout: 50_000,
+                daily: 60_000,
+            },
+            Limits {
+                tier: PayoutTier::Enterprise,
+                custom: false,
+                per_payout: 10_000_000_000,
+                daily: 50_000_000_000,
+            },
+        ];
+        let mut reasons = std::collections::BTreeSet::new();
+        for mode in [Mode::Test, Mode::Live] {
+            for l in limits {
+                for amount in [1, 100, 500_000, 500_001, 5_000_001, 1_000_000_000_000] {
+                    for available in [-500, 0, 1_075, 600_000, 1_000_000_000_000] {
+                        for used_today in [0, 40_000, 70_000, 600_000_000] {
+                            let new = quote_from(mode, amount, available, l, used_today);
+                            reasons.insert(format!("{:?}", new.max_reason));
+                            let new = serde_json::to_value(new).unwrap();
+                            let old = old(mode, amount, available, l, used_today);
+                            assert_eq!(new, old);
+                            assert_eq!(new.to_string(), old.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        // Every reason was rendered.
+        assert_eq!(reasons.len(), 3);
+    }
 
     #[test]
     fn the_largest_payout_fits_amount_fee_and_vat_in_the_balance() {

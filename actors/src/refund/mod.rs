@@ -13,19 +13,24 @@ pub mod service;
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult};
 use crate::ids::Mode;
 use crate::money::Currency;
+use crate::payment_intent::metadata_schema;
 
 /// How long a merchant has to answer a dispute.
 pub fn response_window() -> Duration {
     Duration::days(7)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The status of a refund: `pending` until the provider confirms it, then
+/// `succeeded` or `failed` (its money returns to the balance).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RefundStatus {
     Pending,
@@ -52,25 +57,68 @@ pub struct Refund {
 }
 
 impl Refund {
+    pub fn view(&self) -> RefundView {
+        RefundView {
+            id: self.id,
+            object: RefundObject::Refund,
+            livemode: self.mode.livemode(),
+            payment_intent: self.payment_intent,
+            amount: self.amount,
+            currency: self.currency,
+            status: self.status,
+            reason: self.reason.clone(),
+            failure_reason: self.failure_reason.clone(),
+            metadata: self.metadata.clone(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+
+    /// The public Refund object, as JSON.
     pub fn to_api(&self) -> Value {
-        json!({
-            "id": self.id,
-            "object": "refund",
-            "livemode": self.mode.livemode(),
-            "payment_intent": self.payment_intent,
-            "amount": self.amount,
-            "currency": self.currency,
-            "status": self.status,
-            "reason": self.reason,
-            "failure_reason": self.failure_reason,
-            "metadata": self.metadata,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        })
+        serde_json::to_value(self.view()).expect("a refund view serializes")
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The `object` value of a refund.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum RefundObject {
+    #[serde(rename = "refund")]
+    Refund,
+}
+
+/// The public Refund object: money of a successful payment sent back to the
+/// customer.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Refund)]
+pub struct RefundView {
+    pub id: Uuid,
+    #[schema(inline)]
+    pub object: RefundObject,
+    pub livemode: bool,
+    /// The refunded payment intent.
+    pub payment_intent: Uuid,
+    /// Minor units (kobo, cents).
+    #[schema(minimum = 1)]
+    pub amount: i64,
+    /// The payment's currency.
+    pub currency: Currency,
+    pub status: RefundStatus,
+    /// As given on create.
+    #[schema(required = true)]
+    pub reason: Option<String>,
+    /// Why it failed (`refund_rejected`); null unless `failed`.
+    #[schema(required = true)]
+    pub failure_reason: Option<String>,
+    #[schema(schema_with = metadata_schema)]
+    pub metadata: Map<String, Value>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The status of a dispute: `open` (its amount held) until it is decided
+/// `won` (the hold returns) or `lost` (the hold leaves the business).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DisputeStatus {
     Open,
@@ -98,23 +146,81 @@ pub struct Dispute {
 }
 
 impl Dispute {
-    pub fn to_api(&self) -> Value {
-        json!({
-            "id": self.id,
-            "object": "dispute",
-            "livemode": self.mode.livemode(),
-            "payment_intent": self.payment_intent,
-            "amount": self.amount,
-            "currency": self.currency,
-            "status": self.status,
-            "reason": self.reason,
-            "respond_by": self.respond_by,
-            "evidence": self.evidence,
-            "evidence_submitted_at": self.evidence_submitted_at,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        })
+    pub fn view(&self) -> DisputeView {
+        DisputeView {
+            id: self.id,
+            object: DisputeObject::Dispute,
+            livemode: self.mode.livemode(),
+            payment_intent: self.payment_intent,
+            amount: self.amount,
+            currency: self.currency,
+            status: self.status,
+            reason: self.reason.clone(),
+            respond_by: self.respond_by,
+            evidence: self.evidence.clone(),
+            evidence_submitted_at: self.evidence_submitted_at,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
     }
+
+    /// The public Dispute object, as JSON.
+    pub fn to_api(&self) -> Value {
+        serde_json::to_value(self.view()).expect("a dispute view serializes")
+    }
+}
+
+/// The `object` value of a dispute.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum DisputeObject {
+    #[serde(rename = "dispute")]
+    Dispute,
+}
+
+/// The schema of a dispute's `evidence`: what the last evidence submission
+/// gave, field by field; null before any.
+fn evidence_schema() -> Schema {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
+        .description(Some(
+            "What the last `POST /v1/disputes/{id}/evidence` gave: each field it set (`text`, `customer_name`, `customer_email`, `service_date`, `receipt_url`, `tracking_number`), as a string; null before any evidence.",
+        ))
+        .additional_properties(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .max_length(Some(5000)),
+        ))
+        .into()
+}
+
+/// The public Dispute object: a customer's chargeback on a successful
+/// payment, its amount held until it is decided.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Dispute)]
+pub struct DisputeView {
+    pub id: Uuid,
+    #[schema(inline)]
+    pub object: DisputeObject,
+    pub livemode: bool,
+    /// The disputed payment intent.
+    pub payment_intent: Uuid,
+    /// Minor units held (kobo, cents).
+    #[schema(minimum = 1)]
+    pub amount: i64,
+    /// The payment's currency.
+    pub currency: Currency,
+    pub status: DisputeStatus,
+    /// Why the customer disputed the payment; `general` when no reason was
+    /// given.
+    pub reason: String,
+    /// Evidence is accepted until then (7 days after the dispute opened).
+    pub respond_by: DateTime<Utc>,
+    #[schema(required = true, schema_with = evidence_schema)]
+    pub evidence: Option<Value>,
+    #[schema(required = true)]
+    pub evidence_submitted_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
 }
 
 /// A payment's money after capture.
@@ -177,6 +283,103 @@ impl Aftercare {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// The views render exactly what the `json!` renderings they replaced
+    /// did.
+    #[test]
+    fn refund_and_dispute_json_is_unchanged() {
+        let now = Utc::now();
+        for (mode, status, reason, failure, metadata) in [
+            (Mode::Test, RefundStatus::Pending, None, None, Map::new()),
+            (
+                Mode::Live,
+                RefundStatus::Failed,
+                Some("damaged".to_string()),
+                Some("refund_rejected".to_string()),
+                json!({"order": "A-1", "n": 3, "gift": true})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+            (Mode::Test, RefundStatus::Succeeded, None, None, Map::new()),
+        ] {
+            let r = Refund {
+                id: Uuid::new_v4(),
+                merchant: Uuid::new_v4(),
+                mode,
+                seq: 4,
+                payment_intent: Uuid::new_v4(),
+                brand: Uuid::new_v4(),
+                amount: 2_500,
+                currency: Currency::USD,
+                status,
+                reason,
+                failure_reason: failure,
+                metadata,
+                created_at: now,
+                updated_at: now + Duration::seconds(1),
+            };
+            let old = json!({
+                "id": r.id,
+                "object": "refund",
+                "livemode": r.mode.livemode(),
+                "payment_intent": r.payment_intent,
+                "amount": r.amount,
+                "currency": r.currency,
+                "status": r.status,
+                "reason": r.reason,
+                "failure_reason": r.failure_reason,
+                "metadata": r.metadata,
+                "created_at": r.created_at,
+                "updated_at": r.updated_at,
+            });
+            assert_eq!(r.to_api(), old);
+        }
+        for (mode, status, evidence) in [
+            (Mode::Test, DisputeStatus::Open, None),
+            (
+                Mode::Live,
+                DisputeStatus::Won,
+                Some(json!({"text": "delivered", "tracking_number": "TRK-1"})),
+            ),
+            (Mode::Test, DisputeStatus::Lost, Some(json!({"text": "x"}))),
+        ] {
+            let d = Dispute {
+                id: Uuid::new_v4(),
+                merchant: Uuid::new_v4(),
+                mode,
+                seq: 9,
+                payment_intent: Uuid::new_v4(),
+                brand: Uuid::new_v4(),
+                amount: 10_000,
+                currency: Currency::NGN,
+                status,
+                reason: "general".into(),
+                respond_by: now + response_window(),
+                evidence_submitted_at: evidence.as_ref().map(|_| now + Duration::hours(2)),
+                evidence,
+                created_at: now,
+                updated_at: now + Duration::hours(2),
+            };
+            let old = json!({
+                "id": d.id,
+                "object": "dispute",
+                "livemode": d.mode.livemode(),
+                "payment_intent": d.payment_intent,
+                "amount": d.amount,
+                "currency": d.currency,
+                "status": d.status,
+                "reason": d.reason,
+                "respond_by": d.respond_by,
+                "evidence": d.evidence,
+                "evidence_submitted_at": d.evidence_submitted_at,
+                "created_at": d.created_at,
+                "updated_at": d.updated_at,
+            });
+            assert_eq!(d.to_api(), old);
+        }
+    }
 
     #[test]
     fn refunds_take_what_is_left_and_never_more() {
