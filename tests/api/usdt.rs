@@ -726,3 +726,87 @@ async fn dollar_settlement_sends_released_dollars_to_the_settle_wallet_as_usdt()
     assert_eq!(r.body["payouts"], json!([]));
     assert_eq!(app.balance(&m.test_key, "available", "USD").await, usd);
 }
+
+/// Measurements (ignored; run with `cargo test --release --test api --
+/// --ignored usdt::measure --nocapture`): conversions per second on one
+/// merchant's ledger with 16 clients, and how long crypto payouts take from
+/// the create's answer to `paid` (polled every 5 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure_conversion_throughput_and_usdt_confirmation_latency() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let app = spawn_app().await;
+    let m = usdt_merchant(&app, 100).await;
+    for _ in 0..4 {
+        fund_dollars(&app, &m.test_key, 100_000_000).await;
+    }
+    let rate = crate::fx::publish(&app, 150_000).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for w in 0..16 {
+        let (client, base, key, stop, done, rate_id) = (
+            app.client.clone(),
+            app.base.clone(),
+            m.test_key.clone(),
+            stop.clone(),
+            done.clone(),
+            rate["id"].clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let r = client
+                    .post(format!("{base}/v1/fx/conversions"))
+                    .bearer_auth(&key)
+                    .header("Idempotency-Key", format!("m-{w}-{n}"))
+                    .json(&json!({"usd_amount": 100 + n, "rate_id": rate_id}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status().as_u16(), 201);
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let seconds = 5;
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    println!(
+        "conversions: {:.0}/s with 16 clients on one merchant",
+        done.load(Ordering::Relaxed) as f64 / seconds as f64
+    );
+
+    let w = wallet(&app, &m, &trc20("Measure")).await;
+    let mut took = Vec::new();
+    for _ in 0..50 {
+        let r = send_usdt(&app, &m.test_key, 1_000, &w).await;
+        r.assert_status(201);
+        let id = r.body["id"].as_str().unwrap().to_string();
+        let start = Instant::now();
+        loop {
+            let p = app
+                .get(&m.test_key, &format!("/v1/usdt/payouts/{id}"))
+                .await;
+            if p.body["status"] == "paid" {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        took.push(start.elapsed());
+    }
+    took.sort();
+    println!(
+        "USDT confirmation after the create's answer: p50 {:?}, p99 {:?}, max {:?} (sandbox delay 300 ms)",
+        took[took.len() / 2],
+        took[took.len() * 99 / 100],
+        took[took.len() - 1]
+    );
+}
