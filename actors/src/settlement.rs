@@ -259,14 +259,22 @@ pub const META_SETTLEMENT_RUN: &[u8] = b"settlement_run_due";
 
 /// Makes sure the daily settlement run is scheduled (once, at start-up).
 pub async fn ensure_daily_run(kobo: &crate::runtime::Kobo) -> crate::error::DomainResult<()> {
-    if kobo
-        .store
-        .read()?
-        .get(Table::Meta, META_SETTLEMENT_RUN)?
-        .is_some()
-    {
-        return Ok(());
+    // The run is scheduled when its timer row exists (the meta row says
+    // when it is due).
+    let read = kobo.store.read()?;
+    if let Some(due) = read.get(Table::Meta, META_SETTLEMENT_RUN)? {
+        let due = crate::clock::from_micros(kobo_storage::writer::u64_from(&due) as i64);
+        if read
+            .get(
+                Table::Timers,
+                &Timer::key(due, TimerKind::SettlementRun, Uuid::nil()),
+            )?
+            .is_some()
+        {
+            return Ok(());
+        }
     }
+    drop(read);
     let due = kobo.calendar.next_settlement_instant(kobo.clock.now());
     let mut batch = Batch::new();
     schedule_daily_run(&mut batch, due);

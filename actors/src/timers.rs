@@ -260,15 +260,36 @@ async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
                 .and_then(|r| r.map(|_| ()))
         }
     };
-    if let Err(e) = outcome {
-        // The actor could not take it (its object is gone, or it failed):
-        // drop the timer so one bad row cannot stall every later one.
-        tracing::warn!(error = %e, kind = ?timer.kind, target = %timer.target, "timer dropped");
-        let mut b = Batch::new();
-        b.delete(Table::Timers, key);
-        let _ = kobo.writer.commit(b).await;
+    match outcome {
+        Ok(()) => {}
+        // Its object is gone, nothing is left to do, or its actor refused
+        // it: drop it (running it again would give the same answer).
+        Err(e)
+            if !matches!(
+                e.kind,
+                crate::error::ErrorKind::Internal | crate::error::ErrorKind::Overloaded
+            ) =>
+        {
+            tracing::debug!(error = %e, kind = ?timer.kind, target = %timer.target, "timer dropped");
+            let mut b = Batch::new();
+            b.delete(Table::Timers, key);
+            let _ = kobo.writer.commit(b).await;
+        }
+        // It failed on our side or a busy mailbox refused it: try again a
+        // minute later rather than lose it (or stall every later timer).
+        Err(e) => {
+            let retry_at = kobo.clock.now() + chrono::Duration::seconds(RETRY_AFTER_SECS);
+            tracing::warn!(error = %e, kind = ?timer.kind, target = %timer.target, %retry_at, "timer failed; retrying");
+            let mut b = Batch::new();
+            b.delete(Table::Timers, key);
+            timer.schedule(&mut b, retry_at);
+            let _ = kobo.writer.commit(b).await;
+        }
     }
 }
+
+/// How long a failed timer waits before it runs again.
+pub const RETRY_AFTER_SECS: i64 = 60;
 
 /// Runs every timer due at or before `limit`, in due order. With the manual
 /// clock the clock steps to each due time first.

@@ -83,6 +83,7 @@ pub struct PayoutId {
 )]
 async fn list_banks(req: HttpRequest, state: State) -> ApiResult {
     authenticate(&req, &state)?;
+    Query::parse(req.query_string(), &[])?;
     Ok(json_response(200, &banks::banks_view()))
 }
 
@@ -193,13 +194,7 @@ async fn list_bank_accounts(req: HttpRequest, state: State) -> ApiResult {
 }
 
 /// The fields `POST /v1/payouts` accepts: [`CreatePayoutRequest`]'s.
-pub const PAYOUT_FIELDS: &[&str] = &[
-    "amount",
-    "currency",
-    "bank_account_id",
-    "brand",
-    "description",
-];
+pub const PAYOUT_FIELDS: &[&str] = &["amount", "currency", "bank_account_id", "brand"];
 
 // The body of `POST /v1/payouts`, for the OpenAPI document; a unit test
 // keeps these fields and [`PAYOUT_FIELDS`] equal.
@@ -220,9 +215,6 @@ pub struct CreatePayoutRequest {
     /// The brand whose available balance pays (default: the merchant's
     /// default brand); unknown: 404.
     brand: Option<Uuid>,
-    /// Up to 500 characters; checked, not kept on the payout.
-    #[schema(max_length = 500)]
-    description: Option<String>,
 }
 
 /// Create a payout
@@ -269,7 +261,6 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
             .uuid("bank_account_id")?
             .ok_or_else(|| DomainError::missing("bank_account_id"))?;
         let brand = f.uuid("brand")?;
-        f.string("description", 500)?;
         let payout = service::create(
             &state.kobo,
             &p.merchant,

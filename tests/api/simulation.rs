@@ -70,7 +70,7 @@ async fn a_seeded_simulation_of_payments_releases_and_clock_jumps_matches_the_mo
         let now = app.now().await;
         let action = rng.gen_range(0..10);
         let what = match action {
-            0..=3 | 4 => {
+            0..=4 => {
                 let (currency, delay) = if action == 4 { ("USD", 7) } else { ("NGN", 1) };
                 let amount = rng.gen_range(100..5_000_000i64);
                 let mut body = json!({"amount": amount, "currency": currency});
@@ -262,11 +262,23 @@ async fn a_seeded_simulation_with_refunds_and_disputes_matches_the_model() {
                 let p = &mut paid[i];
                 let left = p.amount - p.refunded - p.lost;
                 let amount = if left > 1 { rng.gen_range(1..=left) } else { 1 };
-                let amount = if rng.gen_bool(0.2) { amount - amount % 100 + 13 } else { amount };
+                let amount = if rng.gen_bool(0.2) {
+                    amount - amount % 100 + 13
+                } else {
+                    amount
+                };
                 // Amounts ending in 17 stay pending in the sandbox: not modelled here.
-                let amount = if amount % 100 == 17 { amount - 1 } else { amount };
+                let amount = if amount % 100 == 17 {
+                    amount - 1
+                } else {
+                    amount
+                };
                 let r = app
-                    .post(&m.test_key, "/v1/refunds", json!({"payment_intent": p.id, "amount": amount}))
+                    .post(
+                        &m.test_key,
+                        "/v1/refunds",
+                        json!({"payment_intent": p.id, "amount": amount}),
+                    )
                     .await;
                 let from_pending = p.row.min(amount);
                 let from_available = amount - from_pending;
@@ -274,12 +286,16 @@ async fn a_seeded_simulation_with_refunds_and_disputes_matches_the_model() {
                     409
                 } else if amount > left {
                     400
-                } else if from_available > *b.get("available").unwrap_or(&0) {
+                } else if from_available > 0 && from_available > *b.get("available").unwrap_or(&0) {
                     409
                 } else {
                     201
                 };
-                assert_eq!(r.status, expect, "seed {seed} step {step}: refund {amount} of {}: {}", p.id, r.text);
+                assert_eq!(
+                    r.status, expect,
+                    "seed {seed} step {step}: refund {amount} of {}: {}",
+                    p.id, r.text
+                );
                 if r.status == 201 {
                     p.row -= from_pending;
                     *b.entry("pending").or_default() -= from_pending;
@@ -292,7 +308,10 @@ async fn a_seeded_simulation_with_refunds_and_disputes_matches_the_model() {
                         if g.body["status"] != "pending" {
                             break g.body["status"].as_str().unwrap().to_string();
                         }
-                        assert!(std::time::Instant::now() < deadline, "seed {seed}: refund never confirmed");
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "seed {seed}: refund never confirmed"
+                        );
                         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                     };
                     if status == "failed" {
@@ -321,7 +340,11 @@ async fn a_seeded_simulation_with_refunds_and_disputes_matches_the_model() {
                         }
                         let amount = rng.gen_range(1..=left);
                         let r = app
-                            .post(&m.test_key, &format!("/v1/test_helpers/payment_intents/{}/dispute", p.id), json!({"amount": amount}))
+                            .post(
+                                &m.test_key,
+                                &format!("/v1/test_helpers/payment_intents/{}/dispute", p.id),
+                                json!({"amount": amount}),
+                            )
                             .await;
                         r.assert_status(201);
                         let from_pending = p.row.min(amount);
@@ -335,7 +358,11 @@ async fn a_seeded_simulation_with_refunds_and_disputes_matches_the_model() {
                     Some((id, amount)) => {
                         let won = rng.gen_bool(0.5);
                         let r = app
-                            .post(&m.test_key, &format!("/v1/test_helpers/disputes/{id}/resolve"), json!({"outcome": if won { "won" } else { "lost" }}))
+                            .post(
+                                &m.test_key,
+                                &format!("/v1/test_helpers/disputes/{id}/resolve"),
+                                json!({"outcome": if won { "won" } else { "lost" }}),
+                            )
                             .await;
                         r.assert_status(200);
                         *b.entry("dispute_hold").or_default() -= amount;
@@ -367,7 +394,11 @@ async fn a_seeded_simulation_with_refunds_and_disputes_matches_the_model() {
         }
         for bucket in ["pending", "available", "dispute_hold", "refund_in_flight"] {
             let want = *b.get(bucket).unwrap_or(&0);
-            assert_eq!(app.balance(&m.test_key, bucket, "NGN").await, want, "seed {seed} step {step} ({what}): {bucket}");
+            assert_eq!(
+                app.balance(&m.test_key, bucket, "NGN").await,
+                want,
+                "seed {seed} step {step} ({what}): {bucket}"
+            );
         }
     }
 }

@@ -310,9 +310,10 @@ impl Handler<ReleaseScheduled> for LedgerActor {
         let mut batch = Batch::new();
         let entries: Vec<EntrySpec> = rows
             .iter()
-            .map(|row| {
+            .filter_map(|row| {
                 row.unschedule(&mut batch);
-                release_entry(row, row.amount)
+                // A release emptied by refunds or disputes moves nothing.
+                (row.amount > 0).then(|| release_entry(row, row.amount))
             })
             .collect();
         let (_, ack) = match self.post_and_submit(&entries, batch, None) {
@@ -323,7 +324,12 @@ impl Handler<ReleaseScheduled> for LedgerActor {
             rows.iter().map(|r| (r.key(), None)).collect();
         self.overlay_rows(&changes);
         let keys: Vec<Vec<u8>> = changes.into_iter().map(|(k, _)| k).collect();
-        let released = rows.iter().map(|r| r.payment).collect::<HashSet<_>>().len();
+        let released = rows
+            .iter()
+            .filter(|r| r.amount > 0)
+            .map(|r| r.payment)
+            .collect::<HashSet<_>>()
+            .len();
         Box::pin(
             ack.into_actor(self)
                 .map(move |outcome, act, _ctx| finish_commit(act, outcome, &keys, released)),
@@ -437,14 +443,11 @@ impl Handler<PaymentMoney> for LedgerActor {
                 let from_pending = row.as_ref().map_or(0, |r| r.amount.min(amount));
                 let from_available = amount - from_pending;
                 if let Some(mut r) = row {
+                    // An emptied release stays scheduled: a won dispute or a
+                    // failed refund may give the money back before its date.
                     r.amount -= from_pending;
-                    if r.amount == 0 {
-                        r.unschedule(&mut batch);
-                        changes.push((r.key(), None));
-                    } else {
-                        batch.put(Table::ScheduledReleases, r.key(), &r);
-                        changes.push((r.key(), Some(r)));
-                    }
+                    batch.put(Table::ScheduledReleases, r.key(), &r);
+                    changes.push((r.key(), Some(r)));
                 }
                 let mut lines = Vec::new();
                 if from_pending > 0 {
