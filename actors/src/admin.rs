@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use futures_util::FutureExt;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -14,7 +13,7 @@ use kobo_storage::{Batch, Table};
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{scope_key, Mode};
 use crate::merchant::{key_hash, new_secret_key, ApiKey, Brand, Merchant, Settings};
-use crate::registry::{Activation, Registry, VirtualActor};
+use crate::registry::{run_once, Activation, Registry, VirtualActor};
 use crate::runtime::Kobo;
 
 pub fn brand_index_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {
@@ -174,18 +173,7 @@ impl Handler<ChangeMerchant> for MerchantActor {
         self.activation.touch();
         let kobo = self.activation.kobo.clone();
         let id = self.activation.key;
-        AtomicResponse::new(Box::pin(
-            std::panic::AssertUnwindSafe(change(kobo, id, msg.0))
-                .catch_unwind()
-                .into_actor(self)
-                .map(|r, act, _| {
-                    act.activation.rest();
-                    r.unwrap_or_else(|_| {
-                        act.activation.record_restart();
-                        Err(DomainError::internal("the merchant actor restarted"))
-                    })
-                }),
-        ))
+        run_once(self, change(kobo, id, msg.0))
     }
 }
 

@@ -51,7 +51,7 @@ pub struct Activation<K> {
     pub kobo: Arc<Kobo>,
     queued: Arc<AtomicUsize>,
     stats: Arc<KindStats>,
-    last_active: Instant,
+    last_active: std::cell::Cell<Instant>,
 }
 
 impl<K> Activation<K> {
@@ -59,11 +59,11 @@ impl<K> Activation<K> {
     pub fn touch(&mut self) {
         self.queued.fetch_sub(1, Ordering::AcqRel);
         self.stats.messages.fetch_add(1, Ordering::Relaxed);
-        self.last_active = Instant::now();
+        self.last_active.set(Instant::now());
     }
     /// Call when work finishes (so idleness counts from then).
-    pub fn rest(&mut self) {
-        self.last_active = Instant::now();
+    pub fn rest(&self) {
+        self.last_active.set(Instant::now());
     }
     /// An actor recovered from a panic by dropping its memory and reloading
     /// its last durable snapshot.
@@ -76,7 +76,7 @@ impl<K> Activation<K> {
 pub fn watch_idle<A: VirtualActor>(ctx: &mut Context<A>) {
     ctx.run_interval(IDLE_CHECK, |act: &mut A, ctx: &mut Context<A>| {
         let a = act.activation();
-        if a.last_active.elapsed() < a.kobo.config.actor_idle || !act.can_passivate() {
+        if a.last_active.get().elapsed() < a.kobo.config.actor_idle || !act.can_passivate() {
             return;
         }
         if A::registry(&a.kobo).try_passivate(a.key, a.generation) {
@@ -185,7 +185,7 @@ impl<A: VirtualActor> Registry<A> {
             kobo: kobo.clone(),
             queued: queued.clone(),
             stats: self.stats.clone(),
-            last_active: Instant::now(),
+            last_active: std::cell::Cell::new(Instant::now()),
         };
         let capacity = self.mailbox_capacity;
         let addr = A::create(move |ctx| {
@@ -311,4 +311,107 @@ impl<A: VirtualActor> Registry<A> {
             messages: self.stats.messages.load(Ordering::Relaxed),
         }
     }
+}
+
+/// An actor that owns one stored object (a payment intent, a payout, a
+/// mandate, a crypto payout), keeps it in memory between commands, and runs
+/// each command to completion before the next.
+pub trait ObjectActor: VirtualActor<Key = uuid::Uuid> {
+    type Object: Clone + Send + Unpin + 'static;
+    fn object(&mut self) -> &mut Option<Self::Object>;
+    fn activation_mut(&mut self) -> &mut Activation<uuid::Uuid>;
+    /// The object's last durable snapshot.
+    fn load(kobo: &Kobo, id: uuid::Uuid) -> DomainResult<Option<Self::Object>>;
+    /// The merchant and mode the object belongs to.
+    fn scope(object: &Self::Object) -> (uuid::Uuid, crate::ids::Mode);
+}
+
+/// Runs one command against an object actor's object: loads it if needed,
+/// answers 404 when it belongs to another merchant or mode, runs `command`
+/// to completion (no other message is handled meanwhile), and keeps the
+/// object it returns. A panic drops the in-memory copy, so the next message
+/// reloads the last durable snapshot (counted as a restart).
+pub fn run_command<A, F, Fut>(
+    act: &mut A,
+    merchant: uuid::Uuid,
+    mode: crate::ids::Mode,
+    command: F,
+) -> actix::AtomicResponse<A, DomainResult<serde_json::Value>>
+where
+    A: ObjectActor,
+    F: FnOnce(Arc<Kobo>, A::Object) -> Fut + 'static,
+    Fut: std::future::Future<Output = DomainResult<(A::Object, serde_json::Value)>> + 'static,
+{
+    use actix::{ActorFutureExt, WrapFuture};
+    use futures_util::FutureExt;
+    act.activation_mut().touch();
+    let kobo = act.activation().kobo.clone();
+    let id = act.activation().key;
+    let current = match act.object() {
+        Some(o) => Ok(Some(o.clone())),
+        None => A::load(&kobo, id),
+    };
+    let work = async move {
+        let object = match current? {
+            Some(o) if A::scope(&o) == (merchant, mode) => o,
+            _ => return Err(DomainError::not_found(A::KIND, id)),
+        };
+        let outcome = command(kobo, object.clone()).await;
+        Ok((object, outcome))
+    };
+    actix::AtomicResponse::new(Box::pin(
+        std::panic::AssertUnwindSafe(work)
+            .catch_unwind()
+            .into_actor(act)
+            .map(|outcome, act: &mut A, _ctx| {
+                act.activation_mut().rest();
+                match outcome {
+                    Ok(Ok((_, Ok((after, view))))) => {
+                        *act.object() = Some(after);
+                        Ok(view)
+                    }
+                    Ok(Ok((before, Err(e)))) => {
+                        *act.object() = Some(before);
+                        Err(e)
+                    }
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => {
+                        *act.object() = None;
+                        act.activation().record_restart();
+                        Err(DomainError::internal(format!(
+                            "the {} actor restarted",
+                            A::KIND
+                        )))
+                    }
+                }
+            }),
+    ))
+}
+
+/// Runs `work` to completion as one message of an actor that keeps no
+/// object in memory (it reads the store for each command). A panic is
+/// answered with an internal error and counted as a restart.
+pub fn run_once<A, T, Fut>(act: &mut A, work: Fut) -> actix::AtomicResponse<A, DomainResult<T>>
+where
+    A: VirtualActor,
+    T: 'static,
+    Fut: std::future::Future<Output = DomainResult<T>> + 'static,
+{
+    use actix::{ActorFutureExt, WrapFuture};
+    use futures_util::FutureExt;
+    actix::AtomicResponse::new(Box::pin(
+        std::panic::AssertUnwindSafe(work)
+            .catch_unwind()
+            .into_actor(act)
+            .map(|outcome, act: &mut A, _ctx| {
+                act.activation().rest();
+                outcome.unwrap_or_else(|_| {
+                    act.activation().record_restart();
+                    Err(DomainError::internal(format!(
+                        "the {} actor restarted",
+                        A::KIND
+                    )))
+                })
+            }),
+    ))
 }

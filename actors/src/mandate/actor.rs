@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use futures_util::FutureExt;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -19,7 +18,7 @@ use crate::mandate::service::status_prefix;
 use crate::mandate::{decide, service, Command, Effect, Mandate, MandateStatus};
 use crate::merchant::Merchant;
 use crate::payment_intent::service::{create_mandate_charge, CreatePaymentIntent};
-use crate::registry::{Activation, Registry, VirtualActor};
+use crate::registry::{run_command, Activation, ObjectActor, Registry, VirtualActor};
 use crate::runtime::Kobo;
 use crate::timers::{Timer, TimerKind};
 
@@ -78,49 +77,30 @@ impl VirtualActor for MandateActor {
     }
 }
 
+impl ObjectActor for MandateActor {
+    type Object = Mandate;
+    fn object(&mut self) -> &mut Option<Mandate> {
+        &mut self.state
+    }
+    fn activation_mut(&mut self) -> &mut Activation<Uuid> {
+        &mut self.activation
+    }
+    fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Mandate>> {
+        service::load(kobo, id)
+    }
+    fn scope(o: &Mandate) -> (Uuid, Mode) {
+        (o.merchant, o.mode)
+    }
+}
+
 impl Handler<MandateMessage> for MandateActor {
     type Result = AtomicResponse<Self, DomainResult<Value>>;
 
     fn handle(&mut self, msg: MandateMessage, _ctx: &mut Context<Self>) -> Self::Result {
-        self.activation.touch();
-        let kobo = self.activation.kobo.clone();
-        let id = self.activation.key;
-        let current = match &self.state {
-            Some(s) => Ok(Some(s.clone())),
-            None => service::load(&kobo, id),
-        };
-        let work = async move {
-            let mandate = match current? {
-                Some(m) if m.merchant == msg.merchant && m.mode == msg.mode => m,
-                _ => return Err(DomainError::not_found("mandate", id)),
-            };
-            let outcome = process(&kobo, &mandate, msg).await;
-            Ok((mandate, outcome))
-        };
-        AtomicResponse::new(Box::pin(
-            std::panic::AssertUnwindSafe(work)
-                .catch_unwind()
-                .into_actor(self)
-                .map(|outcome, act, _ctx| {
-                    act.activation.rest();
-                    match outcome {
-                        Ok(Ok((_, Ok((after, view))))) => {
-                            act.state = Some(after);
-                            Ok(view)
-                        }
-                        Ok(Ok((before, Err(e)))) => {
-                            act.state = Some(before);
-                            Err(e)
-                        }
-                        Ok(Err(e)) => Err(e),
-                        Err(_) => {
-                            act.state = None;
-                            act.activation.record_restart();
-                            Err(DomainError::internal("the mandate actor restarted"))
-                        }
-                    }
-                }),
-        ))
+        let (merchant, mode) = (msg.merchant, msg.mode);
+        run_command(self, merchant, mode, move |kobo, object| async move {
+            process(&kobo, &object, msg).await
+        })
     }
 }
 

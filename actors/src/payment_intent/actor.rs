@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use futures_util::FutureExt;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -24,7 +23,7 @@ use crate::payment_intent::{
     check_authenticate, check_card_result, check_card_start, decide, AttemptStatus, Command,
     DebitFinal, Decision, Effect, PaymentIntent, Status,
 };
-use crate::registry::{Activation, Registry, VirtualActor};
+use crate::registry::{run_command, Activation, ObjectActor, Registry, VirtualActor};
 use crate::runtime::Kobo;
 
 pub struct PaymentIntentActor {
@@ -136,49 +135,30 @@ pub fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<PaymentIntent>> {
         .get_decoded(Table::PaymentIntents, id.as_bytes())?)
 }
 
+impl ObjectActor for PaymentIntentActor {
+    type Object = PaymentIntent;
+    fn object(&mut self) -> &mut Option<PaymentIntent> {
+        &mut self.state
+    }
+    fn activation_mut(&mut self) -> &mut Activation<Uuid> {
+        &mut self.activation
+    }
+    fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<PaymentIntent>> {
+        load(kobo, id)
+    }
+    fn scope(o: &PaymentIntent) -> (Uuid, Mode) {
+        (o.merchant, o.mode)
+    }
+}
+
 impl Handler<IntentMessage> for PaymentIntentActor {
     type Result = AtomicResponse<Self, DomainResult<Value>>;
 
     fn handle(&mut self, msg: IntentMessage, _ctx: &mut Context<Self>) -> Self::Result {
-        self.activation.touch();
-        let kobo = self.activation.kobo.clone();
-        let id = self.activation.key;
-        let current = match &self.state {
-            Some(s) => Ok(Some(s.clone())),
-            None => load(&kobo, id),
-        };
-        let work = async move {
-            let intent = match current? {
-                Some(i) if i.merchant == msg.merchant && i.mode == msg.mode => i,
-                _ => return Err(DomainError::not_found("payment_intent", id)),
-            };
-            let view = process(&kobo, &intent, msg).await;
-            Ok((intent, view))
-        };
-        AtomicResponse::new(Box::pin(
-            std::panic::AssertUnwindSafe(work)
-                .catch_unwind()
-                .into_actor(self)
-                .map(|outcome, act, _ctx| {
-                    act.activation.rest();
-                    match outcome {
-                        Ok(Ok((_, Ok((after, view))))) => {
-                            act.state = Some(after);
-                            Ok(view)
-                        }
-                        Ok(Ok((before, Err(e)))) => {
-                            act.state = Some(before);
-                            Err(e)
-                        }
-                        Ok(Err(e)) => Err(e),
-                        Err(_) => {
-                            act.state = None;
-                            act.activation.record_restart();
-                            Err(DomainError::internal("the payment intent actor restarted"))
-                        }
-                    }
-                }),
-        ))
+        let (merchant, mode) = (msg.merchant, msg.mode);
+        run_command(self, merchant, mode, move |kobo, object| async move {
+            process(&kobo, &object, msg).await
+        })
     }
 }
 

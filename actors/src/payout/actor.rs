@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use futures_util::FutureExt;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -20,7 +19,7 @@ use crate::ledger::actor::{PostEntry, UsageChange};
 use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
 use crate::payout::rail::{RailStatus, SendOutcome, Transfer};
 use crate::payout::{decide, service, Command, Effect, Payout, PayoutStatus};
-use crate::registry::{Activation, Registry, VirtualActor};
+use crate::registry::{run_command, Activation, ObjectActor, Registry, VirtualActor};
 use crate::runtime::Kobo;
 use crate::timers::{Timer, TimerKind};
 
@@ -74,49 +73,30 @@ impl VirtualActor for PayoutActor {
     }
 }
 
+impl ObjectActor for PayoutActor {
+    type Object = Payout;
+    fn object(&mut self) -> &mut Option<Payout> {
+        &mut self.state
+    }
+    fn activation_mut(&mut self) -> &mut Activation<Uuid> {
+        &mut self.activation
+    }
+    fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Payout>> {
+        service::load(kobo, id)
+    }
+    fn scope(o: &Payout) -> (Uuid, Mode) {
+        (o.merchant, o.mode)
+    }
+}
+
 impl Handler<PayoutMessage> for PayoutActor {
     type Result = AtomicResponse<Self, DomainResult<Value>>;
 
     fn handle(&mut self, msg: PayoutMessage, _ctx: &mut Context<Self>) -> Self::Result {
-        self.activation.touch();
-        let kobo = self.activation.kobo.clone();
-        let id = self.activation.key;
-        let current = match &self.state {
-            Some(s) => Ok(Some(s.clone())),
-            None => service::load(&kobo, id),
-        };
-        let work = async move {
-            let payout = match current? {
-                Some(p) if p.merchant == msg.merchant && p.mode == msg.mode => p,
-                _ => return Err(DomainError::not_found("payout", id)),
-            };
-            let outcome = process(&kobo, &payout, msg).await;
-            Ok((payout, outcome))
-        };
-        AtomicResponse::new(Box::pin(
-            std::panic::AssertUnwindSafe(work)
-                .catch_unwind()
-                .into_actor(self)
-                .map(|outcome, act, _ctx| {
-                    act.activation.rest();
-                    match outcome {
-                        Ok(Ok((_, Ok((after, view))))) => {
-                            act.state = Some(after);
-                            Ok(view)
-                        }
-                        Ok(Ok((before, Err(e)))) => {
-                            act.state = Some(before);
-                            Err(e)
-                        }
-                        Ok(Err(e)) => Err(e),
-                        Err(_) => {
-                            act.state = None;
-                            act.activation.record_restart();
-                            Err(DomainError::internal("the payout actor restarted"))
-                        }
-                    }
-                }),
-        ))
+        let (merchant, mode) = (msg.merchant, msg.mode);
+        run_command(self, merchant, mode, move |kobo, object| async move {
+            process(&kobo, &object, msg).await
+        })
     }
 }
 

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use futures_util::FutureExt;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -20,7 +19,7 @@ use crate::payment_intent::{PaymentIntent, Status};
 use crate::refund::provider::{sandbox_answer, RefundAnswer, SANDBOX_CONFIRMATION_DELAY};
 use crate::refund::service::{self, dispute_list_key, refund_by_payment_key, refund_list_key};
 use crate::refund::{response_window, Aftercare, Dispute, DisputeStatus, Refund, RefundStatus};
-use crate::registry::{Activation, Registry, VirtualActor};
+use crate::registry::{run_once, Activation, Registry, VirtualActor};
 use crate::runtime::Kobo;
 
 pub struct AftercareActor {
@@ -90,20 +89,7 @@ impl Handler<AftercareMessage> for AftercareActor {
         let payment = self.activation.key;
         // State is read from the store each time: this actor is its only
         // writer and waits for each commit, so the store is always current.
-        AtomicResponse::new(Box::pin(
-            std::panic::AssertUnwindSafe(process(kobo, payment, msg))
-                .catch_unwind()
-                .into_actor(self)
-                .map(|outcome, act, _ctx| {
-                    act.activation.rest();
-                    outcome.unwrap_or_else(|_| {
-                        act.activation.record_restart();
-                        Err(DomainError::internal(
-                            "the payment aftercare actor restarted",
-                        ))
-                    })
-                }),
-        ))
+        run_once(self, process(kobo, payment, msg))
     }
 }
 

@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
-use futures_util::FutureExt;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -24,7 +23,7 @@ use crate::ids::{new_id, Mode};
 use crate::ledger::actor::PostEntry;
 use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
 use crate::money::Currency;
-use crate::registry::{Activation, Registry, VirtualActor};
+use crate::registry::{run_command, run_once, Activation, ObjectActor, Registry, VirtualActor};
 use crate::runtime::Kobo;
 use crate::timers::{Timer, TimerKind};
 use crate::usdt::partner::{CryptoTransfer, PartnerStatus, SubmitOutcome};
@@ -75,49 +74,30 @@ impl VirtualActor for CryptoPayoutActor {
     }
 }
 
+impl ObjectActor for CryptoPayoutActor {
+    type Object = CryptoPayout;
+    fn object(&mut self) -> &mut Option<CryptoPayout> {
+        &mut self.state
+    }
+    fn activation_mut(&mut self) -> &mut Activation<Uuid> {
+        &mut self.activation
+    }
+    fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<CryptoPayout>> {
+        service::load_payout(kobo, id)
+    }
+    fn scope(o: &CryptoPayout) -> (Uuid, Mode) {
+        (o.merchant, o.mode)
+    }
+}
+
 impl Handler<CryptoPayoutMessage> for CryptoPayoutActor {
     type Result = AtomicResponse<Self, DomainResult<Value>>;
 
     fn handle(&mut self, msg: CryptoPayoutMessage, _ctx: &mut Context<Self>) -> Self::Result {
-        self.activation.touch();
-        let kobo = self.activation.kobo.clone();
-        let id = self.activation.key;
-        let current = match &self.state {
-            Some(s) => Ok(Some(s.clone())),
-            None => service::load_payout(&kobo, id),
-        };
-        let work = async move {
-            let payout = match current? {
-                Some(p) if p.merchant == msg.merchant && p.mode == msg.mode => p,
-                _ => return Err(DomainError::not_found("crypto_payout", id)),
-            };
-            let outcome = process(&kobo, &payout, msg.action).await;
-            Ok((payout, outcome))
-        };
-        AtomicResponse::new(Box::pin(
-            std::panic::AssertUnwindSafe(work)
-                .catch_unwind()
-                .into_actor(self)
-                .map(|outcome, act, _ctx| {
-                    act.activation.rest();
-                    match outcome {
-                        Ok(Ok((_, Ok((after, view))))) => {
-                            act.state = Some(after);
-                            Ok(view)
-                        }
-                        Ok(Ok((before, Err(e)))) => {
-                            act.state = Some(before);
-                            Err(e)
-                        }
-                        Ok(Err(e)) => Err(e),
-                        Err(_) => {
-                            act.state = None;
-                            act.activation.record_restart();
-                            Err(DomainError::internal("the crypto payout actor restarted"))
-                        }
-                    }
-                }),
-        ))
+        let (merchant, mode) = (msg.merchant, msg.mode);
+        run_command(self, merchant, mode, move |kobo, object| async move {
+            process(&kobo, &object, msg.action).await
+        })
     }
 }
 
@@ -368,17 +348,6 @@ impl Handler<WalletChange> for UsdtWalletsActor {
                 }
             }
         };
-        AtomicResponse::new(Box::pin(
-            std::panic::AssertUnwindSafe(work)
-                .catch_unwind()
-                .into_actor(self)
-                .map(|r, act, _| {
-                    act.activation.rest();
-                    r.unwrap_or_else(|_| {
-                        act.activation.record_restart();
-                        Err(DomainError::internal("the wallet actor restarted"))
-                    })
-                }),
-        ))
+        run_once(self, work)
     }
 }
