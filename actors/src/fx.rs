@@ -18,7 +18,6 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -470,55 +469,6 @@ pub fn load_conversion(kobo: &Kobo, id: Uuid) -> DomainResult<Option<FxConversio
         .get_decoded(Table::FxConversions, id.as_bytes())?)
 }
 
-/// A newest-first page of a merchant's objects through a `merchant|mode|seq
-/// -> id` index. `scope_of` answers an object's merchant, mode and seq;
-/// `starting_after` must be the merchant's own in this mode (else 400).
-#[allow(clippy::too_many_arguments)]
-pub fn page_by_index<T: DeserializeOwned>(
-    kobo: &Kobo,
-    objects: Table,
-    index: Table,
-    merchant: Uuid,
-    mode: Mode,
-    limit: usize,
-    starting_after: Option<Uuid>,
-    scope_of: impl Fn(&T) -> (Uuid, Mode, u64),
-    render: impl Fn(&T) -> Value,
-) -> DomainResult<Page> {
-    let read = kobo.store.read()?;
-    let prefix = scope_key(merchant, mode).build();
-    let before = match starting_after {
-        Some(id) => match read.get_decoded::<T>(objects, id.as_bytes())? {
-            Some(o) if scope_of(&o).0 == merchant && scope_of(&o).1 == mode => {
-                Some(scope_key(merchant, mode).u64(scope_of(&o).2).build())
-            }
-            _ => {
-                return Err(DomainError::invalid(
-                    "starting_after",
-                    format!("starting_after names no object of this list: {id}"),
-                ))
-            }
-        },
-        None => None,
-    };
-    let mut data = Vec::new();
-    let mut has_more = false;
-    read.scan_prefix_rev(index, &prefix, before.as_deref(), |_, v| {
-        let id = Uuid::from_slice(v).map_err(|_| {
-            kobo_storage::StoreError::Redb("an index row does not hold an id".into())
-        })?;
-        if let Some(o) = read.get_decoded::<T>(objects, id.as_bytes())? {
-            if data.len() == limit {
-                has_more = true;
-                return Ok(false);
-            }
-            data.push(render(&o));
-        }
-        Ok(true)
-    })?;
-    Ok(Page { data, has_more })
-}
-
 /// `GET /v1/fx/conversions`: newest first.
 pub fn list_conversions(
     kobo: &Kobo,
@@ -527,7 +477,7 @@ pub fn list_conversions(
     limit: usize,
     starting_after: Option<Uuid>,
 ) -> DomainResult<Page> {
-    page_by_index::<FxConversion>(
+    crate::query::page_by_index::<FxConversion>(
         kobo,
         Table::FxConversions,
         Table::FxConversionIndex,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use chrono_tz::Africa::Lagos;
+use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -451,37 +452,17 @@ pub fn list_brands(
     limit: usize,
     starting_after: Option<Uuid>,
 ) -> DomainResult<Page> {
-    let read = kobo.store.read()?;
-    let prefix = scope_key(merchant, mode).build();
-    let before = match starting_after {
-        Some(id) => match read.get_decoded::<Brand>(Table::Brands, id.as_bytes())? {
-            Some(b) if b.merchant == merchant && b.mode == mode => {
-                Some(crate::admin::brand_index_key(merchant, mode, b.seq))
-            }
-            _ => {
-                return Err(DomainError::invalid(
-                    "starting_after",
-                    format!("no such brand: {id}"),
-                ))
-            }
-        },
-        None => None,
-    };
-    let mut data = Vec::new();
-    let mut has_more = false;
-    read.scan_prefix_rev(Table::BrandIndex, &prefix, before.as_deref(), |_, v| {
-        let id = Uuid::from_slice(v)
-            .map_err(|_| kobo_storage::StoreError::Redb("bad brand index".into()))?;
-        if let Some(b) = read.get_decoded::<Brand>(Table::Brands, id.as_bytes())? {
-            if data.len() == limit {
-                has_more = true;
-                return Ok(false);
-            }
-            data.push(b.to_api());
-        }
-        Ok(true)
-    })?;
-    Ok(Page { data, has_more })
+    page_by_index::<Brand>(
+        kobo,
+        Table::Brands,
+        Table::BrandIndex,
+        merchant,
+        mode,
+        limit,
+        starting_after,
+        |b| (b.merchant, b.mode, b.seq),
+        Brand::to_api,
+    )
 }
 
 /// Plain words for the reserve reasons kobo's risk team uses.
@@ -645,6 +626,88 @@ fn reserve_from(
             })
             .collect(),
     }
+}
+
+/// A newest-first page of a merchant's objects through a `merchant|mode|seq
+/// -> id` index (or any index keyed `prefix|seq`, given by `within`).
+/// `scope_of` answers an object's merchant, mode and seq; `starting_after`
+/// must be the merchant's own in this mode (else 400). Used by every list
+/// of the API.
+#[allow(clippy::too_many_arguments)]
+pub fn page_by_index<T: DeserializeOwned>(
+    kobo: &Kobo,
+    objects: Table,
+    index: Table,
+    merchant: Uuid,
+    mode: Mode,
+    limit: usize,
+    starting_after: Option<Uuid>,
+    scope_of: impl Fn(&T) -> (Uuid, Mode, u64),
+    render: impl Fn(&T) -> Value,
+) -> DomainResult<Page> {
+    let prefix = scope_key(merchant, mode).build();
+    page_within(
+        kobo,
+        objects,
+        index,
+        &prefix,
+        merchant,
+        mode,
+        limit,
+        starting_after,
+        scope_of,
+        render,
+    )
+}
+
+/// [`page_by_index`] over an index keyed `within|seq`.
+#[allow(clippy::too_many_arguments)]
+pub fn page_within<T: DeserializeOwned>(
+    kobo: &Kobo,
+    objects: Table,
+    index: Table,
+    within: &[u8],
+    merchant: Uuid,
+    mode: Mode,
+    limit: usize,
+    starting_after: Option<Uuid>,
+    scope_of: impl Fn(&T) -> (Uuid, Mode, u64),
+    render: impl Fn(&T) -> Value,
+) -> DomainResult<Page> {
+    let read = kobo.store.read()?;
+    let prefix = within.to_vec();
+    let before = match starting_after {
+        Some(id) => match read.get_decoded::<T>(objects, id.as_bytes())? {
+            Some(o) if scope_of(&o).0 == merchant && scope_of(&o).1 == mode => {
+                let mut k = prefix.clone();
+                k.extend_from_slice(&scope_of(&o).2.to_be_bytes());
+                Some(k)
+            }
+            _ => {
+                return Err(DomainError::invalid(
+                    "starting_after",
+                    format!("starting_after names no object of this list: {id}"),
+                ))
+            }
+        },
+        None => None,
+    };
+    let mut data = Vec::new();
+    let mut has_more = false;
+    read.scan_prefix_rev(index, &prefix, before.as_deref(), |_, v| {
+        let id = Uuid::from_slice(v).map_err(|_| {
+            kobo_storage::StoreError::Redb("an index row does not hold an id".into())
+        })?;
+        if let Some(o) = read.get_decoded::<T>(objects, id.as_bytes())? {
+            if data.len() == limit {
+                has_more = true;
+                return Ok(false);
+            }
+            data.push(render(&o));
+        }
+        Ok(true)
+    })?;
+    Ok(Page { data, has_more })
 }
 
 #[cfg(test)]

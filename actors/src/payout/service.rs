@@ -387,37 +387,17 @@ pub fn list(
     limit: usize,
     starting_after: Option<Uuid>,
 ) -> DomainResult<crate::query::Page> {
-    let read = kobo.store.read()?;
-    let prefix = scope_key(merchant, mode).build();
-    let before = match starting_after {
-        Some(id) => match read.get_decoded::<Payout>(Table::Payouts, id.as_bytes())? {
-            Some(p) if p.merchant == merchant && p.mode == mode => {
-                Some(payout_list_key(merchant, mode, p.seq))
-            }
-            _ => {
-                return Err(DomainError::invalid(
-                    "starting_after",
-                    format!("no such payout: {id}"),
-                ))
-            }
-        },
-        None => None,
-    };
-    let mut data = Vec::new();
-    let mut has_more = false;
-    read.scan_prefix_rev(Table::PayoutIndex, &prefix, before.as_deref(), |_, v| {
-        let id = Uuid::from_slice(v)
-            .map_err(|_| kobo_storage::StoreError::Redb("bad payout index".into()))?;
-        if let Some(p) = read.get_decoded::<Payout>(Table::Payouts, id.as_bytes())? {
-            if data.len() == limit {
-                has_more = true;
-                return Ok(false);
-            }
-            data.push(p.to_api());
-        }
-        Ok(true)
-    })?;
-    Ok(crate::query::Page { data, has_more })
+    crate::query::page_by_index::<Payout>(
+        kobo,
+        Table::Payouts,
+        Table::PayoutIndex,
+        merchant,
+        mode,
+        limit,
+        starting_after,
+        |p| (p.merchant, p.mode, p.seq),
+        Payout::to_api,
+    )
 }
 
 /// Automatic settlement for one merchant and mode: after the morning's

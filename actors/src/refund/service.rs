@@ -6,9 +6,9 @@ use uuid::Uuid;
 
 use kobo_storage::Table;
 
-use crate::error::{DomainError, DomainResult};
+use crate::error::DomainResult;
 use crate::ids::{scope_key, Mode};
-use crate::query::Page;
+use crate::query::{page_by_index, page_within, Page};
 use crate::refund::{Dispute, Refund, RefundStatus};
 use crate::runtime::Kobo;
 
@@ -50,47 +50,29 @@ pub fn list_refunds(
     limit: usize,
     starting_after: Option<Uuid>,
 ) -> DomainResult<Page> {
-    let read = kobo.store.read()?;
-    let (table, prefix) = match payment {
-        Some(p) => (
-            Table::RefundByPayment,
-            scope_key(merchant, mode).bytes(p.as_bytes()).build(),
-        ),
-        None => (Table::RefundIndex, scope_key(merchant, mode).build()),
+    let within = match payment {
+        Some(p) => scope_key(merchant, mode).bytes(p.as_bytes()).build(),
+        None => scope_key(merchant, mode).build(),
     };
-    let before = match starting_after {
-        Some(id) => match read.get_decoded::<Refund>(Table::Refunds, id.as_bytes())? {
-            Some(r) if r.merchant == merchant && r.mode == mode => {
-                let mut k = prefix.clone();
-                k.extend_from_slice(&r.seq.to_be_bytes());
-                Some(k)
-            }
-            _ => {
-                return Err(DomainError::invalid(
-                    "starting_after",
-                    format!("no such refund: {id}"),
-                ))
-            }
-        },
-        None => None,
+    let index = match payment {
+        Some(_) => Table::RefundByPayment,
+        None => Table::RefundIndex,
     };
-    let mut data = Vec::new();
-    let mut has_more = false;
-    read.scan_prefix_rev(table, &prefix, before.as_deref(), |_, v| {
-        let id = Uuid::from_slice(v)
-            .map_err(|_| kobo_storage::StoreError::Redb("bad refund index".into()))?;
-        if let Some(r) = read.get_decoded::<Refund>(Table::Refunds, id.as_bytes())? {
-            if data.len() == limit {
-                has_more = true;
-                return Ok(false);
-            }
-            data.push(r.to_api());
-        }
-        Ok(true)
-    })?;
-    Ok(Page { data, has_more })
+    page_within::<Refund>(
+        kobo,
+        Table::Refunds,
+        index,
+        &within,
+        merchant,
+        mode,
+        limit,
+        starting_after,
+        |r| (r.merchant, r.mode, r.seq),
+        Refund::to_api,
+    )
 }
 
+/// Disputes newest first.
 pub fn list_disputes(
     kobo: &Kobo,
     merchant: Uuid,
@@ -98,37 +80,17 @@ pub fn list_disputes(
     limit: usize,
     starting_after: Option<Uuid>,
 ) -> DomainResult<Page> {
-    let read = kobo.store.read()?;
-    let prefix = scope_key(merchant, mode).build();
-    let before = match starting_after {
-        Some(id) => match read.get_decoded::<Dispute>(Table::Disputes, id.as_bytes())? {
-            Some(d) if d.merchant == merchant && d.mode == mode => {
-                Some(dispute_list_key(merchant, mode, d.seq))
-            }
-            _ => {
-                return Err(DomainError::invalid(
-                    "starting_after",
-                    format!("no such dispute: {id}"),
-                ))
-            }
-        },
-        None => None,
-    };
-    let mut data = Vec::new();
-    let mut has_more = false;
-    read.scan_prefix_rev(Table::DisputeIndex, &prefix, before.as_deref(), |_, v| {
-        let id = Uuid::from_slice(v)
-            .map_err(|_| kobo_storage::StoreError::Redb("bad dispute index".into()))?;
-        if let Some(d) = read.get_decoded::<Dispute>(Table::Disputes, id.as_bytes())? {
-            if data.len() == limit {
-                has_more = true;
-                return Ok(false);
-            }
-            data.push(d.to_api());
-        }
-        Ok(true)
-    })?;
-    Ok(Page { data, has_more })
+    page_by_index::<Dispute>(
+        kobo,
+        Table::Disputes,
+        Table::DisputeIndex,
+        merchant,
+        mode,
+        limit,
+        starting_after,
+        |d| (d.merchant, d.mode, d.seq),
+        Dispute::to_api,
+    )
 }
 
 /// After a restart, asks again about every refund still awaiting its

@@ -13,13 +13,14 @@ use uuid::Uuid;
 use kobo_storage::{Batch, Table};
 
 use crate::error::{DomainError, DomainResult, ErrorKind};
-use crate::fx::{available, page_by_index, resolve_brand};
+use crate::fx::{available, resolve_brand};
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, scope_key, Mode};
 use crate::ledger::actor::PostEntry;
 use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
 use crate::merchant::{Merchant, UsdtSettings};
 use crate::money::Currency;
+use crate::query::page_by_index;
 use crate::query::Page;
 use crate::runtime::Kobo;
 use crate::timers::{Timer, TimerKind};
