@@ -5,16 +5,17 @@
 # which activate actors) and shows RSS before and after idle actors are
 # passivated.
 #
-#   scripts/memory.sh [INTENTS]
+#   scripts/memory.sh [INTENTS] [STORE_CACHE_MB]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 INTENTS=${1:-1000000}
+CACHE_MB=${2:-1024}
 cargo build --release --bin kobo --bin kobo-loadgen >&2
 BIN=${CARGO_TARGET_DIR:-target}/release
 DATA=$(mktemp -d)
 TOKEN=mem-$RANDOM$RANDOM
 RUST_LOG=warn "$BIN/kobo" serve --listen 127.0.0.1:0 --data "$DATA" --admin-token "$TOKEN" \
-  --actor-idle-secs 5 >"$DATA/stdout" 2>"$DATA/stderr" &
+  --actor-idle-secs 5 --store-cache-mb "$CACHE_MB" >"$DATA/stdout" 2>"$DATA/stderr" &
 PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DATA"' EXIT
 for _ in $(seq 100); do grep -q "kobo listening on" "$DATA/stdout" 2>/dev/null && break; sleep 0.1; done

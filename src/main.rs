@@ -94,6 +94,10 @@ pub struct ServeArgs {
         hide = true
     )]
     pub sandbox_latency_ms: u64,
+    /// The store's page cache in MiB: the bulk of resident memory once the
+    /// store is large.
+    #[arg(long, env = "KOBO_STORE_CACHE_MB", default_value_t = 1024)]
+    pub store_cache_mb: usize,
     /// Seconds an idle actor stays in memory.
     #[arg(long, env = "KOBO_ACTOR_IDLE_SECS", default_value_t = 30)]
     pub actor_idle_secs: u64,

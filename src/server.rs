@@ -116,7 +116,7 @@ fn close_streams_on_signal(kobo: std::sync::Arc<Kobo>) {
 }
 
 pub async fn serve(args: ServeArgs) -> Result<()> {
-    let store = match Store::open(&args.data) {
+    let store = match Store::open_with_cache(&args.data, args.store_cache_mb.max(16) << 20) {
         Ok(s) => s,
         Err(StoreError::Locked(path)) => anyhow::bail!(
             "the data directory {} is already in use by another kobo process ({} is locked); stop that process or choose another --data",

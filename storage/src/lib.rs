@@ -58,6 +58,9 @@ redb_err!(
     redb::CommitError
 );
 
+/// redb's page cache when not configured: 1 GiB.
+pub const DEFAULT_CACHE_BYTES: usize = 1 << 30;
+
 /// The opened store. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -69,12 +72,21 @@ impl Store {
     /// Opens (creating if needed) `<dir>/kobo.redb` and makes sure every table
     /// exists, so readers never meet a missing table.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        Store::open_with_cache(dir, DEFAULT_CACHE_BYTES)
+    }
+
+    /// [`Store::open`] with redb's page cache limited to `cache_bytes` (the
+    /// bulk of the process's resident memory under a large store).
+    pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Directory {
             path: dir.to_path_buf(),
             source,
         })?;
         let path = dir.join("kobo.redb");
-        let db = match Database::create(&path) {
+        let db = match redb::Builder::new()
+            .set_cache_size(cache_bytes)
+            .create(&path)
+        {
             Ok(db) => db,
             Err(DatabaseError::DatabaseAlreadyOpen) => return Err(StoreError::Locked(path)),
             Err(e) => return Err(StoreError::Redb(e.to_string())),
