@@ -275,3 +275,13 @@ async fn idle_actors_are_passivated_and_reactivated_from_the_store() {
     .await
     .assert_error(409, "payment_intent_unexpected_state", None);
 }
+
+#[tokio::test]
+async fn a_small_store_cache_is_accepted_and_serves_payments() {
+    let mut app = spawn_app().await;
+    app.kill();
+    app.start(&["--store-cache-mb", "32"]);
+    let m = app.merchant().await;
+    let paid = app.paid_intent(&m.test_key, 10_000).await;
+    assert_eq!(paid["status"], "successful");
+}
