@@ -400,4 +400,60 @@ mod tests {
             "2027-02-18T07:00:00Z".parse::<DateTime<Utc>>().unwrap()
         );
     }
+
+    fn kobo(dir: &std::path::Path) -> std::sync::Arc<crate::runtime::Kobo> {
+        let store = kobo_storage::Store::open(dir).unwrap();
+        let writer = store.start_writer(kobo_storage::WriterMetrics::new());
+        crate::runtime::Kobo::new(
+            store,
+            writer,
+            crate::clock::Clock::manual("2026-11-25T10:00:00Z".parse().unwrap()),
+            crate::runtime::Config {
+                base_url: "http://localhost".into(),
+                actor_idle: std::time::Duration::from_secs(30),
+                mailbox_capacity: 16,
+                calendar: Calendar::nigeria(),
+                sandbox_card_latency: std::time::Duration::ZERO,
+            },
+        )
+        .unwrap()
+    }
+
+    fn scheduled(kobo: &crate::runtime::Kobo) -> Option<DateTime<Utc>> {
+        let read = kobo.store.read().unwrap();
+        let due = read.get(Table::Meta, META_SETTLEMENT_RUN).unwrap()?;
+        let due = crate::clock::from_micros(kobo_storage::writer::u64_from(&due) as i64);
+        read.get(
+            Table::Timers,
+            &Timer::key(due, TimerKind::SettlementRun, Uuid::nil()),
+        )
+        .unwrap()
+        .map(|_| due)
+    }
+
+    #[tokio::test]
+    async fn the_daily_run_is_scheduled_once_and_again_when_its_timer_was_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let kobo = kobo(dir.path());
+        ensure_daily_run(&kobo).await.unwrap();
+        // Wednesday 25 November 2026 10:00 UTC: next run Thursday 08:00 Lagos.
+        let due = scheduled(&kobo).expect("scheduled");
+        assert_eq!(
+            due,
+            "2026-11-26T07:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        ensure_daily_run(&kobo).await.unwrap();
+        assert_eq!(scheduled(&kobo), Some(due));
+        // The timer row is gone (a run that failed dropped it) while the
+        // meta row still names it: start-up schedules a new run.
+        let mut b = Batch::new();
+        b.delete(
+            Table::Timers,
+            Timer::key(due, TimerKind::SettlementRun, Uuid::nil()),
+        );
+        kobo.writer.commit(b).await.unwrap();
+        assert_eq!(scheduled(&kobo), None);
+        ensure_daily_run(&kobo).await.unwrap();
+        assert_eq!(scheduled(&kobo), Some(due));
+    }
 }
