@@ -131,3 +131,23 @@ impl Kobo {
         ]
     }
 }
+
+/// A runtime over a fresh store in `dir`, on a manual clock, for unit tests.
+#[cfg(test)]
+pub fn for_tests(dir: &std::path::Path, now: &str) -> Arc<Kobo> {
+    let store = Store::open(dir).expect("store");
+    let writer = store.start_writer(kobo_storage::WriterMetrics::new());
+    Kobo::new(
+        store,
+        writer,
+        Clock::manual(now.parse().expect("RFC 3339")),
+        Config {
+            base_url: "http://localhost".into(),
+            actor_idle: Duration::from_secs(30),
+            mailbox_capacity: 16,
+            calendar: Calendar::nigeria(),
+            sandbox_card_latency: Duration::ZERO,
+        },
+    )
+    .expect("runtime")
+}

@@ -401,24 +401,6 @@ mod tests {
         );
     }
 
-    fn kobo(dir: &std::path::Path) -> std::sync::Arc<crate::runtime::Kobo> {
-        let store = kobo_storage::Store::open(dir).unwrap();
-        let writer = store.start_writer(kobo_storage::WriterMetrics::new());
-        crate::runtime::Kobo::new(
-            store,
-            writer,
-            crate::clock::Clock::manual("2026-11-25T10:00:00Z".parse().unwrap()),
-            crate::runtime::Config {
-                base_url: "http://localhost".into(),
-                actor_idle: std::time::Duration::from_secs(30),
-                mailbox_capacity: 16,
-                calendar: Calendar::nigeria(),
-                sandbox_card_latency: std::time::Duration::ZERO,
-            },
-        )
-        .unwrap()
-    }
-
     fn scheduled(kobo: &crate::runtime::Kobo) -> Option<DateTime<Utc>> {
         let read = kobo.store.read().unwrap();
         let due = read.get(Table::Meta, META_SETTLEMENT_RUN).unwrap()?;
@@ -434,7 +416,7 @@ mod tests {
     #[tokio::test]
     async fn the_daily_run_is_scheduled_once_and_again_when_its_timer_was_lost() {
         let dir = tempfile::tempdir().unwrap();
-        let kobo = kobo(dir.path());
+        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
         ensure_daily_run(&kobo).await.unwrap();
         // Wednesday 25 November 2026 10:00 UTC: next run Thursday 08:00 Lagos.
         let due = scheduled(&kobo).expect("scheduled");
