@@ -113,6 +113,28 @@ impl Event {
     /// indexes, and its outbox row, from which the webhook supervisor
     /// creates its deliveries (so an event committed is never lost to its
     /// endpoints, whatever crashes after).
+    /// Records an event of `event_type` about `object` (as it is at `now`,
+    /// the time of the change) in `batch`, the batch of that change.
+    pub fn record(
+        kobo: &crate::runtime::Kobo,
+        (merchant, mode): (Uuid, Mode),
+        event_type: &str,
+        object: Value,
+        now: DateTime<Utc>,
+        batch: &mut Batch,
+    ) {
+        Event {
+            id: crate::ids::new_id(now),
+            merchant,
+            mode,
+            seq: kobo.seq.next(),
+            event_type: event_type.to_string(),
+            created_at: now,
+            object,
+        }
+        .add_to(batch);
+    }
+
     pub fn add_to(&self, batch: &mut Batch) {
         batch
             .put(Table::Events, self.id.as_bytes().to_vec(), self)

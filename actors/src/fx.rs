@@ -176,23 +176,7 @@ fn no_rate() -> DomainError {
     )
 }
 
-/// A brand's `available` balance in `currency`, from a snapshot.
-pub fn available(
-    kobo: &Kobo,
-    merchant: Uuid,
-    mode: Mode,
-    brand: Uuid,
-    currency: Currency,
-) -> DomainResult<i64> {
-    let key =
-        crate::ledger::balance_store_key(merchant, mode, (brand, currency, Bucket::Available));
-    Ok(kobo
-        .store
-        .read()?
-        .get_decoded::<BalanceRow>(Table::Balances, &key)?
-        .map(|r| r.amount)
-        .unwrap_or(0))
-}
+pub use crate::query::available;
 
 /// The brands holding available dollars, with the amounts.
 pub fn brands_with_dollars(

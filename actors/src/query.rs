@@ -628,6 +628,24 @@ fn reserve_from(
     }
 }
 
+/// A brand's `available` balance in `currency`, from a snapshot.
+pub fn available(
+    kobo: &Kobo,
+    merchant: Uuid,
+    mode: Mode,
+    brand: Uuid,
+    currency: Currency,
+) -> DomainResult<i64> {
+    let key =
+        crate::ledger::balance_store_key(merchant, mode, (brand, currency, Bucket::Available));
+    Ok(kobo
+        .store
+        .read()?
+        .get_decoded::<crate::ledger::BalanceRow>(Table::Balances, &key)?
+        .map(|r| r.amount)
+        .unwrap_or(0))
+}
+
 /// A newest-first page of a merchant's objects through a `merchant|mode|seq
 /// -> id` index (or any index keyed `prefix|seq`, given by `within`).
 /// `scope_of` answers an object's merchant, mode and seq; `starting_after`

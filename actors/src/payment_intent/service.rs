@@ -306,16 +306,14 @@ pub async fn commit_decision(
     let mut capture = None;
     for effect in &decision.effects {
         match effect {
-            Effect::Event(t) => Event {
-                id: new_id(now),
-                merchant: after.merchant,
-                mode: after.mode,
-                seq: kobo.seq.next(),
-                event_type: t.to_string(),
-                created_at: now,
-                object: view.clone(),
-            }
-            .add_to(&mut batch),
+            Effect::Event(t) => Event::record(
+                kobo,
+                (after.merchant, after.mode),
+                t,
+                view.clone(),
+                now,
+                &mut batch,
+            ),
             Effect::Attempt(a) => {
                 batch.put(
                     Table::ChargeAttempts,

@@ -14,7 +14,7 @@ use kobo_storage::{Batch, Table};
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
 use crate::idempotency::IdempotencySave;
-use crate::ids::{new_id, Mode};
+use crate::ids::Mode;
 use crate::ledger::actor::{PostEntry, UsageChange};
 use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
 use crate::payout::rail::{RailStatus, SendOutcome, Transfer};
@@ -176,16 +176,14 @@ async fn finish(
     let mut money = None;
     for effect in effects {
         match effect {
-            Effect::Event(t) => Event {
-                id: new_id(now),
-                merchant: after.merchant,
-                mode: after.mode,
-                seq: kobo.seq.next(),
-                event_type: t.to_string(),
-                created_at: now,
-                object: view.clone(),
-            }
-            .add_to(&mut batch),
+            Effect::Event(t) => Event::record(
+                kobo,
+                (after.merchant, after.mode),
+                t,
+                view.clone(),
+                now,
+                &mut batch,
+            ),
             Effect::ScheduleSend(due) => {
                 Timer::new(TimerKind::PayoutSend, after.id, after.merchant, after.mode)
                     .schedule(&mut batch, due)

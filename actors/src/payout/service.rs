@@ -82,16 +82,6 @@ pub fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Payout>> {
         .get_decoded(Table::Payouts, id.as_bytes())?)
 }
 
-fn available_of(kobo: &Kobo, merchant: Uuid, mode: Mode, brand: Uuid) -> DomainResult<i64> {
-    let read = kobo.store.read()?;
-    let key =
-        crate::ledger::balance_store_key(merchant, mode, (brand, Currency::NGN, Bucket::Available));
-    Ok(read
-        .get_decoded::<crate::ledger::BalanceRow>(Table::Balances, &key)?
-        .map(|r| r.amount)
-        .unwrap_or(0))
-}
-
 /// The `object` value of a payout quote.
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 pub enum PayoutQuoteObject {
@@ -185,7 +175,7 @@ pub fn quote_view(
     amount: i64,
     brand: Uuid,
 ) -> DomainResult<PayoutQuoteView> {
-    let available = available_of(kobo, merchant.id, mode, brand)?;
+    let available = crate::query::available(kobo, merchant.id, mode, brand, Currency::NGN)?;
     let day = kobo.calendar.lagos_date(kobo.clock.now());
     let used_today = stored_usage(kobo, merchant.id, mode, day)?;
     Ok(quote_from(
@@ -432,7 +422,7 @@ pub async fn auto_settle(
             .as_str()
             .and_then(|s| Uuid::try_parse(s).ok())
             .expect("brand id");
-        let available = available_of(kobo, merchant.id, mode, brand)?;
+        let available = crate::query::available(kobo, merchant.id, mode, brand, Currency::NGN)?;
         let used = stored_usage(kobo, merchant.id, mode, day)?;
         let amount = max_for_balance(available)
             .min(l.per_payout)

@@ -93,20 +93,6 @@ impl Handler<AftercareMessage> for AftercareActor {
     }
 }
 
-fn event(kobo: &Kobo, merchant: Uuid, mode: Mode, t: &str, object: Value, batch: &mut Batch) {
-    let now = kobo.clock.now();
-    Event {
-        id: new_id(now),
-        merchant,
-        mode,
-        seq: kobo.seq.next(),
-        event_type: t.to_string(),
-        created_at: now,
-        object,
-    }
-    .add_to(batch);
-}
-
 async fn process(kobo: Arc<Kobo>, payment: Uuid, msg: AftercareMessage) -> DomainResult<Value> {
     let read = kobo.store.read()?;
     let intent: PaymentIntent =
@@ -239,7 +225,7 @@ async fn process(kobo: Arc<Kobo>, payment: Uuid, msg: AftercareMessage) -> Domai
             } else {
                 "refund.failed"
             };
-            event(&kobo, r.merchant, r.mode, t, r.to_api(), &mut batch);
+            Event::record(&kobo, (r.merchant, r.mode), t, r.to_api(), now, &mut batch);
             (
                 r.to_api(),
                 200,
@@ -289,12 +275,12 @@ async fn process(kobo: Arc<Kobo>, payment: Uuid, msg: AftercareMessage) -> Domai
                     d.id.as_bytes().to_vec(),
                 )
                 .note_seq(d.seq);
-            event(
+            Event::record(
                 &kobo,
-                d.merchant,
-                d.mode,
+                (d.merchant, d.mode),
                 "dispute.created",
                 d.to_api(),
+                now,
                 &mut batch,
             );
             let op = PaymentMoneyOp::Debit {
@@ -362,7 +348,7 @@ async fn process(kobo: Arc<Kobo>, payment: Uuid, msg: AftercareMessage) -> Domai
             };
             batch.put(Table::Disputes, d.id.as_bytes().to_vec(), &d);
             let t = if won { "dispute.won" } else { "dispute.lost" };
-            event(&kobo, d.merchant, d.mode, t, d.to_api(), &mut batch);
+            Event::record(&kobo, (d.merchant, d.mode), t, d.to_api(), now, &mut batch);
             (
                 d.to_api(),
                 200,

@@ -19,7 +19,7 @@ use kobo_storage::{Batch, Table};
 
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
-use crate::ids::{new_id, Mode};
+use crate::ids::Mode;
 use crate::ledger::actor::PostEntry;
 use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
 use crate::money::Currency;
@@ -202,16 +202,14 @@ async fn finish(
     let mut money = None;
     for effect in effects {
         match effect {
-            Effect::Event(t) => Event {
-                id: new_id(now),
-                merchant: after.merchant,
-                mode: after.mode,
-                seq: kobo.seq.next(),
-                event_type: t.to_string(),
-                created_at: now,
-                object: view.clone(),
-            }
-            .add_to(&mut batch),
+            Effect::Event(t) => Event::record(
+                kobo,
+                (after.merchant, after.mode),
+                t,
+                view.clone(),
+                now,
+                &mut batch,
+            ),
             Effect::Close => {
                 batch.delete(Table::CryptoPayoutsOpen, after.id.as_bytes().to_vec());
                 if let Some(due) = before.next_check_at {
