@@ -98,12 +98,31 @@ pub struct ServeArgs {
     /// store is large.
     #[arg(long, env = "KOBO_STORE_CACHE_MB", default_value_t = 1024)]
     pub store_cache_mb: usize,
+    /// Milliseconds a client may take to send a request body (408
+    /// `request_timeout` after that).
+    #[arg(long, env = "KOBO_BODY_TIMEOUT_MS", default_value_t = 10_000)]
+    pub body_timeout_ms: u64,
     /// Seconds an idle actor stays in memory.
     #[arg(long, env = "KOBO_ACTOR_IDLE_SECS", default_value_t = 30)]
     pub actor_idle_secs: u64,
 }
 
+/// An environment variable set to the empty string counts as unset, for
+/// every `KOBO_*` setting: `KOBO_ADMIN_TOKEN=` must mean "generate a token",
+/// never "the empty token".
+fn unset_empty_kobo_variables() {
+    let empty: Vec<_> = std::env::vars_os()
+        .filter(|(k, v)| k.to_string_lossy().starts_with("KOBO_") && v.is_empty())
+        .map(|(k, _)| k)
+        .collect();
+    for k in empty {
+        // Single-threaded here: nothing else reads the environment yet.
+        std::env::remove_var(k);
+    }
+}
+
 fn main() {
+    unset_empty_kobo_variables();
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => {

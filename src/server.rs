@@ -32,20 +32,60 @@ use crate::{ClockKind, ServeArgs};
 
 const META_DEMO_MERCHANT: &[u8] = b"demo_merchant";
 
+/// The shortest admin token kobo accepts.
+pub const ADMIN_TOKEN_MIN_LEN: usize = 32;
+
+/// The operator token: `--admin-token` / `KOBO_ADMIN_TOKEN` when given (an
+/// empty variable counts as unset: see `main`), else the one kept in
+/// `<data>/admin-token`, generated on first start. A token shorter than
+/// [`ADMIN_TOKEN_MIN_LEN`] characters is refused, so an operator API is
+/// never guarded by an empty or guessable secret.
 fn admin_token(args: &ServeArgs) -> Result<String> {
     if let Some(t) = &args.admin_token {
+        anyhow::ensure!(
+            t.trim() == t && t.chars().count() >= ADMIN_TOKEN_MIN_LEN,
+            "--admin-token (KOBO_ADMIN_TOKEN) must be at least {ADMIN_TOKEN_MIN_LEN} characters without surrounding spaces; leave it unset to have kobo generate one in <data>/admin-token"
+        );
         return Ok(t.clone());
     }
-    let path = args.data.join("admin-token");
+    let path = args.data.join(ADMIN_TOKEN_FILE);
     if let Ok(t) = std::fs::read_to_string(&path) {
         let t = t.trim().to_string();
         if !t.is_empty() {
+            anyhow::ensure!(
+                t.chars().count() >= ADMIN_TOKEN_MIN_LEN,
+                "{} holds an admin token shorter than {ADMIN_TOKEN_MIN_LEN} characters; delete the file to have a new one generated, or pass --admin-token",
+                path.display()
+            );
             return Ok(t);
         }
     }
     let token = format!("kobo_admin_{}", random_base62(40));
     write_private(&path, &token).with_context(|| format!("writing {}", path.display()))?;
     Ok(token)
+}
+
+/// Where a generated admin token is kept, in the data directory.
+pub const ADMIN_TOKEN_FILE: &str = "admin-token";
+
+/// Warns (once, at start-up) about a data directory or files in it that
+/// other users can read: the store holds webhook signing secrets, client
+/// secrets, bank account numbers and emails.
+fn warn_loose_permissions(data: &Path) {
+    match kobo_storage::loose_permissions(data) {
+        Ok(loose) => {
+            for (path, mode) in loose {
+                tracing::warn!(
+                    path = %path.display(),
+                    mode = format!("{mode:o}"),
+                    "other users can access this part of the data directory; run `chmod 700` on the directory and `chmod 600` on its files"
+                );
+            }
+        }
+        Err(e) => {
+            tracing::warn!(data = %data.display(), error = %e, "could not check the data directory's permissions")
+        }
+    }
 }
 
 fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
@@ -125,6 +165,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         ),
         Err(e) => return Err(e).context("opening the store"),
     };
+    warn_loose_permissions(&args.data);
+    api::set_body_timeout(Duration::from_millis(args.body_timeout_ms.max(1)));
     let admin_token = admin_token(&args)?;
 
     let clock = match args.clock {

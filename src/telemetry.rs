@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::http::header::{HeaderName, HeaderValue, CACHE_CONTROL};
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
@@ -88,9 +88,12 @@ impl Metrics {
         }
     }
 
+    /// Counts one request. Every label comes from a closed set, so no caller
+    /// can grow the registry: `method` through [`method_label`], `route` is
+    /// a route pattern of the app (or `unmatched`), `status` a class.
     pub fn observe(&self, method: &str, route: &str, status: u16, started: Instant) {
         self.requests
-            .with_label_values(&[method, route, &status.to_string()])
+            .with_label_values(&[method, route, status_class(status)])
             .inc();
         self.latency
             .with_label_values(&[method, route])
@@ -133,21 +136,52 @@ impl Metrics {
     }
 }
 
+/// The method label: the standard methods, everything else `other`.
+pub fn method_label(method: &actix_web::http::Method) -> &'static str {
+    use actix_web::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// The status label: `1xx` .. `5xx`.
+pub fn status_class(status: u16) -> &'static str {
+    match status {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    }
+}
+
 /// Wraps every request: a request id (echoed as `Request-Id`), a tracing span
-/// carrying it, an access log line, and the route metrics.
+/// carrying it, an access log line, the route metrics, and
+/// `Cache-Control: no-store` on every answer that does not choose its own
+/// caching (API answers carry secrets: client secrets, signing secrets,
+/// keys; no proxy or browser may keep them).
+///
+/// The log names the route pattern (`/c/{code}`), never the path: paths of
+/// pages are capabilities (a checkout code, a sandbox reference) that
+/// anyone reading the logs could otherwise use.
 pub async fn around_request<B: MessageBody>(
     req: ServiceRequest,
     next: actix_web::middleware::Next<B>,
 ) -> Result<ServiceResponse<B>, actix_web::Error> {
     let started = Instant::now();
     let request_id = uuid::Uuid::new_v4().to_string();
-    let method = req.method().to_string();
-    let path = req.path().to_string();
+    let method = method_label(req.method());
     let metrics = req
         .app_data::<actix_web::web::Data<crate::api::AppState>>()
         .map(|s| s.metrics.clone());
-    let span =
-        tracing::info_span!("request", request_id = %request_id, method = %method, path = %path);
+    let span = tracing::info_span!("request", request_id = %request_id, method = %method);
     async move {
         let mut res = next.call(req).await?;
         let status = res.status().as_u16();
@@ -156,13 +190,17 @@ pub async fn around_request<B: MessageBody>(
             .match_pattern()
             .unwrap_or_else(|| "unmatched".to_string());
         if let Some(m) = metrics {
-            m.observe(&method, &route, status, started);
+            m.observe(method, &route, status, started);
         }
+        let headers = res.headers_mut();
         if let Ok(v) = HeaderValue::from_str(&request_id) {
-            res.headers_mut()
-                .insert(HeaderName::from_static("request-id"), v);
+            headers.insert(HeaderName::from_static("request-id"), v);
+        }
+        if !headers.contains_key(CACHE_CONTROL) {
+            headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
         }
         tracing::info!(
+            route = %route,
             status,
             elapsed_us = started.elapsed().as_micros() as u64,
             "served"

@@ -90,10 +90,12 @@ pub struct BankView {
     pub country: BankCountry,
     /// Always `NGN`.
     pub currency: Currency,
+    /// The mode of the key that listed it (the list is the same in both).
+    pub livemode: bool,
 }
 
 /// `GET /v1/banks`: every bank, on one page.
-pub fn banks() -> ListView<BankView> {
+pub fn banks(mode: Mode) -> ListView<BankView> {
     ListView {
         object: ListObject::List,
         data: BANKS
@@ -104,6 +106,7 @@ pub fn banks() -> ListView<BankView> {
                 name,
                 country: BankCountry::NG,
                 currency: Currency::NGN,
+                livemode: mode.livemode(),
             })
             .collect(),
         has_more: false,
@@ -111,8 +114,8 @@ pub fn banks() -> ListView<BankView> {
 }
 
 /// `GET /v1/banks`, as JSON.
-pub fn banks_view() -> Value {
-    serde_json::to_value(banks()).expect("the bank list serializes")
+pub fn banks_view(mode: Mode) -> Value {
+    serde_json::to_value(banks(mode)).expect("the bank list serializes")
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -340,11 +343,11 @@ mod tests {
     fn bank_and_bank_account_json_is_unchanged() {
         let old_banks = json!({
             "object": "list",
-            "data": BANKS.iter().map(|(code, name)| json!({"object": "bank", "code": code, "name": name, "country": "NG", "currency": "NGN"})).collect::<Vec<_>>(),
+            "data": BANKS.iter().map(|(code, name)| json!({"object": "bank", "code": code, "name": name, "country": "NG", "currency": "NGN", "livemode": false})).collect::<Vec<_>>(),
             "has_more": false,
         });
-        assert_eq!(banks_view(), old_banks);
-        assert_eq!(banks_view().to_string(), old_banks.to_string());
+        assert_eq!(banks_view(Mode::Test), old_banks);
+        assert_eq!(banks_view(Mode::Test).to_string(), old_banks.to_string());
 
         let old_account = |a: &BankAccount| {
             json!({

@@ -18,6 +18,8 @@ pub enum ErrorKind {
     State,
     /// 413 invalid_request_error
     TooLarge,
+    /// 408 invalid_request_error: the body did not arrive in time
+    BodyTimeout,
     /// 422 idempotency_error
     Idempotency,
     /// 503 api_error: a bounded queue is full; retry later

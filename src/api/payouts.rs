@@ -82,9 +82,9 @@ pub struct PayoutId {
     )
 )]
 async fn list_banks(req: HttpRequest, state: State) -> ApiResult {
-    authenticate(&req, &state)?;
+    let p = authenticate(&req, &state)?;
     Query::parse(req.query_string(), &[])?;
-    Ok(json_response(200, &banks::banks_view()))
+    Ok(json_response(200, &banks::banks_view(p.mode)))
 }
 
 /// The fields `POST /v1/bank_accounts` accepts: [`AddBankAccountRequest`]'s.

@@ -58,6 +58,45 @@ redb_err!(
     redb::CommitError
 );
 
+/// Creates the data directory (mode 0700) and an empty store file (mode
+/// 0600) when they are missing, so the store's secrets (webhook signing
+/// secrets, client secrets, bank account numbers) are never readable by
+/// other users, not even for a moment. Existing ones keep their mode (see
+/// [`loose_permissions`]). redb initialises an empty file as a new store.
+fn create_private(dir: &Path, file: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(file)?;
+    Ok(())
+}
+
+/// The data directory and the files in it that group or other users may
+/// read, write or enter, with their modes (for a warning at start-up).
+pub fn loose_permissions(dir: &Path) -> std::io::Result<Vec<(PathBuf, u32)>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut loose = Vec::new();
+    let mut check = |path: PathBuf| -> std::io::Result<()> {
+        let mode = std::fs::metadata(&path)?.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            loose.push((path, mode));
+        }
+        Ok(())
+    };
+    check(dir.to_path_buf())?;
+    for entry in std::fs::read_dir(dir)? {
+        check(entry?.path())?;
+    }
+    Ok(loose)
+}
+
 /// redb's page cache when not configured: 1 GiB.
 pub const DEFAULT_CACHE_BYTES: usize = 1 << 30;
 
@@ -78,11 +117,11 @@ impl Store {
     /// [`Store::open`] with redb's page cache limited to `cache_bytes` (the
     /// bulk of the process's resident memory under a large store).
     pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<Store, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|source| StoreError::Directory {
+        let path = dir.join("kobo.redb");
+        create_private(dir, &path).map_err(|source| StoreError::Directory {
             path: dir.to_path_buf(),
             source,
         })?;
-        let path = dir.join("kobo.redb");
         let db = match redb::Builder::new()
             .set_cache_size(cache_bytes)
             .create(&path)

@@ -41,6 +41,27 @@ pub struct Resp {
 }
 
 impl Resp {
+    /// Sends `req` and reads the answer, checking it against CONTRACT 3a
+    /// ([`crate::contract::check`]).
+    pub async fn read(req: reqwest::RequestBuilder) -> Resp {
+        let (client, built) = req.build_split();
+        let built = built.expect("request builds");
+        let method = built.method().to_string();
+        let path = built.url().path().to_string();
+        let res = client.execute(built).await.expect("request");
+        let status = res.status().as_u16();
+        let headers = res.headers().clone();
+        let text = res.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        crate::contract::check(&method, &path, status, &body, &text);
+        Resp {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
     pub fn code(&self) -> &str {
         self.body["error"]["code"].as_str().unwrap_or("")
     }
@@ -219,17 +240,7 @@ impl TestApp {
                 .header("content-type", "application/json")
                 .body(b.to_string());
         }
-        let res = req.send().await.expect("request");
-        let status = res.status().as_u16();
-        let headers = res.headers().clone();
-        let text = res.text().await.unwrap();
-        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Resp {
-            status,
-            headers,
-            body,
-            text,
-        }
+        Resp::read(req).await
     }
 
     /// POST with a fresh Idempotency-Key.
@@ -400,17 +411,7 @@ impl TestApp {
         if let Some(b) = body {
             req = req.header("content-type", "application/json").body(b);
         }
-        let res = req.send().await.expect("request");
-        let status = res.status().as_u16();
-        let headers = res.headers().clone();
-        let text = res.text().await.unwrap();
-        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Resp {
-            status,
-            headers,
-            body,
-            text,
-        }
+        Resp::read(req).await
     }
 
     /// Every payment intent the key sees, newest first (walks the pages).

@@ -1,6 +1,7 @@
 //! Black-box tests: each test starts the real `kobo` binary on port 0 with a
 //! fresh data directory and the manual clock, and talks HTTP to it.
 
+mod contract;
 mod helpers;
 
 mod auth;
@@ -19,5 +20,6 @@ mod server;
 mod settlement;
 mod simulation;
 mod simulation_fx;
+mod trust;
 mod usdt;
 mod webhooks;

@@ -234,7 +234,7 @@ async fn a_dispute_holds_money_and_winning_it_gives_the_money_back() {
             json!({"amount": 60_000, "reason": "fraudulent"}),
         )
         .await;
-    d.assert_status(201);
+    d.assert_status(200);
     assert_eq!(d.body["object"], "dispute");
     assert_eq!(d.body["status"], "open");
     assert!(d.body["respond_by"].is_string());

@@ -706,7 +706,7 @@ async fn deleting_drops_waiting_deliveries_keeps_history_and_leaves_the_list() {
     r.assert_status(200);
     assert_eq!(
         r.body,
-        json!({"id": ep, "object": "webhook_endpoint", "deleted": true})
+        json!({"id": ep, "object": "webhook_endpoint", "deleted": true, "livemode": false})
     );
     let list = app.get(&m.test_key, "/v1/webhook_endpoints").await;
     let ids: Vec<&str> = list.body["data"]
@@ -781,7 +781,7 @@ async fn redelivery_queues_to_every_matching_enabled_endpoint() {
     r.assert_status(200);
     assert_eq!(
         r.body,
-        json!({"object": "event_redelivery", "event_id": e, "queued": 2})
+        json!({"object": "event_redelivery", "event_id": e, "queued": 2, "livemode": false})
     );
     let mut paths = vec![rx.next(WAIT).await.path, rx.next(WAIT).await.path];
     paths.sort();

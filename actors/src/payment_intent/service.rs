@@ -261,8 +261,7 @@ async fn commit_new(
             Err(DomainError::state(
                 "duplicate_reference",
                 "a payment intent with this reference already exists",
-            )
-            .with_param("reference"))
+            ))
         }
         Err(CommitError::Conflict { .. }) => Err(DomainError::internal(
             "a generated checkout link collided; retry with the same Idempotency-Key",

@@ -290,7 +290,8 @@ async fn process(kobo: Arc<Kobo>, payment: Uuid, msg: AftercareMessage) -> Domai
             };
             (
                 d.to_api(),
-                201,
+                // A test helper: every test helper answers 200 (CONTRACT 3a).
+                200,
                 Some((
                     op,
                     EntryType::Dispute,

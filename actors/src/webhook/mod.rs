@@ -162,6 +162,7 @@ pub struct DeletedEndpointView {
     pub object: WebhookEndpointObject,
     /// Always true.
     pub deleted: bool,
+    pub livemode: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
@@ -179,6 +180,7 @@ pub struct RedeliveryView {
     pub event_id: Uuid,
     /// How many deliveries were queued (one per matching enabled endpoint).
     pub queued: u32,
+    pub livemode: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -803,6 +803,7 @@ impl Supervisor {
                 id,
                 object: WebhookEndpointObject::WebhookEndpoint,
                 deleted: true,
+                livemode: ep.mode.livemode(),
             })
             .expect("a deleted view serializes"),
             _ => ep.to_api(false),
@@ -944,6 +945,7 @@ impl Supervisor {
             object: EventRedeliveryObject::EventRedelivery,
             event_id,
             queued,
+            livemode: mode.livemode(),
         })
         .expect("a redelivery view serializes");
         if let Some(idem) = &idem {
