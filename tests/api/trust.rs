@@ -246,6 +246,7 @@ async fn answers_that_carry_secrets_are_never_cached() {
         .await;
     rolled.assert_status(200);
     no_store(&rolled);
+    app.get(&key, "/v1/balance").await.assert_status(401);
     let key = rolled.body["secret_key"].as_str().unwrap().to_string();
     let body = json!({"amount": 10000, "currency": "NGN"});
     let pi = app
