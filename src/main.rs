@@ -5,9 +5,11 @@
 //!   and timers, binds the HTTP server, shuts down gracefully.
 //! - [`api`]: routes, errors, authentication and idempotency.
 //! - [`telemetry`]: logs with request ids, Prometheus metrics.
+//! - [`keyfile`]: server keys kept as files in the data directory.
 
 mod api;
 mod checkout;
+mod keyfile;
 mod server;
 mod telemetry;
 

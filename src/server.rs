@@ -261,6 +261,9 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let metrics = Metrics::new(&writer_metrics);
     let mut app_state = AppState::new(kobo.clone(), admin_token, timers, metrics);
     app_state.card_key = api::cards::fingerprint_key(&args.data)?;
+    app_state.checkout_key = kobo_actors::credential::CheckoutKey::new(
+        crate::keyfile::load_or_create(&args.data, crate::checkout::CHECKOUT_KEY_FILE)?,
+    );
     let state = web::Data::new(app_state);
 
     let mut server = HttpServer::new(move || {

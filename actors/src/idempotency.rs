@@ -1,7 +1,15 @@
-//! Saved responses of POST requests, keyed per merchant, mode and
+//! Saved responses of POST requests, keyed per merchant, mode, caller and
 //! Idempotency-Key. A response that guards an effect is saved in the same
 //! batch as the effect ([`IdempotencySave::add_to`]), so a crash can never
 //! leave one without the other. Records are kept 24 hours, then pruned.
+//!
+//! The caller is part of the scope, so a customer holding a payment's
+//! client secret (or its checkout page) can never use up, replay or
+//! collide with a key of the merchant's server. Secret-key records keep
+//! their original store key (`merchant | mode | key`); the others insert a
+//! tag and the intent id before the key (`merchant | mode | tag | intent |
+//! key`). Tags are control bytes, which an Idempotency-Key (visible ASCII)
+//! never starts with, so the two forms never meet.
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -11,6 +19,7 @@ use kobo_storage::{Batch, KeyBuf, ReadTxn, StoreError, Table};
 
 use crate::clock::micros;
 use crate::ids::{scope_key, Mode};
+use crate::query::Caller;
 
 /// How long a key is remembered.
 pub fn retention() -> Duration {
@@ -36,6 +45,8 @@ pub struct IdempotencyRecord {
 pub struct IdempotencySave {
     pub merchant: Uuid,
     pub mode: Mode,
+    /// Whose key it is.
+    pub caller: Caller,
     pub key: String,
     pub fingerprint: String,
 }
@@ -51,28 +62,55 @@ impl IdempotencySave {
         };
         batch.put(
             Table::Idempotency,
-            record_key(self.merchant, self.mode, &self.key),
+            record_key(self.merchant, self.mode, self.caller, &self.key),
             &record,
         );
         batch.put_raw(
             Table::IdempotencyExpiry,
-            expiry_key(now + retention(), self.merchant, self.mode, &self.key),
+            expiry_key(
+                now + retention(),
+                self.merchant,
+                self.mode,
+                self.caller,
+                &self.key,
+            ),
             Vec::new(),
         );
     }
 }
 
-pub fn record_key(merchant: Uuid, mode: Mode, key: &str) -> Vec<u8> {
-    scope_key(merchant, mode).str(key).build()
+/// The part of the store key between mode and Idempotency-Key: nothing for
+/// secret keys (their records are stored as they always were), a tag and
+/// the intent id for the one-intent credentials.
+fn caller_part(buf: KeyBuf, caller: Caller) -> KeyBuf {
+    match caller {
+        Caller::SecretKey => buf,
+        Caller::ClientSecret(id) => buf.u8(CLIENT_SECRET_TAG).bytes(id.as_bytes()),
+        Caller::Checkout(id) => buf.u8(CHECKOUT_TAG).bytes(id.as_bytes()),
+    }
 }
 
-fn expiry_key(expires: DateTime<Utc>, merchant: Uuid, mode: Mode, key: &str) -> Vec<u8> {
-    KeyBuf::new()
-        .u64(micros(expires))
-        .bytes(merchant.as_bytes())
-        .u8(mode.byte())
+const CLIENT_SECRET_TAG: u8 = 0x01;
+const CHECKOUT_TAG: u8 = 0x02;
+
+pub fn record_key(merchant: Uuid, mode: Mode, caller: Caller, key: &str) -> Vec<u8> {
+    caller_part(scope_key(merchant, mode), caller)
         .str(key)
         .build()
+}
+
+fn expiry_key(
+    expires: DateTime<Utc>,
+    merchant: Uuid,
+    mode: Mode,
+    caller: Caller,
+    key: &str,
+) -> Vec<u8> {
+    let buf = KeyBuf::new()
+        .u64(micros(expires))
+        .bytes(merchant.as_bytes())
+        .u8(mode.byte());
+    caller_part(buf, caller).str(key).build()
 }
 
 /// A saved record still within its 24 hours.
@@ -80,11 +118,12 @@ pub fn lookup(
     read: &ReadTxn,
     merchant: Uuid,
     mode: Mode,
+    caller: Caller,
     key: &str,
     now: DateTime<Utc>,
 ) -> Result<Option<IdempotencyRecord>, StoreError> {
     let rec: Option<IdempotencyRecord> =
-        read.get_decoded(Table::Idempotency, &record_key(merchant, mode, key))?;
+        read.get_decoded(Table::Idempotency, &record_key(merchant, mode, caller, key))?;
     Ok(rec.filter(|r| r.created_at + retention() > now))
 }
 
@@ -98,7 +137,8 @@ pub fn prune_batch(read: &ReadTxn, now: DateTime<Utc>, max: usize) -> Result<Bat
         if k >= limit.as_slice() || n >= max {
             return Ok(false);
         }
-        // expiry(8) | merchant(16) | mode(1) | key\0
+        // expiry(8) | the record's key: merchant(16) | mode(1) | [tag(1) |
+        // intent(16)] | key\0
         let record = k[8..].to_vec();
         batch.delete(Table::Idempotency, record);
         batch.delete(Table::IdempotencyExpiry, k.to_vec());
@@ -106,4 +146,81 @@ pub fn prune_batch(read: &ReadTxn, now: DateTime<Utc>, max: usize) -> Result<Bat
         Ok(true)
     })?;
     Ok(batch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_key_records_keep_their_store_key_and_other_callers_get_their_own() {
+        let (m, id) = (Uuid::new_v4(), Uuid::new_v4());
+        let old_form = scope_key(m, Mode::Test).str("order-2000").build();
+        assert_eq!(
+            record_key(m, Mode::Test, Caller::SecretKey, "order-2000"),
+            old_form
+        );
+        let keys = [
+            record_key(m, Mode::Test, Caller::SecretKey, "order-2000"),
+            record_key(m, Mode::Test, Caller::ClientSecret(id), "order-2000"),
+            record_key(m, Mode::Test, Caller::Checkout(id), "order-2000"),
+            record_key(
+                m,
+                Mode::Test,
+                Caller::ClientSecret(Uuid::new_v4()),
+                "order-2000",
+            ),
+        ];
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn each_caller_finds_its_own_record_and_pruning_removes_every_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
+        let now = kobo.clock.now();
+        let (m, id) = (Uuid::new_v4(), Uuid::new_v4());
+        let callers = [
+            Caller::SecretKey,
+            Caller::ClientSecret(id),
+            Caller::Checkout(id),
+        ];
+        let mut batch = Batch::new();
+        for (i, caller) in callers.into_iter().enumerate() {
+            let save = IdempotencySave {
+                merchant: m,
+                mode: Mode::Test,
+                caller,
+                key: "k".into(),
+                fingerprint: format!("f{i}"),
+            };
+            save.add_to(&mut batch, 200, "{}", now);
+        }
+        kobo.writer.commit(batch).await.unwrap();
+        let read = kobo.store.read().unwrap();
+        for (i, caller) in callers.into_iter().enumerate() {
+            let rec = lookup(&read, m, Mode::Test, caller, "k", now)
+                .unwrap()
+                .expect("saved");
+            assert_eq!(rec.fingerprint, format!("f{i}"));
+        }
+        drop(read);
+        let later = now + retention();
+        let prune = prune_batch(&kobo.store.read().unwrap(), later, 100).unwrap();
+        kobo.writer.commit(prune).await.unwrap();
+        let read = kobo.store.read().unwrap();
+        let mut left = 0;
+        for table in [Table::Idempotency, Table::IdempotencyExpiry] {
+            read.scan_prefix(table, &[], None, |_, _| {
+                left += 1;
+                Ok(true)
+            })
+            .unwrap();
+        }
+        assert_eq!(left, 0);
+    }
 }

@@ -15,12 +15,14 @@
 //! - [`webhook`]: endpoints, durable deliveries, the dispatcher pool and
 //!   the live event stream.
 //! - [`admin`]: merchant creation, settings and key rolls.
+//! - [`credential`]: the hosted checkout's credential (HMAC, server key).
 //! - [`clock`], [`provider`], [`runtime`], [`error`], [`ids`]: plumbing.
 
 pub mod admin;
 pub mod banks;
 pub mod calendar;
 pub mod clock;
+pub mod credential;
 pub mod customer;
 pub mod error;
 pub mod event;

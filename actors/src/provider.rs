@@ -367,6 +367,7 @@ mod tests {
             abandon_due: None,
             attempts: 0,
             pending_attempt: None,
+            failed_card_attempts: 0,
             mandate: None,
             version: 1,
         }

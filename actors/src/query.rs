@@ -22,18 +22,81 @@ use crate::payment_intent::service::{attempt_key, customer_prefix, status_prefix
 use crate::payment_intent::{ChargeAttempt, PaymentIntent, Status};
 use crate::runtime::Kobo;
 
+/// Which credential a call was made with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Caller {
+    /// The merchant's secret key (`svc_test_` / `svc_live_`).
+    SecretKey,
+    /// A payment intent's `client_secret` (from the create response): acts
+    /// on that one intent only.
+    ClientSecret(Uuid),
+    /// The hosted checkout page's credential
+    /// ([`crate::credential::CheckoutKey`]): acts on that one intent only.
+    Checkout(Uuid),
+}
+
+impl Caller {
+    /// The one payment intent a client secret or checkout caller may act on;
+    /// `None` for a secret key.
+    pub fn intent(self) -> Option<Uuid> {
+        match self {
+            Caller::SecretKey => None,
+            Caller::ClientSecret(id) | Caller::Checkout(id) => Some(id),
+        }
+    }
+
+    /// Whether this is the hosted checkout, kobo's own page (which needs no
+    /// `card_api_enabled` in live mode).
+    pub fn is_checkout(self) -> bool {
+        matches!(self, Caller::Checkout(_))
+    }
+}
+
+/// What rate limits count calls by: the merchant and mode for secret
+/// keys; the payment intent for the credentials that act on one intent
+/// (its client secret and its checkout credential share it, so a second
+/// credential buys no extra allowance).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RateLimitKey {
+    Merchant(Uuid, Mode),
+    PaymentIntent(Uuid),
+}
+
+impl std::fmt::Display for RateLimitKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RateLimitKey::Merchant(m, mode) => write!(f, "merchant:{m}:{}", mode.as_str()),
+            RateLimitKey::PaymentIntent(id) => write!(f, "payment_intent:{id}"),
+        }
+    }
+}
+
 /// Who is calling.
 #[derive(Debug, Clone)]
 pub struct Principal {
     pub merchant: Merchant,
     pub mode: Mode,
-    /// Set when the bearer was a payment intent's client secret: the only
-    /// object it may act on.
-    pub client_secret_for: Option<Uuid>,
+    /// The credential used.
+    pub caller: Caller,
 }
 
-/// Resolves a bearer token: a secret key, or a payment intent's client secret.
-pub fn authenticate(kobo: &Kobo, bearer: &str) -> DomainResult<Principal> {
+impl Principal {
+    /// A stable key to count this caller's requests by.
+    pub fn rate_limit_key(&self) -> RateLimitKey {
+        match self.caller.intent() {
+            Some(id) => RateLimitKey::PaymentIntent(id),
+            None => RateLimitKey::Merchant(self.merchant.id, self.mode),
+        }
+    }
+}
+
+/// Resolves a bearer token: a secret key, a payment intent's client secret,
+/// or a hosted checkout credential (verified with `checkout`).
+pub fn authenticate(
+    kobo: &Kobo,
+    bearer: &str,
+    checkout: &crate::credential::CheckoutKey,
+) -> DomainResult<Principal> {
     let read = kobo.store.read()?;
     let unauthenticated = || DomainError::unauthenticated("invalid, unknown or revoked API key");
     if secret_key_mode(bearer).is_some() {
@@ -49,19 +112,27 @@ pub fn authenticate(kobo: &Kobo, bearer: &str) -> DomainResult<Principal> {
         return Ok(Principal {
             merchant,
             mode: key.mode,
-            client_secret_for: None,
+            caller: Caller::SecretKey,
         });
     }
-    // pi_<32 hex>_secret_<24 base62>
-    let id = bearer
-        .strip_prefix("pi_")
-        .and_then(|r| r.split_once("_secret_"))
-        .and_then(|(id, _)| Uuid::try_parse(id).ok())
-        .ok_or_else(unauthenticated)?;
+    let (id, caller) = if bearer.starts_with(crate::credential::CHECKOUT_PREFIX) {
+        let id = checkout.verify(bearer).ok_or_else(unauthenticated)?;
+        (id, Caller::Checkout(id))
+    } else {
+        // pi_<32 hex>_secret_<24 base62>
+        let id = bearer
+            .strip_prefix("pi_")
+            .and_then(|r| r.split_once("_secret_"))
+            .and_then(|(id, _)| Uuid::try_parse(id).ok())
+            .ok_or_else(unauthenticated)?;
+        (id, Caller::ClientSecret(id))
+    };
     let intent: PaymentIntent = read
         .get_decoded(Table::PaymentIntents, id.as_bytes())?
         .ok_or_else(unauthenticated)?;
-    if intent.client_secret_hash != crate::ids::sha256_hex(bearer) {
+    if caller == Caller::ClientSecret(id)
+        && intent.client_secret_hash != crate::ids::sha256_hex(bearer)
+    {
         return Err(unauthenticated());
     }
     let merchant: Merchant = read
@@ -70,7 +141,7 @@ pub fn authenticate(kobo: &Kobo, bearer: &str) -> DomainResult<Principal> {
     Ok(Principal {
         merchant,
         mode: intent.mode,
-        client_secret_for: Some(intent.id),
+        caller,
     })
 }
 

@@ -52,26 +52,7 @@ pub const FINGERPRINT_KEY_FILE: &str = "card-fingerprint-key";
 /// lives outside the store file so that a copy of the store alone (a
 /// backup) holds nothing a card number could be recovered from.
 pub fn fingerprint_key(data: &Path) -> anyhow::Result<[u8; 32]> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = data.join(FINGERPRINT_KEY_FILE);
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        let bytes = hex::decode(text.trim())
-            .map_err(|e| anyhow::anyhow!("{}: not hex: {e}", path.display()))?;
-        return bytes
-            .try_into()
-            .map_err(|_| anyhow::anyhow!("{}: not 32 bytes", path.display()));
-    }
-    let key: [u8; 32] = rand::random();
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| anyhow::anyhow!("creating {}: {e}", path.display()))?;
-    f.write_all(hex::encode(key).as_bytes())?;
-    f.sync_all()?;
-    Ok(key)
+    crate::keyfile::load_or_create(data, FINGERPRINT_KEY_FILE)
 }
 
 /// What the idempotency layer fingerprints instead of a card body.
@@ -84,15 +65,13 @@ fn keyed(key: &[u8; 32], body: &[u8]) -> Vec<u8> {
 }
 
 /// Live card-by-API needs the merchant's `card_api_enabled` (403, after
-/// `account_not_activated`). The hosted checkout (the payment's
-/// `client_secret`) is kobo's own page, not the merchant's server, and
-/// does not need it.
+/// `account_not_activated`), whoever sends the card: the merchant's
+/// server (secret key) or any page of the merchant's holding the payment's
+/// `client_secret`. Only kobo's own hosted checkout (its checkout
+/// credential) does not need it.
 fn ensure_card_api(p: &Principal) -> ApiResult<()> {
     ensure_can_take_payments(p)?;
-    if p.mode == Mode::Live
-        && p.client_secret_for.is_none()
-        && !p.merchant.settings.card_api_enabled
-    {
+    if p.mode == Mode::Live && !p.caller.is_checkout() && !p.merchant.settings.card_api_enabled {
         return Err(ApiError(DomainError::forbidden(
             "card_api_not_enabled",
             "card payments by API are not enabled for this account in live mode; use the hosted checkout or bank transfer",
@@ -280,8 +259,9 @@ fn parse_card(body: &[u8], now: chrono::DateTime<chrono::Utc>) -> Result<CardDet
 /// merchant's `card_api_enabled` (403 `card_api_not_enabled`) and a live
 /// card provider (409 `card_api_unavailable`). Another request working on
 /// the payment: 409 `payment_in_progress` (not saved under the
-/// Idempotency-Key). The payment intent's `client_secret` may be the
-/// bearer. Test cards: docs/api.md.
+/// Idempotency-Key). After 5 failed card attempts on the payment: 409
+/// `card_attempts_exceeded`. The payment intent's `client_secret` may be
+/// the bearer. Test cards: docs/api.md.
 #[utoipa::path(
     post,
     path = "/v1/payment_intents/{id}/card",

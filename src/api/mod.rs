@@ -38,8 +38,9 @@ use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use kobo_actors::credential::CheckoutKey;
 use kobo_actors::idempotency::{self, IdempotencySave, MAX_KEY_LEN};
-use kobo_actors::query::{self, Principal};
+use kobo_actors::query::{self, Caller, Principal};
 use kobo_actors::timers::TimerSupervisor;
 use kobo_actors::{DomainError, ErrorKind, Kobo, Mode};
 use kobo_storage::Batch;
@@ -54,12 +55,18 @@ pub struct AppState {
     pub admin_token: String,
     pub timers: Addr<TimerSupervisor>,
     pub metrics: Metrics,
-    /// Idempotency keys whose first request is still running.
-    in_flight: Mutex<HashSet<(Uuid, Mode, String)>>,
+    /// Idempotency keys whose first request is still running, in the
+    /// scope their records are saved in (merchant, mode, caller).
+    in_flight: Mutex<HashSet<FlightKey>>,
     /// Keys the idempotency fingerprints of card requests (see
     /// [`cards::fingerprint_key`]).
     pub card_key: [u8; 32],
+    /// Makes and checks the hosted checkout's credentials (see
+    /// [`kobo_actors::credential`]); loaded from the data directory at start.
+    pub checkout_key: CheckoutKey,
 }
+
+type FlightKey = (Uuid, Mode, Caller, String);
 
 impl AppState {
     pub fn new(
@@ -75,6 +82,7 @@ impl AppState {
             metrics,
             in_flight: Mutex::new(HashSet::new()),
             card_key: rand::random(),
+            checkout_key: CheckoutKey::random(),
         }
     }
 }
@@ -272,14 +280,14 @@ fn bearer(req: &HttpRequest) -> Option<&str> {
 }
 
 /// Authenticates a `/v1` call with a secret key. A payment intent's client
-/// secret is refused here (401): it only works where [`authenticate_for`]
-/// lets it.
+/// secret or checkout credential is refused here (401): they only work
+/// where [`authenticate_for`] lets them.
 pub fn authenticate(req: &HttpRequest, state: &AppState) -> ApiResult<Principal> {
     authenticate_for(req, state, None)
 }
 
-/// Authenticates with a secret key, or with the client secret of
-/// `intent` when given.
+/// Authenticates with a secret key, or with the client secret or checkout
+/// credential of `intent` when given.
 pub fn authenticate_for(
     req: &HttpRequest,
     state: &AppState,
@@ -290,12 +298,12 @@ pub fn authenticate_for(
             "send your secret key as `Authorization: Bearer <key>`",
         ))
     })?;
-    let principal = query::authenticate(&state.kobo, token)?;
-    if let Some(scope) = principal.client_secret_for {
+    let principal = query::authenticate(&state.kobo, token, &state.checkout_key)?;
+    if let Some(scope) = principal.caller.intent() {
         let allowed = intent.is_some_and(|i| Uuid::try_parse(i).ok() == Some(scope));
         if !allowed {
             return Err(ApiError(DomainError::unauthenticated(
-                "a client secret acts only on its own payment intent",
+                "a client secret or checkout credential acts only on its own payment intent",
             )));
         }
     }
@@ -339,7 +347,7 @@ impl Reply {
 
 struct InFlight<'a> {
     state: &'a AppState,
-    key: (Uuid, Mode, String),
+    key: FlightKey,
 }
 
 impl Drop for InFlight<'_> {
@@ -355,7 +363,9 @@ fn replay(status: u16, body: &str) -> HttpResponse {
     r.body(body.to_string())
 }
 
-/// Runs a POST under its Idempotency-Key: a replay answers the saved
+/// Runs a POST under its Idempotency-Key, in the caller's own scope
+/// (merchant, mode and credential: a client secret or checkout page never
+/// shares keys with the merchant's server): a replay answers the saved
 /// response; a different request with the same key 422; a key whose first
 /// request is still running 409. 2xx and 4xx answers are saved (an effect's
 /// answer in the effect's own batch); 5xx saves nothing.
@@ -398,9 +408,10 @@ where
     let fingerprint = hex::encode(h.finalize());
     let merchant = principal.merchant.id;
     let mode = principal.mode;
+    let caller = principal.caller;
     let kobo = &state.kobo;
 
-    let flight_key = (merchant, mode, key.clone());
+    let flight_key = (merchant, mode, caller, key.clone());
     {
         let mut in_flight = state.in_flight.lock();
         if !in_flight.insert(flight_key.clone()) {
@@ -416,7 +427,7 @@ where
     };
 
     let read = kobo.store.read().map_err(DomainError::from)?;
-    if let Some(rec) = idempotency::lookup(&read, merchant, mode, &key, kobo.clock.now())
+    if let Some(rec) = idempotency::lookup(&read, merchant, mode, caller, &key, kobo.clock.now())
         .map_err(DomainError::from)?
     {
         if rec.fingerprint == fingerprint {
@@ -433,6 +444,7 @@ where
     let save = IdempotencySave {
         merchant,
         mode,
+        caller,
         key,
         fingerprint,
     };

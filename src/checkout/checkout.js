@@ -1,5 +1,5 @@
-// kobo hosted checkout. Talks to the API with this payment's client secret
-// only; keeps no card data after a submission. No dependencies.
+// kobo hosted checkout. Talks to the API with this payment's checkout
+// credential only; keeps no card data after a submission. No dependencies.
 (function () {
   "use strict";
 
@@ -31,7 +31,7 @@
   }
 
   function api(method, path, body) {
-    var headers = { "Authorization": "Bearer " + cfg.client_secret };
+    var headers = { "Authorization": "Bearer " + cfg.credential };
     var init = { method: method, headers: headers, credentials: "omit", cache: "no-store" };
     if (method === "POST") {
       headers["Content-Type"] = "application/json";
@@ -304,6 +304,11 @@
       // The payment moved on: show where it is now.
       api("GET", base).then(function (g) {
         if (g.status === 200 && g.body) { render(g.body); }
+        if (e && e.code === "card_attempts_exceeded") {
+          notice("Too many cards were declined on this payment, so it takes no more cards." +
+            (cfg.methods.bank_transfer ? " Please pay by bank transfer." : " Ask the business for a new payment link."), "error");
+          if (cfg.methods.bank_transfer) { chooseMethod("bank_transfer", false); }
+        }
       });
       if (e && e.code === "card_api_unavailable") {
         notice("Card payments are not available right now. Please pay by bank transfer.", "error");

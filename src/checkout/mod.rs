@@ -6,14 +6,18 @@
 //! served by kobo itself (`/checkout/assets/...`): no CDN, no third-party
 //! request, and a Content-Security-Policy that allows only this origin.
 //!
-//! How the page gets its credential: the short-link handler renders the
-//! payment's `client_secret` into the page it serves for that one payment
-//! (a JSON block, not executed). The short link is already a capability to
-//! pay that payment, so the secret it hands out grants nothing more, and it
-//! acts on that one payment only (retrieve, bank transfer, card,
-//! authenticate). The page is served with `Cache-Control: no-store` and
-//! `Referrer-Policy: no-referrer`, and the script calls the API with
-//! the secret only, never a merchant key.
+//! How the page gets its credential: the short-link handler renders a
+//! checkout credential (`kobo_checkout_<intent>_<HMAC>`, see
+//! [`kobo_actors::credential`]) into the page it serves for that one payment
+//! (a JSON block, not executed). It is derived from the intent id with a
+//! server key kept in the data directory ([`CHECKOUT_KEY_FILE`]), never
+//! stored and never given to the merchant's server. The short link is
+//! already a capability to pay that payment, so the credential it hands out
+//! grants nothing more: it acts on that one payment only (retrieve, bank
+//! transfer, card, authenticate), like the payment's `client_secret`, which
+//! the page never sees. The page is served with `Cache-Control: no-store`
+//! and `Referrer-Policy: no-referrer`, and the script calls the API with the
+//! credential only, never a merchant key.
 
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -32,6 +36,10 @@ use kobo_storage::Table;
 use crate::api::{error_body, status_of, State};
 
 pub mod mandate;
+
+/// The file (in the data directory, beside the store) holding the key of
+/// checkout credentials.
+pub const CHECKOUT_KEY_FILE: &str = "checkout-credential-key";
 
 const CHECKOUT_JS: &str = include_str!("checkout.js");
 const CHECKOUT_CSS: &str = include_str!("checkout.css");
@@ -259,15 +267,6 @@ async fn page(state: State, path: web::Path<String>) -> HttpResponse {
         Err(e) => return server_error(e),
     };
     let livemode = intent.mode == Mode::Live;
-    let Some(client_secret) = intent.client_secret.clone() else {
-        return message_page(
-            410,
-            "Payment link unavailable",
-            &merchant,
-            livemode,
-            "This payment link can no longer be used. Ask the business for a new one.",
-        );
-    };
     if intent.status == Status::Canceled {
         return message_page(
             200,
@@ -289,7 +288,7 @@ async fn page(state: State, path: web::Path<String>) -> HttpResponse {
     let now: DateTime<Utc> = state.kobo.clock.now();
     let config = json!({
         "id": intent.id,
-        "client_secret": client_secret,
+        "credential": state.checkout_key.credential(intent.id),
         "merchant": merchant,
         "currency": intent.currency,
         "fee_bearer": intent.fee_bearer,

@@ -584,10 +584,15 @@ async fn live_mode_rules_come_in_order_and_turned_off_cards_are_refused() {
         json!({"amount": 100000, "currency": "NGN"}),
     )
     .await;
-    // The hosted checkout's client secret needs no card_api_enabled; this
-    // server has no live card provider.
+    // The client secret needs card_api_enabled like the secret key; the
+    // hosted checkout's own credential does not (this server has no live
+    // card provider). See credentials.rs.
     let secret = live_pi["client_secret"].as_str().unwrap();
     pay(&app, secret, &live_id, card(SUCCESS))
+        .await
+        .assert_error(403, "card_api_not_enabled", None);
+    let credential = app.checkout_credential(&live_pi).await;
+    pay(&app, &credential, &live_id, card(SUCCESS))
         .await
         .assert_error(409, "card_api_unavailable", None);
     // Enabled: validation, then lookups, then no provider.

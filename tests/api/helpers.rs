@@ -438,4 +438,37 @@ impl TestApp {
     pub async fn live_merchant(&self) -> Merchant {
         self.create_merchant(json!({"live_approved": true})).await
     }
+
+    /// The config block of the hosted checkout page at `checkout_url` (a
+    /// create response's; asked of this server's current address, which a
+    /// restart changes), as the page's script reads it.
+    pub async fn checkout_config(&self, checkout_url: &str) -> Value {
+        let path = &checkout_url[checkout_url.find("/c/").expect("a /c/ link")..];
+        let res = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .expect("page");
+        assert_eq!(res.status().as_u16(), 200, "{checkout_url}");
+        let html = res.text().await.unwrap();
+        let start = html
+            .find(r#"id="checkout-config">"#)
+            .expect("the page has its config block");
+        let rest = &html[start + r#"id="checkout-config">"#.len()..];
+        let json = &rest[..rest.find("</script>").expect("closed")];
+        serde_json::from_str(json).expect("the config is JSON")
+    }
+
+    /// The credential the hosted checkout page of a create response calls
+    /// the API with.
+    pub async fn checkout_credential(&self, created: &Value) -> String {
+        let config = self
+            .checkout_config(created["checkout_url"].as_str().expect("checkout_url"))
+            .await;
+        config["credential"]
+            .as_str()
+            .expect("the page carries a checkout credential")
+            .to_string()
+    }
 }

@@ -10,6 +10,7 @@ mod browser;
 mod cards;
 mod conventions;
 mod crash;
+mod credentials;
 mod fx;
 mod idempotency;
 mod mandates;

@@ -29,6 +29,11 @@ pub fn abandon_after() -> Duration {
     Duration::minutes(30)
 }
 
+/// Failed card attempts one payment intent accepts; the next card call
+/// answers 409 `card_attempts_exceeded` (card testing: trying stolen card
+/// numbers one after another on one payment).
+pub const MAX_FAILED_CARD_ATTEMPTS: u32 = 5;
+
 /// A bank-transfer account is open this long after it is issued.
 pub fn transfer_account_lifetime() -> Duration {
     Duration::minutes(30)
@@ -331,10 +336,10 @@ pub struct PaymentIntent {
     pub canceled_at: Option<DateTime<Utc>>,
     pub return_url: Option<String>,
     pub client_secret_hash: String,
-    /// The client secret itself, for the hosted checkout page of this one
-    /// intent (the page is reached through `checkout_code`, an equivalent
-    /// capability, so keeping only the hash would protect nothing more).
-    /// Never shown by the API after the create response.
+    /// The client secret itself, as intents created before the hosted
+    /// checkout had its own credential ([`crate::credential`]) stored it.
+    /// No longer written (new intents keep only the hash) and never read:
+    /// kept so older records still decode.
     #[serde(default)]
     pub client_secret: Option<String>,
     pub checkout_code: String,
@@ -345,6 +350,12 @@ pub struct PaymentIntent {
     /// Charge attempts so far; the current one is `pending_attempt`.
     pub attempts: u32,
     pub pending_attempt: Option<u32>,
+    /// Card attempts that ended `failed` (declined, or a wrong PIN or
+    /// code); at [`MAX_FAILED_CARD_ATTEMPTS`] no more cards are taken.
+    /// Counted here, in the state the intent's actor serializes, so
+    /// concurrent requests can never go past it. Older records: 0.
+    #[serde(default)]
+    pub failed_card_attempts: u32,
     /// The mandate a direct-debit charge debits (set at creation by
     /// `POST /v1/mandates/{id}/charge`).
     #[serde(default)]
@@ -585,6 +596,14 @@ pub fn check_card_start(
 ) -> DomainResult<()> {
     if matches!(intent.status, Status::Successful | Status::Canceled) {
         return Err(unexpected_state(intent, "take a card payment"));
+    }
+    if intent.failed_card_attempts >= MAX_FAILED_CARD_ATTEMPTS {
+        return Err(DomainError::state(
+            "card_attempts_exceeded",
+            format!(
+                "this payment has had {MAX_FAILED_CARD_ATTEMPTS} failed card attempts and takes no more cards; pay by bank transfer, or ask the business for a new payment"
+            ),
+        ));
     }
     if debit_in_flight(pending) {
         return Err(unexpected_state(
@@ -1054,6 +1073,7 @@ fn card_outcome(
             attempt.status = AttemptStatus::Failed;
             attempt.failure_code = Some(code.clone());
             effects.push(Effect::Attempt(attempt));
+            next.failed_card_attempts += 1;
             fail(next, code, effects);
         }
         CardOutcome::Action(_) | CardOutcome::Pending => {
@@ -1209,6 +1229,7 @@ mod view_tests {
             abandon_due: None,
             attempts: 0,
             pending_attempt: None,
+            failed_card_attempts: 0,
             mandate: None,
             version: 1,
         }

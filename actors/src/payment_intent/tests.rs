@@ -93,6 +93,7 @@ fn created(currency: Currency, bearer: FeeBearer, amount: i64) -> PaymentIntent 
         abandon_due: None,
         attempts: 0,
         pending_attempt: None,
+        failed_card_attempts: 0,
         mandate: None,
         version: 1,
     }
@@ -1948,4 +1949,66 @@ fn no_other_way_of_paying_starts_while_the_debit_is_with_the_bank() {
     ));
     // Nor can it be canceled while processing.
     assert_unexpected_state(decide(&pi, Some(&a), &Command::Cancel, now()));
+}
+
+#[test]
+fn the_sixth_card_after_five_failures_is_refused_and_wrong_codes_count() {
+    let mut pi = created(Currency::NGN, FeeBearer::Merchant, AMOUNT);
+    let mut pending = None;
+    // Four declines at once, and one wrong PIN after the bank asked for it.
+    for _ in 0..4 {
+        let (d, p) = step(
+            &pi,
+            pending.as_ref(),
+            &start_card(CardOutcome::Declined("card_declined".into())),
+        );
+        (pi, pending) = (d.intent, p);
+    }
+    assert_eq!(pi.failed_card_attempts, 4);
+    let (d, p) = step(
+        &pi,
+        pending.as_ref(),
+        &start_card(CardOutcome::Action(ask(AuthInput::Pin))),
+    );
+    (pi, pending) = (d.intent, p);
+    assert_eq!(pi.failed_card_attempts, 4);
+    let (d, p) = step(
+        &pi,
+        pending.as_ref(),
+        &Command::Authenticate {
+            input: AuthInput::Pin,
+            outcome: CardOutcome::Declined("incorrect_pin".into()),
+        },
+    );
+    (pi, pending) = (d.intent, p);
+    assert_eq!(pi.failed_card_attempts, 5);
+    assert_eq!(pi.attempts, 5);
+    for outcome in [CardOutcome::Succeeded, CardOutcome::Declined("x".into())] {
+        let e = decide(&pi, pending.as_ref(), &start_card(outcome), now()).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::State);
+        assert_eq!(e.code, "card_attempts_exceeded");
+        assert_eq!(e.param, None);
+        assert!(check_card_start(&pi, pending.as_ref()).is_err());
+    }
+    // Bank transfer is still open to the customer.
+    let d = decide(
+        &pi,
+        pending.as_ref(),
+        &Command::StartBankTransfer {
+            account: Some(account(pi.transfer_amount(), now())),
+        },
+        now(),
+    )
+    .unwrap();
+    assert_eq!(d.intent.status, Status::Processing);
+}
+
+#[test]
+fn a_stored_intent_without_the_failure_count_reads_as_none_failed() {
+    let pi = created(Currency::NGN, FeeBearer::Merchant, AMOUNT);
+    let mut json = serde_json::to_value(&pi).unwrap();
+    json.as_object_mut().unwrap().remove("failed_card_attempts");
+    let back: PaymentIntent = serde_json::from_value(json).unwrap();
+    assert_eq!(back.failed_card_attempts, 0);
+    assert_eq!(back, pi);
 }
