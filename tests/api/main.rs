@@ -16,6 +16,7 @@ mod payment_intents;
 mod payouts;
 mod refunds;
 mod server;
+mod settings;
 mod settlement;
 mod simulation;
 mod simulation_fx;
