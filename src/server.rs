@@ -220,10 +220,14 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let mut app_state = AppState::new(kobo.clone(), admin_token, timers, metrics);
     app_state.card_key = api::cards::fingerprint_key(&args.data)?;
     let state = web::Data::new(app_state);
+    let limits = web::Data::new(api::limits::RateLimits::new(args.ip_rate_limit));
+    api::limits::RateLimits::start_cleanup(limits.clone());
 
     let mut server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .app_data(limits.clone())
+            .wrap(middleware::from_fn(api::limits::per_ip))
             .wrap(middleware::from_fn(telemetry::around_request))
             .configure(api::configure)
             .default_service(web::to(api::not_found))

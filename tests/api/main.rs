@@ -14,6 +14,7 @@ mod idempotency;
 mod mandates;
 mod payment_intents;
 mod payouts;
+mod rate_limits;
 mod refunds;
 mod server;
 mod settings;
