@@ -104,6 +104,12 @@ pub struct ServeArgs {
     /// `request_timeout` after that).
     #[arg(long, env = "KOBO_BODY_TIMEOUT_MS", default_value_t = 10_000)]
     pub body_timeout_ms: u64,
+    /// Requests per second one client IP (the TCP peer; X-Forwarded-For is
+    /// not trusted) may send to any route but /healthz, /readyz and
+    /// /metrics; the bucket holds one second's worth. 0 turns it off (for
+    /// load tests from one address).
+    #[arg(long, env = "KOBO_IP_RATE_LIMIT", default_value_t = api::limits::DEFAULT_IP_PER_SECOND)]
+    pub ip_rate_limit: u32,
     /// Seconds an idle actor stays in memory.
     #[arg(long, env = "KOBO_ACTOR_IDLE_SECS", default_value_t = 30)]
     pub actor_idle_secs: u64,

@@ -22,6 +22,9 @@ pub enum ErrorKind {
     BodyTimeout,
     /// 422 idempotency_error
     Idempotency,
+    /// 429 rate_limit_error: too many requests; retry after this many
+    /// whole seconds (at least 1), sent as `Retry-After`
+    RateLimited { retry_after_secs: u64 },
     /// 503 api_error: a bounded queue is full; retry later
     Overloaded,
     /// 500 api_error
@@ -98,6 +101,20 @@ impl DomainError {
     }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, "internal_error", message)
+    }
+    /// 429 `rate_limited`: `who` sent more than its limit; nothing was done
+    /// (and nothing saved under the Idempotency-Key).
+    pub fn rate_limited(who: &str, retry_after: std::time::Duration) -> Self {
+        // Whole seconds, rounded up, at least 1.
+        let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+        let secs = secs.max(1);
+        Self::new(
+            ErrorKind::RateLimited {
+                retry_after_secs: secs,
+            },
+            "rate_limited",
+            format!("too many requests from {who}; retry in {secs} s"),
+        )
     }
     pub fn overloaded(what: &str) -> Self {
         Self::new(

@@ -4,6 +4,8 @@
 //! only as a SHA-256 hash (table `api_keys`). Each merchant has a default brand
 //! per mode, created with it.
 
+use std::fmt;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -12,7 +14,37 @@ use uuid::Uuid;
 
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{random_base62, sha256_hex, Mode};
-use crate::money::{default_pricing, Channel, Currency, FeeRule, Pricing};
+use crate::money::{default_pricing, Channel, Currency, FeeRule, Pricing, MAX_AMOUNT};
+
+/// Upper bounds of the merchant settings (docs/api.md, "Bounds of merchant
+/// settings"). Amounts are minor units.
+pub mod bounds {
+    /// `settlement_delay_days.NGN` and `.USD`: business days.
+    pub const MAX_SETTLEMENT_DELAY_DAYS: u32 = 30;
+    /// `reserve.days`.
+    pub const MAX_RESERVE_DAYS: u32 = 180;
+    /// Basis points: `pricing.*.*.percent_bps`, `reserve.percent_bps`,
+    /// `usdt.fee_bps` (100%).
+    pub const MAX_BPS: i64 = 10_000;
+    /// `pricing.*.*.flat`: 10^8 minor units (₦1,000,000 or $1,000,000).
+    pub const MAX_FLAT_FEE: i64 = 100_000_000;
+    /// `pricing.*.*.cap`, `pricing.*.*.flat_waived_below`,
+    /// `payout_approval_threshold`, `payout_limits.*`,
+    /// `auto_settlement.minimum`: the largest amount accepted anywhere.
+    pub const MAX_SETTING_AMOUNT: i64 = super::MAX_AMOUNT;
+    /// `reserve.reason`, in characters.
+    pub const MAX_REASON_CHARS: usize = 200;
+    /// `reserve.note`, in characters.
+    pub const MAX_NOTE_CHARS: usize = 1000;
+    /// `rate_limits.live_per_second` and `.test_per_second`.
+    pub const MIN_RATE_PER_SECOND: u32 = 1;
+    pub const MAX_RATE_PER_SECOND: u32 = 100_000;
+}
+
+/// Requests per second a secret key may make when the merchant's
+/// `rate_limits` leave it null (about Stripe's: 100 live, 25 test).
+pub const DEFAULT_LIVE_PER_SECOND: u32 = 100;
+pub const DEFAULT_TEST_PER_SECOND: u32 = 25;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -116,6 +148,33 @@ pub struct UsdtSettings {
     pub fee_bps: i64,
 }
 
+/// Per-merchant request rates (token buckets holding one second's worth):
+/// `null` takes the default of the mode.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitSettings {
+    /// Requests per second with the live key (and each live payment
+    /// intent's client secret); null: 100.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 100000)]
+    pub live_per_second: Option<u32>,
+    /// Requests per second with the test key (and each test payment
+    /// intent's client secret); null: 25.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 100000)]
+    pub test_per_second: Option<u32>,
+}
+
+impl RateLimitSettings {
+    /// The rate of `mode`, the default when not set.
+    pub fn per_second(&self, mode: Mode) -> u32 {
+        match mode {
+            Mode::Live => self.live_per_second.unwrap_or(DEFAULT_LIVE_PER_SECOND),
+            Mode::Test => self.test_per_second.unwrap_or(DEFAULT_TEST_PER_SECOND),
+        }
+    }
+}
+
 /// Merchant settings (CONTRACT section 2). Every field has a default.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -143,6 +202,8 @@ pub struct Settings {
     pub auto_settlement: Option<AutoSettlement>,
     #[serde(default)]
     pub usdt: Option<UsdtSettings>,
+    #[serde(default)]
+    pub rate_limits: RateLimitSettings,
 }
 
 impl Default for Settings {
@@ -163,6 +224,7 @@ const SETTINGS_FIELDS: &[&str] = &[
     "reserve",
     "auto_settlement",
     "usdt",
+    "rate_limits",
 ];
 
 impl Settings {
@@ -211,61 +273,124 @@ impl Settings {
         Ok(settings)
     }
 
+    /// Checks every setting against its bounds ([`bounds`]); an error
+    /// names the nested field (`settings.settlement_delay_days.NGN`).
     pub fn validate(&self) -> DomainResult<()> {
+        use bounds::*;
         for (currency, rules) in &self.pricing {
             for (channel, rule) in rules {
-                rule.validate().map_err(|m| {
-                    DomainError::invalid(
-                        &format!(
-                            "settings.pricing.{}.{}",
-                            currency.as_str(),
-                            channel.as_str()
-                        ),
-                        m,
-                    )
-                })?;
+                let at = format!(
+                    "settings.pricing.{}.{}",
+                    currency.as_str(),
+                    channel.as_str()
+                );
+                in_range(&format!("{at}.percent_bps"), rule.percent_bps, 0, MAX_BPS)?;
+                in_range(&format!("{at}.flat"), rule.flat, 0, MAX_FLAT_FEE)?;
+                in_range(
+                    &format!("{at}.flat_waived_below"),
+                    rule.flat_waived_below,
+                    0,
+                    MAX_SETTING_AMOUNT,
+                )?;
+                if let Some(cap) = rule.cap {
+                    in_range(&format!("{at}.cap"), cap, 0, MAX_SETTING_AMOUNT)?;
+                }
+                // The rule's own checks (none beyond these bounds today).
+                rule.validate().map_err(|m| DomainError::invalid(&at, m))?;
             }
         }
-        if self.payout_approval_threshold.is_some_and(|t| t < 0) {
-            return Err(DomainError::invalid(
+        if let Some(t) = self.payout_approval_threshold {
+            in_range(
                 "settings.payout_approval_threshold",
-                "must not be negative",
-            ));
+                t,
+                0,
+                MAX_SETTING_AMOUNT,
+            )?;
         }
         if let Some(l) = &self.payout_limits {
-            if l.per_payout < 0 || l.daily < 0 {
-                return Err(DomainError::invalid(
-                    "settings.payout_limits",
-                    "limits must not be negative",
-                ));
-            }
+            in_range(
+                "settings.payout_limits.per_payout",
+                l.per_payout,
+                1,
+                MAX_SETTING_AMOUNT,
+            )?;
+            in_range(
+                "settings.payout_limits.daily",
+                l.daily,
+                1,
+                MAX_SETTING_AMOUNT,
+            )?;
+        }
+        for currency in Currency::ALL {
+            in_range(
+                &format!("settings.settlement_delay_days.{}", currency.as_str()),
+                self.settlement_delay_days.for_currency(currency),
+                0,
+                MAX_SETTLEMENT_DELAY_DAYS,
+            )?;
         }
         if let Some(r) = &self.reserve {
-            if !(0..=10_000).contains(&r.percent_bps) {
-                return Err(DomainError::invalid(
-                    "settings.reserve.percent_bps",
-                    "must be between 0 and 10000",
-                ));
-            }
+            in_range("settings.reserve.percent_bps", r.percent_bps, 0, MAX_BPS)?;
+            in_range("settings.reserve.days", r.days, 0, MAX_RESERVE_DAYS)?;
+            max_chars(
+                "settings.reserve.reason",
+                r.reason.as_deref(),
+                MAX_REASON_CHARS,
+            )?;
+            max_chars("settings.reserve.note", r.note.as_deref(), MAX_NOTE_CHARS)?;
         }
         if let Some(u) = &self.usdt {
-            if !(0..=10_000).contains(&u.fee_bps) {
-                return Err(DomainError::invalid(
-                    "settings.usdt.fee_bps",
-                    "must be between 0 and 10000",
-                ));
-            }
+            in_range("settings.usdt.fee_bps", u.fee_bps, 0, MAX_BPS)?;
         }
         if let Some(a) = &self.auto_settlement {
-            if a.minimum < 0 {
-                return Err(DomainError::invalid(
-                    "settings.auto_settlement.minimum",
-                    "must not be negative",
-                ));
+            in_range(
+                "settings.auto_settlement.minimum",
+                a.minimum,
+                0,
+                MAX_SETTING_AMOUNT,
+            )?;
+        }
+        for (field, rate) in [
+            ("live_per_second", self.rate_limits.live_per_second),
+            ("test_per_second", self.rate_limits.test_per_second),
+        ] {
+            if let Some(rate) = rate {
+                in_range(
+                    &format!("settings.rate_limits.{field}"),
+                    rate,
+                    MIN_RATE_PER_SECOND,
+                    MAX_RATE_PER_SECOND,
+                )?;
             }
         }
         Ok(())
     }
+}
+
+/// 400 `parameter_invalid` naming `param` unless `min <= value <= max`.
+fn in_range<T>(param: &str, value: T, min: T, max: T) -> DomainResult<()>
+where
+    T: PartialOrd + fmt::Display,
+{
+    if value < min || value > max {
+        return Err(DomainError::invalid(
+            param,
+            format!("`{param}` must be between {min} and {max}; got {value}"),
+        ));
+    }
+    Ok(())
+}
+
+/// 400 `parameter_invalid` naming `param` when `value` is longer than `max`
+/// characters.
+fn max_chars(param: &str, value: Option<&str>, max: usize) -> DomainResult<()> {
+    if value.is_some_and(|v| v.chars().count() > max) {
+        return Err(DomainError::invalid(
+            param,
+            format!("`{param}` must be at most {max} characters"),
+        ));
+    }
+    Ok(())
 }
 
 /// RFC 7386 JSON merge patch.

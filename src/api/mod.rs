@@ -10,6 +10,7 @@ pub mod brands;
 pub mod cards;
 pub mod events;
 pub mod fx;
+pub mod limits;
 pub mod mandates;
 pub mod openapi;
 pub mod ops;
@@ -115,6 +116,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
         ErrorKind::Idempotency => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         ErrorKind::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
         ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -135,6 +137,9 @@ pub enum ErrorType {
     /// 422: the Idempotency-Key was used with a different request.
     #[serde(rename = "idempotency_error")]
     Idempotency,
+    /// 429: too many requests; retry after `Retry-After` seconds.
+    #[serde(rename = "rate_limit_error")]
+    RateLimit,
     /// 5xx: a failure on the service's side; retry with the same key.
     #[serde(rename = "api_error")]
     Api,
@@ -149,6 +154,7 @@ fn type_of(kind: ErrorKind) -> ErrorType {
         ErrorKind::Unauthenticated | ErrorKind::Forbidden => ErrorType::Authentication,
         ErrorKind::State => ErrorType::State,
         ErrorKind::Idempotency => ErrorType::Idempotency,
+        ErrorKind::RateLimited { .. } => ErrorType::RateLimit,
         ErrorKind::Overloaded | ErrorKind::Internal => ErrorType::Api,
     }
 }
@@ -203,8 +209,14 @@ impl ResponseError for ApiError {
             tracing::error!(code = %self.0.code, message = %self.0.message, "request failed");
         }
         let mut r = HttpResponse::build(self.status_code());
-        if self.0.kind == ErrorKind::Overloaded {
-            r.insert_header(("Retry-After", "1"));
+        match self.0.kind {
+            ErrorKind::Overloaded => {
+                r.insert_header(("Retry-After", "1"));
+            }
+            ErrorKind::RateLimited { retry_after_secs } => {
+                r.insert_header(("Retry-After", retry_after_secs.to_string()));
+            }
+            _ => {}
         }
         r.json(error_body(&self.0))
     }
@@ -307,6 +319,7 @@ pub fn authenticate_for(
             )));
         }
     }
+    limits::check_caller(req, &principal)?;
     Ok(principal)
 }
 
@@ -529,6 +542,12 @@ mod tests {
             (ErrorKind::State, "state_error"),
             (ErrorKind::TooLarge, "invalid_request_error"),
             (ErrorKind::Idempotency, "idempotency_error"),
+            (
+                ErrorKind::RateLimited {
+                    retry_after_secs: 1,
+                },
+                "rate_limit_error",
+            ),
             (ErrorKind::Overloaded, "api_error"),
             (ErrorKind::Internal, "api_error"),
         ];

@@ -115,9 +115,10 @@ pub const CLIENT_SECRET: &str = "client_secret";
             IdempotencyKeyReused,
             InternalError,
             Overloaded,
+            RateLimited,
         )
     ),
-    modifiers(&SecuritySchemes, &OptionalBodies, &Lifecycle),
+    modifiers(&SecuritySchemes, &OptionalBodies, &Lifecycle, &RateLimits),
     security(("bearer" = [])),
     tags(
         (name = "payment_intents", description = "Accepting payments."),
@@ -270,6 +271,33 @@ impl Modify for Lifecycle {
     }
 }
 
+/// Every operation may answer 429 (docs/api.md, "Rate limits"): the
+/// per-IP limit covers every route, the per-key limit every authenticated
+/// call.
+struct RateLimits;
+
+impl Modify for RateLimits {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for item in openapi.paths.paths.values_mut() {
+            for op in [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.patch,
+                &mut item.delete,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                op.responses.responses.insert(
+                    "429".to_string(),
+                    RefOr::Ref(Ref::from_response_name("RateLimited")),
+                );
+            }
+        }
+    }
+}
+
 /// The `Idempotency-Key` header every POST needs.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Header)]
@@ -357,6 +385,13 @@ mod responses {
         ("Retry-After" = String, description = "Seconds to wait before retrying.")
     ))]
     pub struct Overloaded(ErrorBody);
+
+    /// `rate_limit_error` `rate_limited`: more requests than the key's (or the client IP's) rate allows; nothing was done or saved, retry after `Retry-After` seconds with the same Idempotency-Key.
+    #[derive(ToResponse)]
+    #[response(headers(
+        ("Retry-After" = String, description = "Whole seconds to wait before retrying (at least 1).")
+    ))]
+    pub struct RateLimited(ErrorBody);
 }
 
 /// A schema used by reference. utoipa inlines the schemas of generic
@@ -603,7 +638,7 @@ mod tests {
                 .unwrap()
                 .iter()
                 .any(|r| r.get(BEARER).is_some())));
-            for status in ["401", "500"] {
+            for status in ["401", "429", "500"] {
                 assert!(responses.contains_key(status), "{at} lacks {status}");
             }
             let mut success = 0;

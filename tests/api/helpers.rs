@@ -112,9 +112,21 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(&[]).await
 }
 
+/// Per-merchant rate (requests per second, both modes) that
+/// [`TestApp::create_merchant`] gives merchants: the suite fires bursts
+/// (concurrent payouts, loops of hundreds of calls) that the defaults (25/s
+/// in test mode) would refuse. The rate-limit tests use
+/// [`TestApp::merchant_with_default_limits`].
+pub const TEST_MERCHANT_RATE: u32 = 100_000;
+
 /// Like [`spawn_app`], with flags added to this and every later start
-/// (restarts included).
+/// (restarts included). Unless `extra` sets `--ip-rate-limit`, the per-IP
+/// limit is off: every test talks from 127.0.0.1.
 pub async fn spawn_app_with(extra: &[String]) -> TestApp {
+    let mut extra = extra.to_vec();
+    if !extra.iter().any(|a| a.starts_with("--ip-rate-limit")) {
+        extra.extend(["--ip-rate-limit".to_string(), "0".to_string()]);
+    }
     let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
     let mut app = TestApp {
         base: String::new(),
@@ -127,7 +139,7 @@ pub async fn spawn_app_with(extra: &[String]) -> TestApp {
         child: None,
         stdout_rest: Arc::new(std::sync::Mutex::new(Vec::new())),
         keys: AtomicU64::new(0),
-        extra_args: extra.to_vec(),
+        extra_args: extra,
     };
     app.start(&[]);
     app
@@ -294,7 +306,16 @@ impl TestApp {
         .await
     }
 
+    /// A merchant with `settings`; unless they set `rate_limits`, with
+    /// [`TEST_MERCHANT_RATE`] in both modes.
     pub async fn create_merchant(&self, settings: Value) -> Merchant {
+        let mut settings = settings;
+        if let Some(s) = settings.as_object_mut() {
+            s.entry("rate_limits").or_insert(json!({
+                "live_per_second": TEST_MERCHANT_RATE,
+                "test_per_second": TEST_MERCHANT_RATE,
+            }));
+        }
         let r = self
             .admin_post(
                 "/admin/v1/merchants",
@@ -311,6 +332,11 @@ impl TestApp {
 
     pub async fn merchant(&self) -> Merchant {
         self.create_merchant(json!({})).await
+    }
+
+    /// A merchant with the default rate limits (100/s live, 25/s test).
+    pub async fn merchant_with_default_limits(&self) -> Merchant {
+        self.create_merchant(json!({"rate_limits": null})).await
     }
 
     pub async fn create_intent(&self, key: &str, body: Value) -> Value {
