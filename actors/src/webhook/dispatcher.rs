@@ -79,8 +79,9 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
     !(ip.is_unspecified()
         || ip.is_loopback()
         || ip.is_multicast()
-        || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1) // local-use NAT64 (64:ff9b:1::/48)
-        || (s[0] == 0x64 && s[1] == 0xff9b) // the rest of 64:ff9b::/32 is not allocated
+        // local-use NAT64 (64:ff9b:1::/48) and the rest of 64:ff9b::/32
+        // (unallocated); the well-known /96 was checked above
+        || (s[0] == 0x64 && s[1] == 0xff9b)
         || s[0..4] == [0x100, 0, 0, 0] // discard-only (100::/64)
         || (s[0] == 0x2001 && s[1] < 0x200) // IETF protocol assignments (2001::/23), Teredo included
         || (s[0] & 0xfe00) == 0xfc00  // unique local
