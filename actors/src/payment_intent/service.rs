@@ -11,7 +11,7 @@ use kobo_storage::{Batch, CommitError, KeyBuf, Table};
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
 use crate::idempotency::IdempotencySave;
-use crate::ids::{base62, new_id, random_base62, scope_key, sha256_hex, Mode};
+use crate::ids::{new_id, random_base62, scope_key, sha256_hex, Mode};
 use crate::ledger::actor::PostEntry;
 use crate::ledger::{EntrySpec, EntryType};
 use crate::merchant::Merchant;
@@ -106,6 +106,10 @@ pub async fn create_mandate_charge(
     .await
 }
 
+/// Length of a new checkout code (`/c/<code>`): 62^22 > 2^130. Codes made
+/// before (a base62 sequence then 8 random characters) keep resolving.
+pub const CHECKOUT_CODE_LEN: usize = 22;
+
 /// A new intent in `created` and its client secret.
 fn new_intent(
     kobo: &Arc<Kobo>,
@@ -126,6 +130,11 @@ fn new_intent(
         }
         None => merchant.default_brand(mode),
     };
+    // Only this merchant's customer in this mode; anything else reads as
+    // missing (never "someone else's").
+    if let Some(c) = params.customer {
+        crate::customer::load(kobo, merchant.id, mode, c).map_err(|e| e.with_param("customer"))?;
+    }
     let pricing = merchant
         .settings
         .pricing
@@ -135,9 +144,10 @@ fn new_intent(
     let id = new_id(now);
     let client_secret = format!("pi_{}_secret_{}", id.simple(), random_base62(24));
     let seq = kobo.seq.next();
-    // Unguessable, short, and clustered in the store: a base62 sequence
-    // prefix, then random characters.
-    let checkout_code = format!("{}{}", base62(seq), random_base62(8));
+    // A capability: CHECKOUT_CODE_LEN random base62 characters (131
+    // bits) from the OS-seeded CSPRNG, and nothing else (no sequence, which
+    // would let anyone holding two links measure the platform's volume).
+    let checkout_code = random_base62(CHECKOUT_CODE_LEN);
     let intent = PaymentIntent {
         id,
         merchant: merchant.id,
