@@ -220,10 +220,12 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let mut app_state = AppState::new(kobo.clone(), admin_token, timers, metrics);
     app_state.card_key = api::cards::fingerprint_key(&args.data)?;
     let state = web::Data::new(app_state);
+    let form_key = web::Data::new(crate::checkout::forms::FormKey::load(&args.data)?);
 
     let mut server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .app_data(form_key.clone())
             .wrap(middleware::from_fn(telemetry::around_request))
             .configure(api::configure)
             .default_service(web::to(api::not_found))

@@ -302,9 +302,12 @@ async fn the_redirect_card_completes_on_the_sandbox_bank_page() {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
+    let token = app.form_token(&url2).await;
     let decline = no_redirects
         .post(format!("{url2}/decline"))
         .header("accept", "text/html,application/xhtml+xml")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("form_token={token}"))
         .send()
         .await
         .unwrap();
@@ -333,6 +336,88 @@ async fn the_redirect_card_completes_on_the_sandbox_bank_page() {
         .await
         .unwrap();
     assert_eq!(post.status(), 404);
+}
+
+#[tokio::test]
+async fn a_browser_answer_on_the_sandbox_bank_page_without_the_pages_token_is_refused_and_changes_nothing(
+) {
+    let app = spawn_app().await;
+    let m = app.merchant().await;
+    let id = ngn(&app, &m.test_key, 700000).await;
+    let r = pay(&app, &m.test_key, &id, card(REDIRECT)).await;
+    let url = r.body["next_action"]["url"].as_str().unwrap().to_string();
+    let token = app.form_token(&url).await;
+    let other_id = ngn(&app, &m.test_key, 700000).await;
+    let other = pay(&app, &m.test_key, &other_id, card(REDIRECT)).await;
+    let other_token = app
+        .form_token(other.body["next_action"]["url"].as_str().unwrap())
+        .await;
+    assert_ne!(token, other_token);
+
+    // What another site's form or script would send: no token, a made-up
+    // one, another page's.
+    for action in ["approve", "decline"] {
+        for (headers, form) in [
+            (vec![("accept", "text/html")], vec![]),
+            (vec![("origin", "https://evil.example")], vec![]),
+            (
+                vec![("origin", "null"), ("sec-fetch-site", "cross-site")],
+                vec![("x", "1".to_string())],
+            ),
+            (
+                vec![("accept", "text/html")],
+                vec![("form_token", "0".repeat(64))],
+            ),
+            (
+                vec![("accept", "text/html")],
+                vec![("form_token", other_token.clone())],
+            ),
+            // A program's wrong token is refused too.
+            (vec![], vec![("form_token", other_token.clone())]),
+        ] {
+            let body: Vec<String> = form.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let mut req = app
+                .client
+                .post(format!("{url}/{action}"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(body.join("&"));
+            for (k, v) in &headers {
+                req = req.header(*k, *v);
+            }
+            let res = req.send().await.unwrap();
+            assert_eq!(res.status(), 403, "{action} {headers:?} {form:?}");
+            let text = res.text().await.unwrap();
+            if headers.is_empty() {
+                let body: Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(body["error"]["code"], "form_token_invalid");
+                assert_eq!(body["error"]["param"], "form_token");
+            } else {
+                assert!(text.contains("Form expired"), "{text}");
+            }
+        }
+    }
+    let after = app
+        .get(&m.test_key, &format!("/v1/payment_intents/{id}"))
+        .await;
+    assert_eq!(after.body["status"], "processing");
+    assert!(app.all_lines(&m.test_key).await.is_empty());
+
+    // The page's own form goes through.
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let ok = no_redirects
+        .post(format!("{url}/approve"))
+        .header("accept", "text/html")
+        .header("origin", app.base.as_str())
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("form_token={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 303);
+    assert_eq!(status_of(&app, &m.test_key, &id).await, "successful");
 }
 
 #[tokio::test]
