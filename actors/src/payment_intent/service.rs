@@ -14,8 +14,8 @@ use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, random_base62, scope_key, sha256_hex, Mode};
 use crate::ledger::actor::PostEntry;
 use crate::ledger::{EntrySpec, EntryType};
-use crate::merchant::Merchant;
-use crate::money::{Currency, FeeBearer};
+use crate::merchant::{Merchant, Settings};
+use crate::money::{Channel, Currency, FeeBearer};
 use crate::payment_intent::{
     decide, ChargeAttempt, Command, Decision, Effect, PaymentIntent, Status,
 };
@@ -183,6 +183,9 @@ fn new_intent(
         mandate: None,
         version: 1,
     };
+    // Every channel's price must price this amount: a price that cannot
+    // (a fee over MAX_FEE) is refused now, not when someone pays.
+    intent.check_pricing()?;
     Ok((intent, client_secret))
 }
 
@@ -289,8 +292,55 @@ pub async fn commit_decision(
     before: &PaymentIntent,
     decision: &Decision,
     idem: Option<&IdempotencySave>,
+    batch: Batch,
+    now: DateTime<Utc>,
+) -> DomainResult<Value> {
+    commit_decision_with(kobo, before, decision, idem, batch, now, None).await
+}
+
+/// The money of a payment's success by `channel`, computed and checked
+/// before the provider is asked to take the money: the fees and the
+/// capture plan (pending/reserve split, release dates) under the
+/// merchant's settings now. A price or delay that cannot be computed fails
+/// here (409), before anything is charged or saved. Returns the settings
+/// the commit must use ([`commit_decision_with`]), so the capture booked
+/// after the provider answered is exactly the one checked here, whatever
+/// the operator changes meanwhile.
+pub fn precheck_capture(
+    kobo: &Kobo,
+    intent: &PaymentIntent,
+    channel: Channel,
+    now: DateTime<Utc>,
+) -> DomainResult<Settings> {
+    let merchant = crate::admin::load_merchant(kobo, intent.merchant)?
+        .ok_or_else(|| DomainError::internal("payment of an unknown merchant"))?;
+    let (gross, fee, net) = intent.capture_on(channel)?;
+    plan_capture(
+        &kobo.calendar,
+        &merchant.settings,
+        intent.id,
+        intent.merchant,
+        intent.mode,
+        intent.brand,
+        intent.currency,
+        gross,
+        fee,
+        net,
+        now,
+    )?;
+    Ok(merchant.settings)
+}
+
+/// [`commit_decision`]; a capture uses `settings` when given (from
+/// [`precheck_capture`]), else the merchant's settings at commit time.
+pub async fn commit_decision_with(
+    kobo: &Arc<Kobo>,
+    before: &PaymentIntent,
+    decision: &Decision,
+    idem: Option<&IdempotencySave>,
     mut batch: Batch,
     now: DateTime<Utc>,
+    settings: Option<&Settings>,
 ) -> DomainResult<Value> {
     let after = &decision.intent;
     let view = after.to_api(None);
@@ -372,12 +422,21 @@ pub async fn commit_decision(
     }
     match capture {
         Some((gross, fee, net)) => {
-            // The merchant's settlement terms as they are at capture time.
-            let merchant = crate::admin::load_merchant(kobo, after.merchant)?
-                .ok_or_else(|| DomainError::internal("payment of an unknown merchant"))?;
+            // The merchant's settlement terms as they were checked before
+            // the provider was asked, else as they are at capture time.
+            let loaded;
+            let settings = match settings {
+                Some(s) => s,
+                None => {
+                    loaded = crate::admin::load_merchant(kobo, after.merchant)?
+                        .ok_or_else(|| DomainError::internal("payment of an unknown merchant"))?
+                        .settings;
+                    &loaded
+                }
+            };
             let plan = plan_capture(
                 &kobo.calendar,
-                &merchant.settings,
+                settings,
                 after.id,
                 after.merchant,
                 after.mode,
@@ -387,7 +446,7 @@ pub async fn commit_decision(
                 fee,
                 net,
                 now,
-            );
+            )?;
             for release in &plan.releases {
                 release.schedule(&mut batch);
             }
