@@ -267,12 +267,14 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let state = web::Data::new(app_state);
     let limits = web::Data::new(api::limits::RateLimits::new(args.ip_rate_limit));
     api::limits::RateLimits::start_cleanup(limits.clone());
+    let form_key = web::Data::new(crate::checkout::forms::FormKey::load(&args.data)?);
 
     let mut server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
             .app_data(limits.clone())
             .wrap(middleware::from_fn(api::limits::per_ip))
+            .app_data(form_key.clone())
             .wrap(middleware::from_fn(telemetry::around_request))
             .configure(api::configure)
             .default_service(web::to(api::not_found))

@@ -22,6 +22,8 @@ use std::path::Path;
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, TimeZone, Utc, Weekday};
 use chrono_tz::Africa::Lagos;
 
+use crate::error::{DomainError, DomainResult};
+
 /// Hour (Lagos time) at which releases and automatic settlement happen.
 pub const SETTLEMENT_HOUR: u32 = 8;
 
@@ -253,21 +255,33 @@ impl Calendar {
 
     /// The first business day strictly after `date`.
     pub fn next_business_day(&self, date: NaiveDate) -> NaiveDate {
-        let mut d = date + Duration::days(1);
+        self.checked_next_business_day(date)
+            .expect("a business day follows any date a payment can have")
+    }
+
+    /// The first business day strictly after `date`, or `None` past the
+    /// last representable date.
+    pub fn checked_next_business_day(&self, date: NaiveDate) -> Option<NaiveDate> {
+        let mut d = date.succ_opt()?;
         while !self.is_business_day(d) {
-            d += Duration::days(1);
+            d = d.succ_opt()?;
         }
-        d
+        Some(d)
     }
 
     /// The `n`-th business day strictly after `date` (`n = 1` is
     /// [`Calendar::next_business_day`]). `n = 0` returns `date` unchanged.
-    pub fn nth_business_day_after(&self, date: NaiveDate, n: u32) -> NaiveDate {
+    /// `None` when `n` is over [`MAX_DELAY_DAYS`] or the date would not be
+    /// representable: never a panic, never billions of steps.
+    pub fn nth_business_day_after(&self, date: NaiveDate, n: u32) -> Option<NaiveDate> {
+        if n > MAX_DELAY_DAYS {
+            return None;
+        }
         let mut d = date;
         for _ in 0..n {
-            d = self.next_business_day(d);
+            d = self.checked_next_business_day(d)?;
         }
-        d
+        Some(d)
     }
 
     /// The Lagos calendar date of an instant (same as [`lagos_date`]).
@@ -291,30 +305,63 @@ impl Calendar {
     /// or after the collection, i.e. the collection's own Lagos date when it
     /// is a business day and the collection is at or before 08:00 Lagos,
     /// otherwise the next business day.
-    pub fn release_date(&self, collected_at: DateTime<Utc>, delay_days: u32) -> NaiveDate {
+    ///
+    /// A delay over [`MAX_DELAY_DAYS`] (or past the last representable
+    /// date) is 409 `settlement_delay_out_of_range`.
+    pub fn release_date(
+        &self,
+        collected_at: DateTime<Utc>,
+        delay_days: u32,
+    ) -> DomainResult<NaiveDate> {
         let day = lagos_date(collected_at);
-        if delay_days == 0 {
+        let date = if delay_days == 0 {
             if self.is_business_day(day) && collected_at <= settlement_instant(day) {
-                day
+                Some(day)
             } else {
-                self.next_business_day(day)
+                self.checked_next_business_day(day)
             }
         } else {
             self.nth_business_day_after(day, delay_days)
-        }
+        };
+        date.ok_or_else(|| delay_out_of_range(delay_days))
     }
 
     /// The instant a collection becomes available:
     /// `settlement_instant(release_date(collected_at, delay_days))`.
-    pub fn release_instant(&self, collected_at: DateTime<Utc>, delay_days: u32) -> DateTime<Utc> {
-        settlement_instant(self.release_date(collected_at, delay_days))
+    pub fn release_instant(
+        &self,
+        collected_at: DateTime<Utc>,
+        delay_days: u32,
+    ) -> DomainResult<DateTime<Utc>> {
+        Ok(settlement_instant(
+            self.release_date(collected_at, delay_days)?,
+        ))
     }
 
     /// The first settlement instant (08:00 Lagos on a business day) at or
     /// after `t`.
     pub fn next_settlement_instant(&self, t: DateTime<Utc>) -> DateTime<Utc> {
-        self.release_instant(t, 0)
+        settlement_instant(
+            self.release_date(t, 0)
+                .expect("a business day follows any instant the clock can show"),
+        )
     }
+}
+
+/// The longest settlement or reserve delay a computation takes, in days
+/// (a century): beyond it, 409 `settlement_delay_out_of_range` instead of
+/// a date past the calendar's range or an endless walk over it.
+pub const MAX_DELAY_DAYS: u32 = 36_500;
+
+/// 409 `settlement_delay_out_of_range`.
+pub fn delay_out_of_range(days: u32) -> DomainError {
+    DomainError::state(
+        "settlement_delay_out_of_range",
+        format!(
+            "a settlement delay of {days} days cannot be scheduled (at most {MAX_DELAY_DAYS}); \
+             correct the merchant's settlement settings"
+        ),
+    )
 }
 
 /// The Lagos calendar date of an instant.
@@ -668,7 +715,7 @@ mod tests {
             assert_eq!(d(released).weekday(), wd(rw), "{released} ({what})");
             let at = lagos(&format!("{collected} 12:00:00"));
             assert_eq!(
-                cal.release_date(at, NGN_DELAY_DAYS),
+                cal.release_date(at, NGN_DELAY_DAYS).unwrap(),
                 d(released),
                 "{collected} ({what})"
             );
@@ -678,7 +725,7 @@ mod tests {
                 "{collected}"
             );
             assert_eq!(
-                cal.release_instant(at, NGN_DELAY_DAYS),
+                cal.release_instant(at, NGN_DELAY_DAYS).unwrap(),
                 settlement_instant(d(released)),
                 "{collected}"
             );
@@ -703,11 +750,14 @@ mod tests {
             assert_eq!(d(released).weekday(), wd(rw), "{released}");
             let at = lagos(&format!("{collected} 15:30:00"));
             assert_eq!(
-                cal.release_date(at, USD_DELAY_DAYS),
+                cal.release_date(at, USD_DELAY_DAYS).unwrap(),
                 d(released),
                 "{collected}"
             );
-            assert_eq!(cal.nth_business_day_after(d(collected), 7), d(released));
+            assert_eq!(
+                cal.nth_business_day_after(d(collected), 7).unwrap(),
+                d(released)
+            );
         }
     }
 
@@ -727,7 +777,7 @@ mod tests {
         ];
         for (from, n, expected) in table {
             assert_eq!(
-                cal.nth_business_day_after(d(from), n),
+                cal.nth_business_day_after(d(from), n).unwrap(),
                 d(expected),
                 "{from} + {n}"
             );
@@ -746,10 +796,11 @@ mod tests {
                 assert!(!cal.is_business_day(between), "{day}: skipped {between}");
                 between += Duration::days(1);
             }
-            assert_eq!(cal.nth_business_day_after(day, 1), next);
+            assert_eq!(cal.nth_business_day_after(day, 1).unwrap(), next);
             assert_eq!(
-                cal.nth_business_day_after(day, 7),
-                cal.nth_business_day_after(cal.nth_business_day_after(day, 3), 4)
+                cal.nth_business_day_after(day, 7).unwrap(),
+                cal.nth_business_day_after(cal.nth_business_day_after(day, 3).unwrap(), 4)
+                    .unwrap()
             );
             day += Duration::days(1);
         }
@@ -775,7 +826,11 @@ mod tests {
         assert_eq!(d("2025-10-02").weekday(), Weekday::Thu);
         for (t, date, released) in table {
             assert_eq!(lagos_date(utc(t)), d(date), "{t}");
-            assert_eq!(cal.release_date(utc(t), NGN_DELAY_DAYS), d(released), "{t}");
+            assert_eq!(
+                cal.release_date(utc(t), NGN_DELAY_DAYS).unwrap(),
+                d(released),
+                "{t}"
+            );
         }
     }
 
@@ -795,7 +850,9 @@ mod tests {
             utc("2028-02-29T07:00:00Z")
         );
         // A Friday naira payment: pending at Monday 07:59 Lagos, released 08:00.
-        let release = cal.release_instant(lagos("2025-10-03 10:00:00"), NGN_DELAY_DAYS);
+        let release = cal
+            .release_instant(lagos("2025-10-03 10:00:00"), NGN_DELAY_DAYS)
+            .unwrap();
         assert_eq!(release, lagos("2025-10-06 08:00:00"));
         assert!(lagos("2025-10-06 07:59:59") < release);
     }
@@ -811,7 +868,7 @@ mod tests {
             ("2025-12-25 07:00:00", "2025-12-29"), // Christmas morning
         ];
         for (at, expected) in table {
-            assert_eq!(cal.release_date(lagos(at), 0), d(expected), "{at}");
+            assert_eq!(cal.release_date(lagos(at), 0).unwrap(), d(expected), "{at}");
             assert_eq!(
                 cal.next_settlement_instant(lagos(at)),
                 lagos(&format!("{expected} 08:00:00")),
@@ -865,5 +922,23 @@ mod tests {
         }
         let err = Calendar::from_file("/nonexistent/kobo-holidays.txt").unwrap_err();
         assert!(err.contains("/nonexistent/kobo-holidays.txt"), "{err}");
+    }
+
+    #[test]
+    fn a_huge_delay_is_an_error_at_once_not_a_panic_or_an_endless_walk() {
+        let cal = Calendar::nigeria();
+        let at = lagos("2026-11-20 12:00:00");
+        let start = std::time::Instant::now();
+        for days in [u32::MAX, u32::MAX / 2, MAX_DELAY_DAYS + 1] {
+            let e = cal.release_date(at, days).unwrap_err();
+            assert_eq!(e.code, "settlement_delay_out_of_range");
+            assert!(cal.release_instant(at, days).is_err());
+            assert_eq!(cal.nth_business_day_after(d("2026-11-20"), days), None);
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+        // At the end of the calendar: None, not a panic.
+        assert_eq!(cal.checked_next_business_day(NaiveDate::MAX), None);
+        assert_eq!(cal.nth_business_day_after(NaiveDate::MAX, 1), None);
+        assert!(cal.release_date(at, MAX_DELAY_DAYS).unwrap() > d("2126-01-01"));
     }
 }

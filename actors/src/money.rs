@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::error::{DomainError, DomainResult};
+
 /// Largest amount accepted anywhere (10^12 minor units).
 pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
 /// VAT on fees: 7.5%.
@@ -104,15 +106,43 @@ impl FeeRule {
         }
     }
 
-    /// `(fee, vat)` for `amount`.
-    pub fn fee_and_vat(&self, amount: i64) -> (i64, i64) {
-        let mut fee = ((amount as i128 * self.percent_bps as i128 + 5000) / 10000) as i64;
+    /// The exact fee (before VAT) for `amount`, in `i128` (no operand of
+    /// an `i64` rule and amount can overflow it).
+    fn exact_fee(&self, amount: i64) -> i128 {
+        let mut fee = (amount as i128 * self.percent_bps as i128 + 5000).div_euclid(10000);
         if self.flat > 0 && amount >= self.flat_waived_below {
-            fee += self.flat;
+            fee += self.flat as i128;
         }
         if let Some(cap) = self.cap {
-            fee = fee.min(cap);
+            fee = fee.min(cap as i128);
         }
+        fee
+    }
+
+    /// `(fee, vat)` for `amount`. Refused (409 `pricing_out_of_range`)
+    /// when the amount is negative or the rule gives a fee below 0 or above
+    /// [`MAX_FEE`]: never a wrapped or negative fee.
+    pub fn fee_and_vat(&self, amount: i64) -> DomainResult<(i64, i64)> {
+        if amount < 0 {
+            return Err(pricing_out_of_range(format!(
+                "a fee cannot be computed on a negative amount ({amount})"
+            )));
+        }
+        let fee = self.exact_fee(amount);
+        if !(0..=MAX_FEE as i128).contains(&fee) {
+            return Err(pricing_out_of_range(format!(
+                "this price gives a fee of {fee} on {amount}, outside 0 to {MAX_FEE}"
+            )));
+        }
+        let fee = fee as i64;
+        Ok((fee, vat_on(fee)))
+    }
+
+    /// `(fee, vat)` for display only (a stored payment whose price cannot
+    /// be computed, see [`FeeRule::fee_and_vat`]): the exact values held to
+    /// 0..=[`MAX_FEE`]. Money is never moved on these.
+    pub fn fee_and_vat_for_display(&self, amount: i64) -> (i64, i64) {
+        let fee = self.exact_fee(amount.max(0)).clamp(0, MAX_FEE as i128) as i64;
         (fee, vat_on(fee))
     }
 
@@ -127,8 +157,28 @@ impl FeeRule {
     }
 }
 
+/// The largest fee (before VAT) a price may give: no fee above the largest
+/// payment. So every fee, VAT and customer total stays far inside `i64`.
+pub const MAX_FEE: i64 = MAX_AMOUNT;
+
+/// 409 `pricing_out_of_range`: the merchant's price cannot price this
+/// amount (a fee outside 0..=[`MAX_FEE`], or a total that does not fit).
+pub fn pricing_out_of_range(message: impl Into<String>) -> DomainError {
+    DomainError::state("pricing_out_of_range", message)
+}
+
+/// VAT on a fee, half up. Exact for any `i64` fee (computed in `i128`,
+/// held to the `i64` range, which a fee up to [`MAX_FEE`] never reaches).
 pub fn vat_on(fee: i64) -> i64 {
-    ((fee as i128 * VAT_BPS as i128 + 5000) / 10000) as i64
+    let vat = (fee as i128 * VAT_BPS as i128 + 5000).div_euclid(10000);
+    vat.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+/// `a + b + c`, or `pricing_out_of_range`.
+pub fn checked_total(a: i64, b: i64, c: i64) -> DomainResult<i64> {
+    a.checked_add(b)
+        .and_then(|t| t.checked_add(c))
+        .ok_or_else(|| pricing_out_of_range(format!("{a} + {b} + {c} does not fit")))
 }
 
 /// A merchant's prices: currency -> channel -> rule.
@@ -171,8 +221,20 @@ pub struct Fees {
 /// `amount` in both modes. Merchant bearer: `fee + vat + net = amount`
 /// (the fee is cut down to fit the amount if a custom price would exceed it).
 /// Customer bearer: `net = amount` and the customer pays `amount + fee + vat`.
-pub fn fees(amount: i64, rule: &FeeRule, bearer: FeeBearer) -> Fees {
-    let (mut fee, mut vat) = rule.fee_and_vat(amount);
+/// Errors as [`FeeRule::fee_and_vat`].
+pub fn fees(amount: i64, rule: &FeeRule, bearer: FeeBearer) -> DomainResult<Fees> {
+    let (fee, vat) = rule.fee_and_vat(amount)?;
+    Ok(split(amount, fee, vat, bearer))
+}
+
+/// [`fees`] for display only (see [`FeeRule::fee_and_vat_for_display`]).
+pub fn fees_for_display(amount: i64, rule: &FeeRule, bearer: FeeBearer) -> Fees {
+    let (fee, vat) = rule.fee_and_vat_for_display(amount);
+    split(amount.max(0), fee, vat, bearer)
+}
+
+/// `fee` and `vat` (each 0..=MAX_FEE and its VAT) against `amount >= 0`.
+fn split(amount: i64, mut fee: i64, mut vat: i64, bearer: FeeBearer) -> Fees {
     match bearer {
         FeeBearer::Customer => Fees {
             fee,
@@ -180,9 +242,9 @@ pub fn fees(amount: i64, rule: &FeeRule, bearer: FeeBearer) -> Fees {
             net: amount,
         },
         FeeBearer::Merchant => {
-            if fee + vat > amount {
+            if fee as i128 + vat as i128 > amount as i128 {
                 // Largest fee whose fee + VAT still fits the amount.
-                fee = (amount * 10_000) / (10_000 + VAT_BPS);
+                fee = ((amount as i128 * 10_000) / (10_000 + VAT_BPS as i128)) as i64;
                 while fee + vat_on(fee) > amount {
                     fee -= 1;
                 }
@@ -223,26 +285,28 @@ mod tests {
     fn naira_card_fee_waives_the_flat_part_below_2500_naira() {
         let card = rule(Currency::NGN, Channel::Card);
         // ₦2,499.99: 1.5% only.
-        assert_eq!(card.fee_and_vat(249_999), (3_750, 281));
+        assert_eq!(card.fee_and_vat(249_999).unwrap(), (3_750, 281));
         // exactly ₦2,500: 1.5% + ₦100.
-        assert_eq!(card.fee_and_vat(250_000), (3_750 + 10_000, 1_031));
+        assert_eq!(card.fee_and_vat(250_000).unwrap(), (3_750 + 10_000, 1_031));
         // capped at ₦2,000.
-        assert_eq!(card.fee_and_vat(100_000_000).0, 200_000);
+        assert_eq!(card.fee_and_vat(100_000_000).unwrap().0, 200_000);
     }
 
     #[test]
     fn bank_transfer_fee_is_one_percent_capped_at_300_naira() {
         let bt = rule(Currency::NGN, Channel::BankTransfer);
-        assert_eq!(bt.fee_and_vat(1_000_000), (10_000, 750));
-        assert_eq!(bt.fee_and_vat(100_000_000), (30_000, 2_250));
+        assert_eq!(bt.fee_and_vat(1_000_000).unwrap(), (10_000, 750));
+        assert_eq!(bt.fee_and_vat(100_000_000).unwrap(), (30_000, 2_250));
         // half up: 1% of 150 kobo is 1.5 -> 2.
-        assert_eq!(bt.fee_and_vat(150).0, 2);
+        assert_eq!(bt.fee_and_vat(150).unwrap().0, 2);
     }
 
     #[test]
     fn dollar_card_fee_is_3_9_percent() {
         assert_eq!(
-            rule(Currency::USD, Channel::Card).fee_and_vat(10_000),
+            rule(Currency::USD, Channel::Card)
+                .fee_and_vat(10_000)
+                .unwrap(),
             (390, 29)
         );
     }
@@ -263,9 +327,50 @@ mod tests {
             flat_waived_below: 0,
             cap: None,
         };
-        let f = fees(100, &r, FeeBearer::Merchant);
+        let f = fees(100, &r, FeeBearer::Merchant).unwrap();
         assert_eq!(f.fee + f.vat + f.net, 100);
         assert!(f.net >= 0);
+    }
+
+    #[test]
+    fn extreme_prices_and_amounts_are_refused_never_wrapped_or_negative() {
+        let huge = FeeRule {
+            percent_bps: 0,
+            flat: i64::MAX,
+            flat_waived_below: 0,
+            cap: None,
+        };
+        for amount in [100, MAX_AMOUNT, i64::MAX] {
+            for bearer in [FeeBearer::Customer, FeeBearer::Merchant] {
+                let e = fees(amount, &huge, bearer).unwrap_err();
+                assert_eq!(e.code, "pricing_out_of_range", "{amount} {bearer:?}");
+            }
+        }
+        // Just inside the limit: the fee is MAX_FEE, never negative.
+        let max = FeeRule {
+            flat: MAX_FEE,
+            ..huge
+        };
+        let f = fees(MAX_AMOUNT, &max, FeeBearer::Customer).unwrap();
+        assert_eq!((f.fee, f.net), (MAX_FEE, MAX_AMOUNT));
+        assert!(checked_total(MAX_AMOUNT, f.fee, f.vat).unwrap() > 0);
+        let over = FeeRule {
+            flat: MAX_FEE + 1,
+            ..huge
+        };
+        assert!(fees(100, &over, FeeBearer::Customer).is_err());
+        // i64::MAX amounts at 100%: computed in i128, refused, no panic.
+        let all = FeeRule::percent(10_000, None);
+        assert!(all.fee_and_vat(i64::MAX).is_err());
+        assert!(all.fee_and_vat(-1).is_err());
+        // A merchant-borne fee is cut to fit even at the largest amount.
+        let f = fees(MAX_AMOUNT, &all, FeeBearer::Merchant).unwrap();
+        assert_eq!(f.fee + f.vat + f.net, MAX_AMOUNT);
+        // Display never panics or goes negative.
+        assert_eq!(huge.fee_and_vat_for_display(i64::MAX).0, MAX_FEE);
+        assert!(fees_for_display(i64::MAX, &huge, FeeBearer::Customer).fee >= 0);
+        assert!(vat_on(i64::MAX) > 0);
+        assert!(checked_total(i64::MAX, 1, 0).is_err());
     }
 
     proptest! {
@@ -278,7 +383,7 @@ mod tests {
             cap in proptest::option::of(0i64..10_000_000),
         ) {
             let r = FeeRule { percent_bps: bps, flat, flat_waived_below: waive, cap };
-            let f = fees(amount, &r, FeeBearer::Merchant);
+            let f = fees(amount, &r, FeeBearer::Merchant).unwrap();
             prop_assert_eq!(f.fee + f.vat + f.net, amount);
             prop_assert!(f.fee >= 0 && f.vat >= 0 && f.net >= 0);
         }
@@ -289,14 +394,14 @@ mod tests {
             ch in prop_oneof![Just(Channel::Card), Just(Channel::BankTransfer), Just(Channel::DirectDebit)],
         ) {
             let r = rule(Currency::NGN, ch);
-            let f = fees(amount, &r, FeeBearer::Customer);
+            let f = fees(amount, &r, FeeBearer::Customer).unwrap();
             prop_assert_eq!(f.net, amount);
-            prop_assert_eq!((f.fee, f.vat), r.fee_and_vat(amount));
+            prop_assert_eq!((f.fee, f.vat), r.fee_and_vat(amount).unwrap());
         }
 
         #[test]
         fn fees_never_exceed_the_cap(amount in 100i64..=MAX_AMOUNT) {
-            let (fee, _) = rule(Currency::NGN, Channel::Card).fee_and_vat(amount);
+            let (fee, _) = rule(Currency::NGN, Channel::Card).fee_and_vat(amount).unwrap();
             prop_assert!(fee <= 200_000);
         }
     }

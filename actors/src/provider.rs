@@ -156,7 +156,9 @@ impl Provider for Sandbox {
             account_number: format!("9{n:09}"),
             bank_name: SANDBOX_BANK_NAME.to_string(),
             account_name: format!("KOBO / {}", merchant_name.to_uppercase()),
-            amount: intent.transfer_amount(),
+            amount: intent
+                .checked_charge_on(crate::money::Channel::BankTransfer)?
+                .2,
             expires_at: now + transfer_account_lifetime(),
         })
     }

@@ -9,14 +9,15 @@
 //! second run — a restart, a late timer, the test helper — finds nothing left
 //! to release: nothing is ever released twice.
 
-use chrono::{DateTime, Duration, NaiveDate, Utc};
+use chrono::{DateTime, Days, Duration, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use kobo_storage::{Batch, KeyBuf, Table};
 
-use crate::calendar::Calendar;
+use crate::calendar::{delay_out_of_range, Calendar, MAX_DELAY_DAYS};
 use crate::clock::micros;
+use crate::error::DomainResult;
 use crate::ids::{scope_key, Mode};
 use crate::ledger::{Bucket, LineSpec};
 use crate::merchant::Settings;
@@ -111,23 +112,32 @@ pub fn release_key(
         .build()
 }
 
-/// The share of `net` a reserve of `bps` holds, rounded half up.
+/// The share of `net` a reserve of `bps` holds, rounded half up; 0 to
+/// `net` whatever `bps` says (a share over 100% holds all of it).
 pub fn reserve_share(net: i64, bps: i64) -> i64 {
     if net <= 0 || bps <= 0 {
         return 0;
     }
-    (((net as i128) * (bps as i128) + 5000) / 10000) as i64
+    let share = ((net as i128) * (bps.min(10_000) as i128) + 5000) / 10000;
+    share.min(net as i128) as i64
 }
 
 /// When reserved money is released: 08:00 Lagos on the Lagos date `days`
-/// after collection (calendar days).
+/// after collection (calendar days). Over [`MAX_DELAY_DAYS`]: 409
+/// `settlement_delay_out_of_range`.
 pub fn reserve_release_instant(
     cal: &Calendar,
     collected_at: DateTime<Utc>,
     days: u32,
-) -> DateTime<Utc> {
-    let date: NaiveDate = cal.lagos_date(collected_at) + Duration::days(days as i64);
-    cal.settlement_instant(date)
+) -> DomainResult<DateTime<Utc>> {
+    if days > MAX_DELAY_DAYS {
+        return Err(delay_out_of_range(days));
+    }
+    let date: NaiveDate = cal
+        .lagos_date(collected_at)
+        .checked_add_days(Days::new(days as u64))
+        .ok_or_else(|| delay_out_of_range(days))?;
+    Ok(cal.settlement_instant(date))
 }
 
 /// What a capture posts and schedules: the ledger lines (net into
@@ -150,13 +160,13 @@ pub fn plan_capture(
     fee: i64,
     net: i64,
     now: DateTime<Utc>,
-) -> CapturePlan {
+) -> DomainResult<CapturePlan> {
     let reserve = settings
         .reserve
         .as_ref()
         .map(|r| (reserve_share(net, r.percent_bps), r.days))
         .unwrap_or((0, 0));
-    let pending = net - reserve.0;
+    let pending = net - reserve.0; // 0 <= reserve.0 <= max(net, 0)
     let mut lines = vec![LineSpec {
         brand,
         currency,
@@ -174,7 +184,7 @@ pub fn plan_capture(
         currency,
         bucket: Bucket::Pending,
         amount: pending,
-        due: cal.release_instant(now, delay),
+        due: cal.release_instant(now, delay)?,
         collected_at: now,
     }];
     if reserve.0 > 0 {
@@ -194,11 +204,11 @@ pub fn plan_capture(
             currency,
             bucket: Bucket::Reserve,
             amount: reserve.0,
-            due: reserve_release_instant(cal, now, reserve.1),
+            due: reserve_release_instant(cal, now, reserve.1)?,
             collected_at: now,
         });
     }
-    CapturePlan { lines, releases }
+    Ok(CapturePlan { lines, releases })
 }
 
 /// The keys of a merchant's scheduled releases from `bucket`, due at or
@@ -386,7 +396,8 @@ mod tests {
             100,
             9_900,
             now,
-        );
+        )
+        .unwrap();
         assert_eq!(p.lines[0].amount + p.lines[1].amount, 9_900);
         assert_eq!(p.lines[1].amount, 990);
         // Naira T+1: Monday 08:00 Lagos = 07:00 UTC.
@@ -399,6 +410,67 @@ mod tests {
             p.releases[1].due,
             "2027-02-18T07:00:00Z".parse::<DateTime<Utc>>().unwrap()
         );
+    }
+
+    #[test]
+    fn extreme_delays_and_reserves_are_refused_or_held_never_a_panic() {
+        let cal = Calendar::nigeria();
+        let now: DateTime<Utc> = "2026-11-20T11:00:00Z".parse().unwrap();
+        let plan = |settings: &Settings, net: i64| {
+            plan_capture(
+                &cal,
+                settings,
+                Uuid::nil(),
+                Uuid::nil(),
+                Mode::Test,
+                Uuid::nil(),
+                Currency::NGN,
+                net,
+                0,
+                net,
+                now,
+            )
+        };
+        for days in [u32::MAX, MAX_DELAY_DAYS + 1] {
+            let mut s = Settings::default();
+            s.settlement_delay_days.ngn = days;
+            let e = plan(&s, 10_000).err().expect("refused");
+            assert_eq!(e.code, "settlement_delay_out_of_range", "{days}");
+            assert_eq!(e.kind, crate::error::ErrorKind::State);
+            let reserve = Settings {
+                reserve: Some(crate::merchant::ReserveTerms {
+                    percent_bps: 1_000,
+                    days,
+                    reason: None,
+                    note: None,
+                }),
+                ..Settings::default()
+            };
+            let e = plan(&reserve, 10_000).err().expect("refused");
+            assert_eq!(e.code, "settlement_delay_out_of_range", "{days}");
+            assert!(reserve_release_instant(&cal, now, days).is_err());
+        }
+        // The longest delay taken is computed.
+        let mut s = Settings::default();
+        s.settlement_delay_days.ngn = MAX_DELAY_DAYS;
+        assert!(plan(&s, 10_000).unwrap().releases[0].due > now);
+        assert!(reserve_release_instant(&cal, now, MAX_DELAY_DAYS).unwrap() > now);
+        // A reserve share never exceeds the net, whatever the terms say.
+        assert_eq!(reserve_share(i64::MAX, 10_000), i64::MAX);
+        assert_eq!(reserve_share(i64::MAX, i64::MAX), i64::MAX);
+        assert_eq!(reserve_share(100, 20_000), 100);
+        let all = Settings {
+            reserve: Some(crate::merchant::ReserveTerms {
+                percent_bps: 10_000,
+                days: 1,
+                reason: None,
+                note: None,
+            }),
+            ..Settings::default()
+        };
+        let p = plan(&all, i64::MAX).unwrap();
+        assert_eq!(p.lines[0].amount, 0);
+        assert_eq!(p.lines[1].amount, i64::MAX);
     }
 
     fn scheduled(kobo: &crate::runtime::Kobo) -> Option<DateTime<Utc>> {

@@ -16,7 +16,8 @@ use kobo_actors::mandate::service::by_authorization_reference;
 use kobo_actors::mandate::{Mandate, MandateStatus};
 use kobo_actors::{DomainError, ErrorKind, Mode};
 
-use super::{esc, frame, html, message_page, wants_html};
+use super::forms::{self, FormKey};
+use super::{esc, form_refused, frame, html, message_page, wants_html};
 use crate::api::{error_body, status_of, State};
 
 const BANK: &str = "Kobo Sandbox Bank";
@@ -67,7 +68,7 @@ fn merchant_name(state: &State, m: &Mandate) -> String {
 }
 
 /// `GET /sandbox/mandates/{reference}`.
-async fn page(state: State, path: web::Path<String>) -> HttpResponse {
+async fn page(state: State, key: web::Data<FormKey>, path: web::Path<String>) -> HttpResponse {
     let m = match lookup(&state, &path) {
         Ok(Some(m)) => m,
         Ok(None) => return not_found(),
@@ -81,10 +82,11 @@ async fn page(state: State, path: web::Path<String>) -> HttpResponse {
     let actions = match (&answered, m.status) {
         (None, MandateStatus::Pending) => format!(
             r#"<div class="actions">
-    <form method="post" action="{base}/approve"><button type="submit" class="primary" id="approve">Approve</button></form>
-    <form method="post" action="{base}/decline"><button type="submit" class="secondary" id="decline">Decline</button></form>
+    <form method="post" action="{base}/approve">{token}<button type="submit" class="primary" id="approve">Approve</button></form>
+    <form method="post" action="{base}/decline">{token}<button type="submit" class="secondary" id="decline">Decline</button></form>
   </div>"#,
-            base = esc(&format!("/sandbox/mandates/{}", path.as_str()))
+            base = esc(&format!("/sandbox/mandates/{}", path.as_str())),
+            token = forms::hidden_input(&key, forms::Page::Mandate, path.as_str()),
         ),
         (Some(a), _) if a.approved => {
             r#"<p class="notice">You approved this mandate.</p>"#.to_string()
@@ -113,11 +115,29 @@ async fn page(state: State, path: web::Path<String>) -> HttpResponse {
     html(200, frame(BANK, BANK, false, &main, ""), false)
 }
 
-async fn approve(state: State, req: HttpRequest, path: web::Path<String>) -> HttpResponse {
+async fn approve(
+    state: State,
+    key: web::Data<FormKey>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> HttpResponse {
+    if !key.allows(forms::Page::Mandate, &path, &req, &body) {
+        return form_refused(&req, BANK);
+    }
     answer(state, req, &path, true).await
 }
 
-async fn decline(state: State, req: HttpRequest, path: web::Path<String>) -> HttpResponse {
+async fn decline(
+    state: State,
+    key: web::Data<FormKey>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> HttpResponse {
+    if !key.allows(forms::Page::Mandate, &path, &req, &body) {
+        return form_refused(&req, BANK);
+    }
     answer(state, req, &path, false).await
 }
 

@@ -35,6 +35,7 @@ use kobo_storage::Table;
 
 use crate::api::{error_body, status_of, State};
 
+pub mod forms;
 pub mod mandate;
 
 /// The file (in the data directory, beside the store) holding the key of
@@ -491,7 +492,11 @@ fn bank_not_found() -> HttpResponse {
 }
 
 /// `GET /sandbox/bank/{reference}`: the sandbox bank's verification page.
-async fn bank_page(state: State, path: web::Path<String>) -> HttpResponse {
+async fn bank_page(
+    state: State,
+    key: web::Data<forms::FormKey>,
+    path: web::Path<String>,
+) -> HttpResponse {
     let (intent, _, attempt) = match bank_lookup(&state, &path) {
         Ok(Some(found)) => found,
         Ok(None) => return bank_not_found(),
@@ -514,10 +519,11 @@ async fn bank_page(state: State, path: web::Path<String>) -> HttpResponse {
     let actions = if waiting {
         format!(
             r#"<div class="actions">
-    <form method="post" action="{base}/approve"><button type="submit" class="primary" id="approve">Approve</button></form>
-    <form method="post" action="{base}/decline"><button type="submit" class="secondary" id="decline">Decline</button></form>
+    <form method="post" action="{base}/approve">{token}<button type="submit" class="primary" id="approve">Approve</button></form>
+    <form method="post" action="{base}/decline">{token}<button type="submit" class="secondary" id="decline">Decline</button></form>
   </div>"#,
-            base = esc(&format!("/sandbox/bank/{}", path.as_str()))
+            base = esc(&format!("/sandbox/bank/{}", path.as_str())),
+            token = forms::hidden_input(&key, forms::Page::Bank, path.as_str()),
         )
     } else {
         format!(
@@ -563,12 +569,50 @@ fn brand_name(brand: &str) -> &str {
     }
 }
 
-async fn bank_approve(state: State, req: HttpRequest, path: web::Path<String>) -> HttpResponse {
+async fn bank_approve(
+    state: State,
+    key: web::Data<forms::FormKey>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> HttpResponse {
+    if !key.allows(forms::Page::Bank, &path, &req, &body) {
+        return form_refused(&req, "Kobo Sandbox Bank");
+    }
     bank_answer(state, req, &path, true).await
 }
 
-async fn bank_decline(state: State, req: HttpRequest, path: web::Path<String>) -> HttpResponse {
+async fn bank_decline(
+    state: State,
+    key: web::Data<forms::FormKey>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> HttpResponse {
+    if !key.allows(forms::Page::Bank, &path, &req, &body) {
+        return form_refused(&req, "Kobo Sandbox Bank");
+    }
     bank_answer(state, req, &path, false).await
+}
+
+/// 403 for a sandbox form POST without its page's token (see [`forms`]):
+/// a page for a browser, the error body for a program.
+pub(crate) fn form_refused(req: &HttpRequest, bank: &str) -> HttpResponse {
+    if forms::from_browser(req) {
+        return message_page(
+            403,
+            "Form expired",
+            bank,
+            false,
+            "This answer did not come from the bank page. Open the page again and use its buttons.",
+        );
+    }
+    let e = DomainError::forbidden(
+        "form_token_invalid",
+        "form_token is not the token of this page; send the page's form_token or none",
+    )
+    .with_param(forms::FIELD);
+    HttpResponse::Forbidden().json(error_body(&e))
 }
 
 pub(crate) fn wants_html(req: &HttpRequest) -> bool {

@@ -302,9 +302,12 @@ async fn the_redirect_card_completes_on_the_sandbox_bank_page() {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
+    let token = app.form_token(&url2).await;
     let decline = no_redirects
         .post(format!("{url2}/decline"))
         .header("accept", "text/html,application/xhtml+xml")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("form_token={token}"))
         .send()
         .await
         .unwrap();
@@ -333,6 +336,88 @@ async fn the_redirect_card_completes_on_the_sandbox_bank_page() {
         .await
         .unwrap();
     assert_eq!(post.status(), 404);
+}
+
+#[tokio::test]
+async fn a_browser_answer_on_the_sandbox_bank_page_without_the_pages_token_is_refused_and_changes_nothing(
+) {
+    let app = spawn_app().await;
+    let m = app.merchant().await;
+    let id = ngn(&app, &m.test_key, 700000).await;
+    let r = pay(&app, &m.test_key, &id, card(REDIRECT)).await;
+    let url = r.body["next_action"]["url"].as_str().unwrap().to_string();
+    let token = app.form_token(&url).await;
+    let other_id = ngn(&app, &m.test_key, 700000).await;
+    let other = pay(&app, &m.test_key, &other_id, card(REDIRECT)).await;
+    let other_token = app
+        .form_token(other.body["next_action"]["url"].as_str().unwrap())
+        .await;
+    assert_ne!(token, other_token);
+
+    // What another site's form or script would send: no token, a made-up
+    // one, another page's.
+    for action in ["approve", "decline"] {
+        for (headers, form) in [
+            (vec![("accept", "text/html")], vec![]),
+            (vec![("origin", "https://evil.example")], vec![]),
+            (
+                vec![("origin", "null"), ("sec-fetch-site", "cross-site")],
+                vec![("x", "1".to_string())],
+            ),
+            (
+                vec![("accept", "text/html")],
+                vec![("form_token", "0".repeat(64))],
+            ),
+            (
+                vec![("accept", "text/html")],
+                vec![("form_token", other_token.clone())],
+            ),
+            // A program's wrong token is refused too.
+            (vec![], vec![("form_token", other_token.clone())]),
+        ] {
+            let body: Vec<String> = form.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let mut req = app
+                .client
+                .post(format!("{url}/{action}"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(body.join("&"));
+            for (k, v) in &headers {
+                req = req.header(*k, *v);
+            }
+            let res = req.send().await.unwrap();
+            assert_eq!(res.status(), 403, "{action} {headers:?} {form:?}");
+            let text = res.text().await.unwrap();
+            if headers.is_empty() {
+                let body: Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(body["error"]["code"], "form_token_invalid");
+                assert_eq!(body["error"]["param"], "form_token");
+            } else {
+                assert!(text.contains("Form expired"), "{text}");
+            }
+        }
+    }
+    let after = app
+        .get(&m.test_key, &format!("/v1/payment_intents/{id}"))
+        .await;
+    assert_eq!(after.body["status"], "processing");
+    assert!(app.all_lines(&m.test_key).await.is_empty());
+
+    // The page's own form goes through.
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let ok = no_redirects
+        .post(format!("{url}/approve"))
+        .header("accept", "text/html")
+        .header("origin", app.base.as_str())
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("form_token={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 303);
+    assert_eq!(status_of(&app, &m.test_key, &id).await, "successful");
 }
 
 #[tokio::test]
@@ -820,4 +905,129 @@ async fn card_numbers_cvcs_pins_and_codes_are_never_stored_logged_or_echoed() {
     // What is kept: last four and brand.
     let store = std::fs::read(app.data_dir().join("kobo.redb")).unwrap();
     assert!(find_in(&store, "\"last4\":\"0409\""));
+}
+
+/// Sets `settings` on merchant `m` through the operator API.
+async fn set_settings(app: &TestApp, m: &crate::helpers::Merchant, settings: Value) {
+    app.admin_post(
+        &format!("/admin/v1/merchants/{}", m.id),
+        json!({ "settings": settings }),
+    )
+    .await
+    .assert_status(200);
+}
+
+#[tokio::test]
+async fn a_card_payment_under_a_settlement_delay_that_cannot_be_scheduled_fails_before_the_charge_and_books_nothing(
+) {
+    let app = spawn_app().await;
+    let m = app.merchant().await;
+    let k = &m.test_key;
+    let id = ngn(&app, k, 1_000_000).await;
+    set_settings(
+        &app,
+        &m,
+        json!({"settlement_delay_days": {"NGN": 4294967295u64}}),
+    )
+    .await;
+
+    let r = pay(&app, k, &id, card(SUCCESS)).await;
+    r.assert_error(409, "settlement_delay_out_of_range", None);
+    // Nothing charged, nothing saved: the intent as it was, no attempt, no
+    // money.
+    let pi = app.get(k, &format!("/v1/payment_intents/{id}")).await;
+    assert_eq!(pi.body["status"], "created");
+    assert_eq!(pi.body["attempts"], Value::Null);
+    assert!(attempts(&app, k, &id).await.is_empty());
+    assert!(app.all_lines(k).await.is_empty());
+    // The 3-D Secure card is refused before the provider too.
+    let r = pay(&app, k, &id, card(REDIRECT)).await;
+    r.assert_error(409, "settlement_delay_out_of_range", None);
+    assert!(attempts(&app, k, &id).await.is_empty());
+
+    // A PIN card asked for its PIN before the delay changed: the answer
+    // that would capture is refused before the provider, the attempt
+    // still waits.
+    set_settings(&app, &m, json!({"settlement_delay_days": {"NGN": 1}})).await;
+    let r = pay(&app, k, &id, card(VERVE_PIN_OTP)).await;
+    r.assert_status(200);
+    assert_eq!(r.body["status"], "processing");
+    answer(&app, k, &id, json!({"pin": "1234"}))
+        .await
+        .assert_status(200);
+    set_settings(
+        &app,
+        &m,
+        json!({"settlement_delay_days": {"NGN": 4294967295u64}}),
+    )
+    .await;
+    answer(&app, k, &id, json!({"otp": "123456"}))
+        .await
+        .assert_error(409, "settlement_delay_out_of_range", None);
+    assert_eq!(status_of(&app, k, &id).await, "processing");
+    assert!(app.all_lines(k).await.is_empty());
+
+    // Back to a delay that can be scheduled: the same payment succeeds,
+    // once, and the ledger holds exactly its net.
+    set_settings(&app, &m, json!({"settlement_delay_days": {"NGN": 1}})).await;
+    let r = answer(&app, k, &id, json!({"otp": "123456"})).await;
+    r.assert_status(200);
+    assert_eq!(r.body["status"], "successful");
+    let net = r.body["fees"]["net"].as_i64().unwrap();
+    let lines = app.all_lines(k).await;
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["amount"].as_i64().unwrap(), net);
+    assert_eq!(app.balance(k, "pending", "NGN").await, net);
+    assert_eq!(
+        r.body["fees"]["fee"].as_i64().unwrap() + r.body["fees"]["vat"].as_i64().unwrap() + net,
+        1_000_000
+    );
+}
+
+#[tokio::test]
+async fn a_price_whose_fee_does_not_fit_is_refused_at_creation_and_never_books_a_negative_fee() {
+    let app = spawn_app().await;
+    let m = app.merchant().await;
+    let k = &m.test_key;
+    // Made under the old price: keeps it.
+    let (before, _) = intent(
+        &app,
+        k,
+        json!({"amount": 1000000, "currency": "NGN", "fee_bearer": "customer"}),
+    )
+    .await;
+    set_settings(
+        &app,
+        &m,
+        json!({"pricing": {"NGN": {"card": {"percent_bps": 0, "flat": i64::MAX, "cap": null}}}}),
+    )
+    .await;
+    for bearer in ["customer", "merchant"] {
+        app.post(
+            k,
+            "/v1/payment_intents",
+            json!({"amount": 1000000, "currency": "NGN", "fee_bearer": bearer}),
+        )
+        .await
+        .assert_error(409, "pricing_out_of_range", None);
+    }
+    let all = app.all_intents(k).await;
+    assert_eq!(all.len(), 1);
+
+    // The earlier payment pays at its own price; every fee booked is >= 0
+    // and the ledger holds exactly the net.
+    let r = pay(&app, k, &before, card(SUCCESS)).await;
+    r.assert_status(200);
+    assert_eq!(r.body["status"], "successful");
+    let charged = &r.body["amount_charged"];
+    assert!(charged["fee"].as_i64().unwrap() >= 0);
+    assert_eq!(
+        charged["total"].as_i64().unwrap(),
+        1_000_000 + charged["fee"].as_i64().unwrap() + charged["vat"].as_i64().unwrap()
+    );
+    let lines = app.all_lines(k).await;
+    assert_eq!(lines.len(), 1);
+    assert!(lines[0]["fee"].as_i64().unwrap() >= 0, "{}", lines[0]);
+    assert_eq!(lines[0]["amount"].as_i64().unwrap(), 1_000_000);
+    assert_eq!(app.balance(k, "pending", "NGN").await, 1_000_000);
 }

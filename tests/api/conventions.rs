@@ -253,6 +253,18 @@ async fn boundary_values_are_accepted() {
     for i in 0..20 {
         twenty.insert(format!("k{i}"), json!("v"));
     }
+    // A customer of this merchant (customers come from mandates today).
+    let customer = app
+        .post(
+            &m.test_key,
+            "/v1/mandates",
+            json!({"customer_email": "ada@example.com"}),
+        )
+        .await
+        .body["customer"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let cases = [
         json!({"amount": 100, "currency": "NGN"}),
         json!({"amount": 100, "currency": "USD"}),
@@ -260,7 +272,7 @@ async fn boundary_values_are_accepted() {
         json!({"amount": 10_000, "currency": "NGN", "metadata": Value::Object(twenty)}),
         json!({"amount": 10_000, "currency": "NGN", "fee_bearer": "customer",
                "customer_email": "ada@example.com", "return_url": "https://shop.example.com/done",
-               "customer": uuid::Uuid::new_v4().to_string(), "description": "two shirts",
+               "customer": customer, "description": "two shirts",
                "reference": "order-77"}),
     ];
     for body in &cases {
@@ -618,8 +630,15 @@ async fn the_customer_filter_lists_only_that_customers_intents() {
     let app = spawn_app().await;
     let m = app.merchant().await;
     let key = &m.test_key;
-    let c1 = uuid::Uuid::new_v4().to_string();
-    let c2 = uuid::Uuid::new_v4().to_string();
+    let mut customers = Vec::new();
+    for email in ["ada@example.com", "obi@example.com"] {
+        let r = app
+            .post(key, "/v1/mandates", json!({"customer_email": email}))
+            .await;
+        r.assert_status(201);
+        customers.push(r.body["customer"].as_str().unwrap().to_string());
+    }
+    let (c1, c2) = (customers[0].clone(), customers[1].clone());
 
     let mut of_c1 = Vec::new();
     let mut of_c2 = Vec::new();

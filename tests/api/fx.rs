@@ -461,7 +461,7 @@ async fn dollar_payment(
         .await;
     r.assert_status(200);
     let net = r.body["fees"]["net"].as_i64().unwrap();
-    (net, Calendar::nigeria().release_instant(now, 7))
+    (net, Calendar::nigeria().release_instant(now, 7).unwrap())
 }
 
 async fn advance_to(app: &TestApp, to: chrono::DateTime<chrono::Utc>) {

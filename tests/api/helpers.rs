@@ -497,4 +497,24 @@ impl TestApp {
             .expect("the page carries a checkout credential")
             .to_string()
     }
+
+    /// The `form_token` a sandbox page (`url`: bank or mandate page) puts
+    /// in its Approve and Decline forms.
+    pub async fn form_token(&self, url: &str) -> String {
+        let html = self
+            .client
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let marker = r#"name="form_token" value=""#;
+        let at = html
+            .find(marker)
+            .unwrap_or_else(|| panic!("no form_token in {html}"))
+            + marker.len();
+        html[at..].split('"').next().unwrap().to_string()
+    }
 }

@@ -300,12 +300,13 @@ async fn approval_reaches_the_mandate_at_the_periodic_check_every_five_minutes()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
+    let url = mandate["authorization_url"].as_str().unwrap();
+    let token = app.form_token(url).await;
     let res = no_redirects
-        .post(format!(
-            "{}/approve",
-            mandate["authorization_url"].as_str().unwrap()
-        ))
+        .post(format!("{url}/approve"))
         .header("accept", "text/html")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("form_token={token}"))
         .send()
         .await
         .unwrap();
@@ -756,4 +757,66 @@ async fn live_mode_has_no_direct_debit_provider() {
     )
     .await
     .assert_status(403);
+}
+
+#[tokio::test]
+async fn a_browser_answer_on_the_sandbox_mandate_page_without_the_pages_token_is_refused_and_changes_nothing(
+) {
+    let app = spawn_app().await;
+    let m = app.merchant().await;
+    let k = &m.test_key;
+    let mandate = pending(&app, k, "ada@example.com").await;
+    let mid = id(&mandate);
+    let url = mandate["authorization_url"].as_str().unwrap();
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for action in ["approve", "decline"] {
+        for (header, token) in [
+            (("accept", "text/html"), None),
+            (("origin", "https://evil.example"), None),
+            (("sec-fetch-site", "cross-site"), Some("f".repeat(64))),
+        ] {
+            let mut req = no_redirects
+                .post(format!("{url}/{action}"))
+                .header(header.0, header.1);
+            if let Some(t) = &token {
+                req = req
+                    .header("content-type", "application/x-www-form-urlencoded")
+                    .body(format!("form_token={t}"));
+            }
+            let res = req.send().await.unwrap();
+            assert_eq!(res.status().as_u16(), 403, "{action} {header:?}");
+            assert!(res.text().await.unwrap().contains("Form expired"));
+        }
+    }
+    // No answer was recorded: the page still offers both buttons, and a
+    // check leaves the mandate pending.
+    let html = app
+        .client
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains(r#"id="approve""#) && html.contains(r#"id="decline""#));
+    let r = refresh(&app, k, &mid).await;
+    r.assert_status(200);
+    assert_eq!(r.body["status"], "pending");
+    // The page's own token goes through.
+    let token = app.form_token(url).await;
+    let res = app
+        .client
+        .post(format!("{url}/decline"))
+        .header("accept", "text/html")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("form_token={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    assert_eq!(refresh(&app, k, &mid).await.body["status"], "failed");
 }

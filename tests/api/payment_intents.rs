@@ -393,3 +393,93 @@ async fn a_canceled_payment_can_still_be_made_successful_by_the_test_helper() {
     r.assert_status(200);
     assert_eq!(r.body["status"], "successful");
 }
+
+/// The customer a mandate for `email` created, in the mode of `key`.
+async fn customer_of_a_mandate(app: &crate::helpers::TestApp, key: &str, email: &str) -> String {
+    let r = app
+        .post(key, "/v1/mandates", json!({"customer_email": email}))
+        .await;
+    r.assert_status(201);
+    r.body["customer"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_payment_intent_for_a_customer_that_is_not_this_merchants_in_this_mode_is_refused_and_nothing_is_created(
+) {
+    let app = spawn_app().await;
+    let m = app.live_merchant().await;
+    let other = app.merchant().await;
+    let own = customer_of_a_mandate(&app, &m.test_key, "ada@example.ng").await;
+    let theirs = customer_of_a_mandate(&app, &other.test_key, "obi@example.ng").await;
+    let random = uuid::Uuid::new_v4().to_string();
+    let body = |c: &str| json!({"amount": 500000, "currency": "NGN", "customer": c});
+
+    for (key, customer) in [
+        (&m.test_key, &theirs),
+        (&m.test_key, &random),
+        // A test-mode customer does not exist for the live key.
+        (&m.live_key, &own),
+    ] {
+        app.post(key, "/v1/payment_intents", body(customer))
+            .await
+            .assert_error(404, "resource_missing", Some("customer"));
+    }
+    // Validation answers before the lookup (400 before 404).
+    app.post(
+        &m.test_key,
+        "/v1/payment_intents",
+        json!({"amount": 0, "currency": "NGN", "customer": random}),
+    )
+    .await
+    .assert_error(400, "parameter_invalid", Some("amount"));
+    assert!(app.all_intents(&m.test_key).await.is_empty());
+    assert!(app.all_intents(&m.live_key).await.is_empty());
+
+    // Its own customer, in its mode.
+    let pi = app.create_intent(&m.test_key, body(&own)).await;
+    assert_eq!(pi["customer"], own.as_str());
+    let listed = app
+        .get(&m.test_key, &format!("/v1/payment_intents?customer={own}"))
+        .await;
+    listed.assert_status(200);
+    assert_eq!(listed.body["data"][0]["id"], pi["id"]);
+}
+
+#[tokio::test]
+async fn checkout_codes_are_long_random_and_carry_no_sequence() {
+    let app = spawn_app().await;
+    let m = app.merchant().await;
+    let mut codes = Vec::new();
+    for _ in 0..8 {
+        let pi = app
+            .create_intent(&m.test_key, json!({"amount": 500000, "currency": "NGN"}))
+            .await;
+        let url = pi["checkout_url"].as_str().unwrap();
+        let code = url
+            .strip_prefix(&format!("{}/c/", app.base))
+            .unwrap()
+            .to_string();
+        assert!(
+            code.len() >= 22 && code.bytes().all(|b| b.is_ascii_alphanumeric()),
+            "{code}"
+        );
+        // The link works.
+        let page = app.client.get(url).send().await.unwrap();
+        assert_eq!(page.status(), 200);
+        codes.push(code);
+    }
+    // No shared counter prefix: consecutive codes agree on fewer than 4
+    // leading characters (random codes do so with probability 62^-4).
+    for pair in codes.windows(2) {
+        let common = pair[0]
+            .bytes()
+            .zip(pair[1].bytes())
+            .take_while(|(a, b)| a == b)
+            .count();
+        assert!(common < 4, "{pair:?}");
+    }
+    let mut unique = codes.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), codes.len());
+}

@@ -97,7 +97,7 @@ async fn a_seeded_simulation_of_payments_releases_and_clock_jumps_matches_the_mo
                     currency,
                     pending_part: net - reserve_part,
                     reserve_part,
-                    pending_due: cal.release_instant(now, delay),
+                    pending_due: cal.release_instant(now, delay).unwrap(),
                     reserve_due: cal.settlement_instant(lagos),
                     pending_released_early: false,
                 });
@@ -244,7 +244,7 @@ async fn a_seeded_simulation_with_refunds_and_disputes_matches_the_model() {
                     id: r["id"].as_str().unwrap().to_string(),
                     amount,
                     row: net,
-                    due: cal.release_instant(now, 1),
+                    due: cal.release_instant(now, 1).unwrap(),
                     released: false,
                     refunded: 0,
                     lost: 0,

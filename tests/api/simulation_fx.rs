@@ -256,7 +256,7 @@ async fn a_seeded_simulation_of_dollars_conversions_usdt_and_dollar_settlement_m
                     brand,
                     currency,
                     net,
-                    due: cal.release_instant(now, delay),
+                    due: cal.release_instant(now, delay).unwrap(),
                     released: false,
                 });
                 model.add(brand, currency, "pending", net);

@@ -678,7 +678,7 @@ async fn dollar_settlement_sends_released_dollars_to_the_settle_wallet_as_usdt()
         )
         .await;
     let net = r.body["fees"]["net"].as_i64().unwrap();
-    let release = Calendar::nigeria().release_instant(now, 7);
+    let release = Calendar::nigeria().release_instant(now, 7).unwrap();
     app.admin_post(
         "/admin/v1/clock/advance",
         json!({"to": release.to_rfc3339()}),

@@ -157,7 +157,12 @@ impl LedgerActor {
                     Some(v) => *v,
                     None => stored_usage(&kobo, merchant, mode, u.day)?,
                 };
-                let after = current + u.delta;
+                let after = current.checked_add(u.delta).ok_or_else(|| {
+                    DomainError::state(
+                        "payout_limit_exceeded",
+                        format!("this payout would take the day's payouts past {}", i64::MAX),
+                    )
+                })?;
                 if let Some(limit) = u.daily_limit {
                     if u.delta > 0 && after > limit {
                         return Err(DomainError::state(

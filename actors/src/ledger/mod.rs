@@ -324,11 +324,12 @@ pub fn post(
     }
     if !entry.entry_type.crosses_the_boundary() {
         for c in Currency::ALL {
-            let sum: i64 = entry
+            // In i128: lines of extreme amounts cannot overflow the check.
+            let sum: i128 = entry
                 .lines
                 .iter()
                 .filter(|l| l.currency == c)
-                .map(|l| l.amount)
+                .map(|l| l.amount as i128)
                 .sum();
             if sum != 0 {
                 return Err(DomainError::internal(format!(
@@ -572,5 +573,41 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.code, "internal_error");
+    }
+
+    #[test]
+    fn extreme_lines_are_refused_never_wrapped_or_a_panic() {
+        // Lines whose sum overflows i64 (and does not balance) are refused.
+        let e = post(
+            &HashMap::new(),
+            Uuid::nil(),
+            Mode::Test,
+            &entry(
+                EntryType::Release,
+                vec![
+                    line(Bucket::Pending, i64::MAX),
+                    line(Bucket::Available, i64::MAX),
+                ],
+            ),
+            || 1,
+            Utc::now(),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, "internal_error");
+        // A balance that would pass i64::MAX is refused.
+        let mut balances = HashMap::new();
+        balances.insert((Uuid::nil(), Currency::NGN, Bucket::Available), i64::MAX);
+        let e = post(
+            &balances,
+            Uuid::nil(),
+            Mode::Test,
+            &entry(
+                EntryType::Release,
+                vec![line(Bucket::Pending, -1), line(Bucket::Available, 1)],
+            ),
+            || 1,
+            Utc::now(),
+        );
+        assert!(e.is_err());
     }
 }

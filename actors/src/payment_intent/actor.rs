@@ -18,7 +18,9 @@ use crate::ids::Mode;
 use crate::mandate::provider::{Debit, DebitOutcome, DebitStatus};
 use crate::money::Channel;
 use crate::payment_intent::card::{AuthInput, CardDetails, Secret};
-use crate::payment_intent::service::{commit_decision, load_attempt};
+use crate::payment_intent::service::{
+    commit_decision, commit_decision_with, load_attempt, precheck_capture,
+};
 use crate::payment_intent::{
     check_authenticate, check_card_result, check_card_start, decide, AttemptStatus, Command,
     DebitFinal, Decision, Effect, PaymentIntent, Status,
@@ -173,6 +175,9 @@ async fn process(
         None => None,
     };
     let mut batch = Batch::new();
+    // The settings a capture after a provider call must use: checked
+    // before the call (see `precheck_capture`).
+    let mut checked = None;
     let provider = kobo.providers.for_mode(msg.mode);
     let issue = |intent: &PaymentIntent| -> DomainResult<Command> {
         if !msg.bank_transfer_enabled {
@@ -195,6 +200,7 @@ async fn process(
                 return Err(card_api_unavailable());
             }
             check_card_start(intent, pending.as_ref())?;
+            checked = Some(precheck_capture(kobo, intent, Channel::Card, now)?);
             provider_latency(provider.card_latency()).await;
             let charge =
                 provider.charge_card(intent, intent.attempts + 1, card, &kobo.config.base_url)?;
@@ -210,6 +216,7 @@ async fn process(
                 return Err(card_api_unavailable());
             }
             let attempt = check_authenticate(intent, pending.as_ref(), Some(*input))?;
+            checked = Some(precheck_capture(kobo, intent, Channel::Card, now)?);
             provider_latency(provider.card_latency()).await;
             let outcome = provider.authenticate_card(attempt, *input, value.expose())?;
             let command = Command::Authenticate {
@@ -230,6 +237,7 @@ async fn process(
             approved,
         } => {
             let found = check_card_result(intent, pending.as_ref(), *attempt)?;
+            checked = Some(precheck_capture(kobo, intent, Channel::Card, now)?);
             let outcome = provider.redirect_result(found, reference, *approved)?;
             let command = Command::CardResult {
                 attempt: *attempt,
@@ -264,10 +272,12 @@ async fn process(
             // again (the provider knows it by the payment id).
             let command = match debits.debit_status(intent.id).await? {
                 None if sending => {
+                    // The debit's money is checked before it is sent.
+                    precheck_capture(kobo, intent, Channel::DirectDebit, now)?;
                     let debit = Debit {
                         reference: intent.id,
                         mandate,
-                        amount: intent.charge_on(Channel::DirectDebit).2,
+                        amount: intent.checked_charge_on(Channel::DirectDebit)?.2,
                     };
                     match debits.debit(&debit, now).await? {
                         DebitOutcome::Accepted | DebitOutcome::AlreadySent => Command::DebitSent,
@@ -321,6 +331,15 @@ async fn process(
             received
         }
     };
-    let view = commit_decision(kobo, intent, &decision, msg.idem.as_ref(), batch, now).await?;
+    let view = commit_decision_with(
+        kobo,
+        intent,
+        &decision,
+        msg.idem.as_ref(),
+        batch,
+        now,
+        checked.as_ref(),
+    )
+    .await?;
     Ok((decision.intent, view))
 }

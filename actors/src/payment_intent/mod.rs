@@ -22,7 +22,9 @@ use uuid::Uuid;
 use crate::error::{DomainError, DomainResult};
 use crate::event;
 use crate::ids::Mode;
-use crate::money::{fees, Channel, Currency, FeeBearer, FeeRule, Fees};
+use crate::money::{
+    checked_total, fees, fees_for_display, Channel, Currency, FeeBearer, FeeRule, Fees,
+};
 
 /// A payment left in `processing` this long with no money is abandoned.
 pub fn abandon_after() -> Duration {
@@ -379,29 +381,79 @@ impl PaymentIntent {
             .unwrap_or(FeeRule::percent(0, None))
     }
 
-    /// `fees`: the card-price estimate until paid, then the final fee at the
-    /// price of the channel that took the payment.
-    pub fn fees(&self) -> Fees {
-        let channel = match self.status {
+    /// The channel whose price `fees` shows: the card-price estimate until
+    /// paid, then the channel that took the payment.
+    fn fees_channel(&self) -> Channel {
+        match self.status {
             Status::Successful => self.channel.unwrap_or(Channel::Card),
             // A mandate charge can only be paid by its debit.
             _ if self.mandate.is_some() && self.channel == Some(Channel::DirectDebit) => {
                 Channel::DirectDebit
             }
             _ => Channel::Card,
-        };
+        }
+    }
+
+    /// `fees` as shown (see [`money::fees_for_display`]; every intent made
+    /// since pricing is checked at creation shows exactly
+    /// [`PaymentIntent::fees_on`]).
+    pub fn fees(&self) -> Fees {
+        fees_for_display(
+            self.amount,
+            &self.rule(self.fees_channel()),
+            self.fee_bearer,
+        )
+    }
+
+    /// The fees of a payment by `channel`, checked: what a capture books.
+    pub fn fees_on(&self, channel: Channel) -> DomainResult<Fees> {
         fees(self.amount, &self.rule(channel), self.fee_bearer)
     }
 
-    /// What the customer pays on `channel`.
+    /// What the customer pays on `channel`, as shown (never negative; see
+    /// [`PaymentIntent::checked_charge_on`] for what money paths use).
     pub fn charge_on(&self, channel: Channel) -> (i64, i64, i64) {
         match self.fee_bearer {
             FeeBearer::Merchant => (0, 0, self.amount),
             FeeBearer::Customer => {
-                let (fee, vat) = self.rule(channel).fee_and_vat(self.amount);
-                (fee, vat, self.amount + fee + vat)
+                let (fee, vat) = self.rule(channel).fee_and_vat_for_display(self.amount);
+                (
+                    fee,
+                    vat,
+                    self.amount.saturating_add(fee).saturating_add(vat),
+                )
             }
         }
+    }
+
+    /// What the customer pays on `channel`: `(fee, vat, total)`, checked
+    /// (409 `pricing_out_of_range` rather than a wrapped or negative fee).
+    pub fn checked_charge_on(&self, channel: Channel) -> DomainResult<(i64, i64, i64)> {
+        match self.fee_bearer {
+            FeeBearer::Merchant => Ok((0, 0, self.amount)),
+            FeeBearer::Customer => {
+                let (fee, vat) = self.rule(channel).fee_and_vat(self.amount)?;
+                Ok((fee, vat, checked_total(self.amount, fee, vat)?))
+            }
+        }
+    }
+
+    /// What a successful payment by `channel` captures: `(gross, fee + VAT,
+    /// net)`, checked.
+    pub fn capture_on(&self, channel: Channel) -> DomainResult<(i64, i64, i64)> {
+        let f = self.fees_on(channel)?;
+        let (_, _, gross) = self.checked_charge_on(channel)?;
+        let fee = checked_total(f.fee, f.vat, 0)?;
+        Ok((gross, fee, f.net))
+    }
+
+    /// Checks that every channel's price can price this payment (at
+    /// creation: so a bad price is refused before anyone pays).
+    pub fn check_pricing(&self) -> DomainResult<()> {
+        for channel in [Channel::Card, Channel::BankTransfer, Channel::DirectDebit] {
+            self.capture_on(channel)?;
+        }
+        Ok(())
     }
 
     /// `amount_charged`, as JSON.
@@ -899,7 +951,7 @@ pub fn decide(
                     effects.push(Effect::Attempt(attempt));
                 }
             }
-            succeed(&mut next, &mut effects, now);
+            succeed(&mut next, &mut effects, now)?;
         }
         Command::TestSucceed => {
             if intent.status == Status::Successful {
@@ -909,7 +961,7 @@ pub fn decide(
                 next.channel = Some(Channel::Card);
             }
             settle_pending(pending, AttemptStatus::Successful, &mut effects);
-            succeed(&mut next, &mut effects, now);
+            succeed(&mut next, &mut effects, now)?;
         }
         Command::AbandonDue => {
             // A stale or early timer changes nothing (the live due time stays).
@@ -952,7 +1004,7 @@ pub fn decide(
                 Channel::Card,
                 AttemptStatus::Pending,
                 None,
-                Some(intent.charge_on(Channel::Card).2),
+                Some(intent.checked_charge_on(Channel::Card)?.2),
                 now,
             );
             attempt.card = Some(card.clone());
@@ -962,11 +1014,11 @@ pub fn decide(
             next.failure_code = None;
             next.next_action = None;
             next.pending_attempt = None;
-            card_outcome(&mut next, attempt, outcome, true, &mut effects, now);
+            card_outcome(&mut next, attempt, outcome, true, &mut effects, now)?;
         }
         Command::Authenticate { input, outcome } => {
             let attempt = check_authenticate(intent, pending, Some(*input))?.clone();
-            card_outcome(&mut next, attempt, outcome, false, &mut effects, now);
+            card_outcome(&mut next, attempt, outcome, false, &mut effects, now)?;
         }
         Command::CancelAuthentication => {
             let mut attempt = check_authenticate(intent, pending, None)?.clone();
@@ -980,7 +1032,7 @@ pub fn decide(
                 CardFinal::Succeeded => CardOutcome::Succeeded,
                 CardFinal::Declined(code) => CardOutcome::Declined(code.clone()),
             };
-            card_outcome(&mut next, attempt, &outcome, false, &mut effects, now);
+            card_outcome(&mut next, attempt, &outcome, false, &mut effects, now)?;
         }
         Command::StartDirectDebit => {
             if intent.status != Status::Created || intent.attempts != 0 || intent.mandate.is_none()
@@ -1000,7 +1052,7 @@ pub fn decide(
                 Channel::DirectDebit,
                 AttemptStatus::Pending,
                 None,
-                Some(next.charge_on(Channel::DirectDebit).2),
+                Some(next.checked_charge_on(Channel::DirectDebit)?.2),
                 now,
             );
             // The debit carries the payment id as its reference.
@@ -1033,7 +1085,7 @@ pub fn decide(
             match result {
                 DebitFinal::Succeeded => {
                     settle_pending(Some(attempt), AttemptStatus::Successful, &mut effects);
-                    succeed(&mut next, &mut effects, now);
+                    succeed(&mut next, &mut effects, now)?;
                 }
                 DebitFinal::Failed(code) => {
                     let mut a = attempt.clone();
@@ -1061,13 +1113,13 @@ fn card_outcome(
     fresh: bool,
     effects: &mut Vec<Effect>,
     now: DateTime<Utc>,
-) {
+) -> DomainResult<()> {
     match outcome {
         CardOutcome::Succeeded => {
             attempt.status = AttemptStatus::Successful;
             effects.push(Effect::Attempt(attempt));
             next.channel = Some(Channel::Card);
-            succeed(next, effects, now);
+            succeed(next, effects, now)?;
         }
         CardOutcome::Declined(code) => {
             attempt.status = AttemptStatus::Failed;
@@ -1091,6 +1143,7 @@ fn card_outcome(
             }
         }
     }
+    Ok(())
 }
 
 /// The last attempt failed: the customer may try again.
@@ -1105,7 +1158,11 @@ fn fail(next: &mut PaymentIntent, code: &str, effects: &mut Vec<Effect>) {
     effects.push(Effect::Event(event::PAYMENT_INTENT_FAILED));
 }
 
-fn succeed(next: &mut PaymentIntent, effects: &mut Vec<Effect>, now: DateTime<Utc>) {
+fn succeed(
+    next: &mut PaymentIntent,
+    effects: &mut Vec<Effect>,
+    now: DateTime<Utc>,
+) -> DomainResult<()> {
     next.status = Status::Successful;
     next.paid_at = Some(now);
     next.failure_code = None;
@@ -1116,14 +1173,10 @@ fn succeed(next: &mut PaymentIntent, effects: &mut Vec<Effect>, now: DateTime<Ut
         effects.push(Effect::CancelAbandon(due));
     }
     let channel = next.channel.unwrap_or(Channel::Card);
-    let f = next.fees();
-    let (_, _, gross) = next.charge_on(channel);
-    effects.push(Effect::Capture {
-        gross,
-        fee: f.fee + f.vat,
-        net: f.net,
-    });
+    let (gross, fee, net) = next.capture_on(channel)?;
+    effects.push(Effect::Capture { gross, fee, net });
     effects.push(Effect::Event(event::PAYMENT_INTENT_SUCCESSFUL));
+    Ok(())
 }
 
 #[cfg(test)]

@@ -11,11 +11,11 @@ use kobo_storage::{Batch, CommitError, KeyBuf, Table};
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
 use crate::idempotency::IdempotencySave;
-use crate::ids::{base62, new_id, random_base62, scope_key, sha256_hex, Mode};
+use crate::ids::{new_id, random_base62, scope_key, sha256_hex, Mode};
 use crate::ledger::actor::PostEntry;
 use crate::ledger::{EntrySpec, EntryType};
-use crate::merchant::Merchant;
-use crate::money::{Currency, FeeBearer};
+use crate::merchant::{Merchant, Settings};
+use crate::money::{Channel, Currency, FeeBearer};
 use crate::payment_intent::{
     decide, ChargeAttempt, Command, Decision, Effect, PaymentIntent, Status,
 };
@@ -106,6 +106,10 @@ pub async fn create_mandate_charge(
     .await
 }
 
+/// Length of a new checkout code (`/c/<code>`): 62^22 > 2^130. Codes made
+/// before (a base62 sequence then 8 random characters) keep resolving.
+pub const CHECKOUT_CODE_LEN: usize = 22;
+
 /// A new intent in `created` and its client secret.
 fn new_intent(
     kobo: &Arc<Kobo>,
@@ -126,6 +130,11 @@ fn new_intent(
         }
         None => merchant.default_brand(mode),
     };
+    // Only this merchant's customer in this mode; anything else reads as
+    // missing (never "someone else's").
+    if let Some(c) = params.customer {
+        crate::customer::load(kobo, merchant.id, mode, c).map_err(|e| e.with_param("customer"))?;
+    }
     let pricing = merchant
         .settings
         .pricing
@@ -135,9 +144,10 @@ fn new_intent(
     let id = new_id(now);
     let client_secret = format!("pi_{}_secret_{}", id.simple(), random_base62(24));
     let seq = kobo.seq.next();
-    // Unguessable, short, and clustered in the store: a base62 sequence
-    // prefix, then random characters.
-    let checkout_code = format!("{}{}", base62(seq), random_base62(8));
+    // A capability: CHECKOUT_CODE_LEN random base62 characters (131
+    // bits) from the OS-seeded CSPRNG, and nothing else (no sequence, which
+    // would let anyone holding two links measure the platform's volume).
+    let checkout_code = random_base62(CHECKOUT_CODE_LEN);
     let intent = PaymentIntent {
         id,
         merchant: merchant.id,
@@ -174,6 +184,9 @@ fn new_intent(
         mandate: None,
         version: 1,
     };
+    // Every channel's price must price this amount: a price that cannot
+    // (a fee over MAX_FEE) is refused now, not when someone pays.
+    intent.check_pricing()?;
     Ok((intent, client_secret))
 }
 
@@ -279,8 +292,55 @@ pub async fn commit_decision(
     before: &PaymentIntent,
     decision: &Decision,
     idem: Option<&IdempotencySave>,
+    batch: Batch,
+    now: DateTime<Utc>,
+) -> DomainResult<Value> {
+    commit_decision_with(kobo, before, decision, idem, batch, now, None).await
+}
+
+/// The money of a payment's success by `channel`, computed and checked
+/// before the provider is asked to take the money: the fees and the
+/// capture plan (pending/reserve split, release dates) under the
+/// merchant's settings now. A price or delay that cannot be computed fails
+/// here (409), before anything is charged or saved. Returns the settings
+/// the commit must use ([`commit_decision_with`]), so the capture booked
+/// after the provider answered is exactly the one checked here, whatever
+/// the operator changes meanwhile.
+pub fn precheck_capture(
+    kobo: &Kobo,
+    intent: &PaymentIntent,
+    channel: Channel,
+    now: DateTime<Utc>,
+) -> DomainResult<Settings> {
+    let merchant = crate::admin::load_merchant(kobo, intent.merchant)?
+        .ok_or_else(|| DomainError::internal("payment of an unknown merchant"))?;
+    let (gross, fee, net) = intent.capture_on(channel)?;
+    plan_capture(
+        &kobo.calendar,
+        &merchant.settings,
+        intent.id,
+        intent.merchant,
+        intent.mode,
+        intent.brand,
+        intent.currency,
+        gross,
+        fee,
+        net,
+        now,
+    )?;
+    Ok(merchant.settings)
+}
+
+/// [`commit_decision`]; a capture uses `settings` when given (from
+/// [`precheck_capture`]), else the merchant's settings at commit time.
+pub async fn commit_decision_with(
+    kobo: &Arc<Kobo>,
+    before: &PaymentIntent,
+    decision: &Decision,
+    idem: Option<&IdempotencySave>,
     mut batch: Batch,
     now: DateTime<Utc>,
+    settings: Option<&Settings>,
 ) -> DomainResult<Value> {
     let after = &decision.intent;
     let view = after.to_api(None);
@@ -362,12 +422,21 @@ pub async fn commit_decision(
     }
     match capture {
         Some((gross, fee, net)) => {
-            // The merchant's settlement terms as they are at capture time.
-            let merchant = crate::admin::load_merchant(kobo, after.merchant)?
-                .ok_or_else(|| DomainError::internal("payment of an unknown merchant"))?;
+            // The merchant's settlement terms as they were checked before
+            // the provider was asked, else as they are at capture time.
+            let loaded;
+            let settings = match settings {
+                Some(s) => s,
+                None => {
+                    loaded = crate::admin::load_merchant(kobo, after.merchant)?
+                        .ok_or_else(|| DomainError::internal("payment of an unknown merchant"))?
+                        .settings;
+                    &loaded
+                }
+            };
             let plan = plan_capture(
                 &kobo.calendar,
-                &merchant.settings,
+                settings,
                 after.id,
                 after.merchant,
                 after.mode,
@@ -377,7 +446,7 @@ pub async fn commit_decision(
                 fee,
                 net,
                 now,
-            );
+            )?;
             for release in &plan.releases {
                 release.schedule(&mut batch);
             }

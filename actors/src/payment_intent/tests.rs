@@ -253,7 +253,7 @@ fn assert_unexpected_state(r: DomainResult<Decision>) {
 /// `fee` is fee + VAT at that channel's price from the default pricing.
 fn expected_capture(amount: i64, bearer: FeeBearer, channel: Channel) -> Effect {
     let rule = default_pricing()[&Currency::NGN][&channel];
-    let f = fees(amount, &rule, bearer);
+    let f = fees(amount, &rule, bearer).unwrap();
     let gross = match bearer {
         FeeBearer::Merchant => amount,
         FeeBearer::Customer => amount + f.fee + f.vat,
@@ -658,9 +658,13 @@ fn exact_transfer_makes_the_payment_successful_with_bank_transfer_fees() {
         // estimate before).
         let bt = default_pricing()[&Currency::NGN][&Channel::BankTransfer];
         let card = default_pricing()[&Currency::NGN][&Channel::Card];
-        assert_eq!(pi.fees(), fees(amount, &card, bearer), "estimate before");
+        assert_eq!(
+            pi.fees(),
+            fees(amount, &card, bearer).unwrap(),
+            "estimate before"
+        );
         let f = after.fees();
-        assert_eq!(f, fees(amount, &bt, bearer), "final after");
+        assert_eq!(f, fees(amount, &bt, bearer).unwrap(), "final after");
         assert_eq!(f.fee + f.vat, fee);
         assert_eq!(f.net, net);
         // What the customer was charged follows the bank-transfer price.
@@ -797,7 +801,7 @@ fn late_money_after_failed_makes_the_payment_successful() {
         assert_eq!(events(&d.effects), vec![event::PAYMENT_INTENT_SUCCESSFUL]);
         // Final fees at the bank-transfer price, not the card's.
         let bt = default_pricing()[&Currency::NGN][&Channel::BankTransfer];
-        assert_eq!(after.fees(), fees(AMOUNT, &bt, bearer));
+        assert_eq!(after.fees(), fees(AMOUNT, &bt, bearer).unwrap());
     }
 }
 
@@ -905,7 +909,7 @@ fn test_succeed_from_every_non_successful_status_captures() {
                 assert_touched(&pi, after, now());
 
                 let rule = pi.pricing[&channel];
-                let f = fees(AMOUNT, &rule, bearer);
+                let f = fees(AMOUNT, &rule, bearer).unwrap();
                 let (_, _, gross) = pi.charge_on(channel);
                 let capture = Effect::Capture {
                     gross,
@@ -1269,7 +1273,7 @@ fn a_card_that_succeeds_at_once_captures_at_the_card_price() {
                     }
                 }
                 let rule = pi.pricing[&Channel::Card];
-                let f = fees(AMOUNT, &rule, bearer);
+                let f = fees(AMOUNT, &rule, bearer).unwrap();
                 assert_eq!(
                     captures(&d.effects),
                     vec![&Effect::Capture {
@@ -1398,7 +1402,7 @@ fn a_pin_then_a_code_then_success() {
         assert_eq!(d3.intent.pending_attempt, None);
         let mut paid = attempt.clone();
         paid.status = AttemptStatus::Successful;
-        let f = fees(AMOUNT, &pi.pricing[&Channel::Card], FeeBearer::Customer);
+        let f = fees(AMOUNT, &pi.pricing[&Channel::Card], FeeBearer::Customer).unwrap();
         assert_eq!(
             d3.effects,
             vec![
@@ -1797,7 +1801,10 @@ fn start_direct_debit_processes_a_fresh_mandate_charge_without_abandonment() {
         .any(|e| matches!(e, Effect::ScheduleAbandon(_))));
     // The estimate is the direct-debit price while it is processing.
     let rule = default_pricing()[&Currency::NGN][&Channel::DirectDebit];
-    assert_eq!(d.intent.fees(), fees(AMOUNT, &rule, FeeBearer::Merchant));
+    assert_eq!(
+        d.intent.fees(),
+        fees(AMOUNT, &rule, FeeBearer::Merchant).unwrap()
+    );
 }
 
 #[test]

@@ -57,6 +57,7 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
         || o[0] == 0                                   // "this network"
         || (o[0] == 100 && (64..128).contains(&o[1]))   // shared (CGNAT)
         || (o[0] == 192 && o[1] == 0 && o[2] == 0)      // IETF protocol
+        || (o[0] == 192 && o[1] == 88 && o[2] == 99)    // 6to4 relay anycast
         || (o[0] == 198 && (18..20).contains(&o[1]))    // benchmarking
         || o[0] >= 240) // reserved
 }
@@ -78,11 +79,15 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
     !(ip.is_unspecified()
         || ip.is_loopback()
         || ip.is_multicast()
+        // local-use NAT64 (64:ff9b:1::/48) and the rest of 64:ff9b::/32
+        // (unallocated); the well-known /96 was checked above
+        || (s[0] == 0x64 && s[1] == 0xff9b)
+        || s[0..4] == [0x100, 0, 0, 0] // discard-only (100::/64)
+        || (s[0] == 0x2001 && s[1] < 0x200) // IETF protocol assignments (2001::/23), Teredo included
         || (s[0] & 0xfe00) == 0xfc00  // unique local
         || (s[0] & 0xffc0) == 0xfe80  // link-local
         || (s[0] & 0xffc0) == 0xfec0  // site-local (deprecated)
         || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
-        || (s[0] == 0x2001 && s[1] == 0) // Teredo
         || s[0..5] == [0, 0, 0, 0, 0]) // IPv4-compatible and other ::/80
 }
 
@@ -330,10 +335,56 @@ mod tests {
             "64:ff9b::a00:1",
             "2002:7f00:1::",
             "2001:db8::1",
+            // local-use NAT64: any embedded address, public or not
+            "64:ff9b:1::a00:1",
+            "64:ff9b:1::808:808",
+            "64:ff9b:1:ffff::1",
+            "64:ff9b::7f00:1",
+            "64:ff9b::c0a8:101",
+            "100::1",
+            "100::ffff:ffff:ffff:ffff",
+            "2001::1",
+            "2001:1::1",
+            "2001:2::1",
+            "2001:1ff::1",
+            "2001:10::1",
+            "2002:c0a8:101::1",
+            "2002:a00:1::",
+            "::ffff:169.254.169.254",
+            "::ffff:100.64.0.1",
+            "::a00:1",
+            "192.88.99.1",
+            "192.0.0.8",
+            "192.0.2.1",
+            "198.51.100.1",
+            "203.0.113.1",
+            "198.19.255.255",
+            "240.0.0.1",
+            "0.1.2.3",
+            "100.127.255.255",
+            "172.31.255.255",
+            "fc00::1",
+            "febf::1",
+            "fec0::1",
+            "ff00::1",
         ] {
             assert!(!is_public(bad.parse().unwrap()), "{bad}");
         }
-        for ok in ["8.8.8.8", "102.89.1.1", "2606:4700::1111", "::ffff:8.8.8.8"] {
+        for ok in [
+            "8.8.8.8",
+            "102.89.1.1",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+            "2002:808:808::1",
+            "2001:200::1",
+            "2001:4860:4860::8888",
+            "100.128.0.1",
+            "172.32.0.1",
+            "192.88.98.1",
+            "198.20.0.1",
+            "101::1",
+        ] {
             assert!(is_public(ok.parse().unwrap()), "{ok}");
         }
     }
