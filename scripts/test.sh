@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README): on a fresh machine it installs what the tests
 # need (Debian's Chromium and chromedriver for the checkout page's browser
-# test; rustfmt and clippy), then runs formatting, lints, and every unit,
-# property and black-box test of the workspace.
+# test; rustfmt and clippy; schemathesis from PyPI into .venv-fuzz/), then
+# runs formatting, lints, every unit, property and black-box test of the
+# workspace, and the API fuzz run (scripts/fuzz.sh, about two minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
@@ -17,3 +18,5 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace
+# The binary `cargo test` built for the black-box tests.
+scripts/fuzz.sh target/debug/kobo

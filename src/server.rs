@@ -280,6 +280,15 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             .default_service(web::to(api::not_found))
     })
     .shutdown_timeout(30)
+    // A client's EOF ends its connection at once (dropping its handler, as
+    // hyper-based servers do; handlers commit their effects and idempotency
+    // records together, so a dropped one leaves nothing half done). With
+    // half-closes allowed, a GET /v1/stream whose client had gone kept one of
+    // the merchant's 16 stream slots until the next heartbeat write, up to
+    // 15 s later, and reconnecting clients were answered 503. HTTP/1 clients
+    // that half-close after sending a request (none of the usual ones) lose
+    // the answer.
+    .h1_allow_half_closed(false)
     .listen(listener)?;
     if let Some(w) = args.workers {
         server = server.workers(w.max(1));

@@ -141,12 +141,22 @@ pub fn document() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
 
-fn document_json() -> &'static str {
+/// The extension key that stands for JSON Schema's `contentSchema`, which
+/// utoipa cannot write (its schema objects take only `x-` extensions): a
+/// schema gives it through [`ExtensionsBuilder`], and [`document_json`]
+/// renames it to `contentSchema` (a JSON Schema 2020-12 keyword, so valid
+/// OpenAPI 3.1).
+pub const CONTENT_SCHEMA: &str = "x-contentSchema";
+
+/// The document as served. The rename works on the text: in compact JSON,
+/// `"x-contentSchema":` (with unescaped quotes) can only be an object key.
+pub fn document_json() -> &'static str {
     static JSON: OnceLock<String> = OnceLock::new();
     JSON.get_or_init(|| {
         document()
             .to_json()
             .expect("the OpenAPI document serializes")
+            .replace(&format!("\"{CONTENT_SCHEMA}\":"), "\"contentSchema\":")
     })
 }
 

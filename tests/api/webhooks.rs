@@ -1199,6 +1199,45 @@ async fn the_stream_announces_new_events_and_resumes_after_last_event_id() {
     assert_eq!(data["id"], fourth.as_str());
 }
 
+/// A stream whose client went away gives its slot back at once, not at the
+/// next heartbeat write 15 s later: a client that reconnects a few times
+/// (EventSource retries every 3 s) was otherwise answered 503 `overloaded`
+/// by its own dead connections (found by the schemathesis run).
+#[tokio::test]
+async fn a_stream_closed_by_its_client_frees_its_slot_at_once() {
+    let app = spawn_app_with(&[]).await;
+    let m = app.merchant().await;
+    let open = || {
+        app.client
+            .get(format!("{}/v1/stream", app.base))
+            .bearer_auth(&m.test_key)
+            .timeout(Duration::from_secs(60))
+            .send()
+    };
+    let streams_open = || async {
+        app.admin_get("/admin/v1/actors").await.body["webhooks"]["streams_open"]
+            .as_u64()
+            .unwrap()
+    };
+    // Twice the per-merchant bound, one after the other, each dropped
+    // after its opening frame.
+    for n in 0..32 {
+        let mut res = open().await.unwrap();
+        assert_eq!(res.status().as_u16(), 200, "stream {n}");
+        let mut buf = String::new();
+        read_until(&mut res, &mut buf, ": connected").await;
+        drop(res);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while streams_open().await > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "stream {n}: its slot is still held after its client left"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 async fn read_until(res: &mut reqwest::Response, buf: &mut String, needle: &str) {
     let deadline = Instant::now() + WAIT;
     while !buf.contains(needle) {
