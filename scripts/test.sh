@@ -13,7 +13,7 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update
-  $SUDO apt-get install -y chromium chromium-driver
+  $SUDO apt-get install -y --no-install-recommends chromium chromium-driver
 fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
