@@ -1,5 +1,6 @@
 //! Server keys kept as files in the data directory, beside the store and
-//! not in it (`card-fingerprint-key`, `checkout-credential-key`): a copy of
+//! not in it (`card-fingerprint-key`, `checkout-credential-key`,
+//! `sandbox-form-key`): a copy of
 //! the store alone (a backup) holds none of them.
 
 use std::path::Path;

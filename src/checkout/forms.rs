@@ -59,27 +59,7 @@ impl std::fmt::Debug for FormKey {
 impl FormKey {
     /// Loads the key, creating it (mode 0600) on first start.
     pub fn load(data: &Path) -> anyhow::Result<FormKey> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let path = data.join(FORM_KEY_FILE);
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            let bytes = hex::decode(text.trim())
-                .map_err(|e| anyhow::anyhow!("{}: not hex: {e}", path.display()))?;
-            let key: [u8; 32] = bytes
-                .try_into()
-                .map_err(|_| anyhow::anyhow!("{}: not 32 bytes", path.display()))?;
-            return Ok(FormKey(key));
-        }
-        let key: [u8; 32] = rand::random();
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| anyhow::anyhow!("creating {}: {e}", path.display()))?;
-        f.write_all(hex::encode(key).as_bytes())?;
-        f.sync_all()?;
-        Ok(FormKey(key))
+        crate::keyfile::load_or_create(data, FORM_KEY_FILE).map(FormKey)
     }
 
     fn mac(&self, page: Page, reference: &str) -> Hmac<Sha256> {

@@ -410,6 +410,18 @@ impl TestApp {
     }
 }
 
+/// Merges `patch` into `into`, object members recursively.
+fn merge(into: &mut Value, patch: &Value) {
+    match (into, patch) {
+        (Value::Object(into), Value::Object(patch)) => {
+            for (k, v) in patch {
+                merge(into.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (into, patch) => *into = patch.clone(),
+    }
+}
+
 impl Drop for TestApp {
     fn drop(&mut self) {
         self.kill();
@@ -458,6 +470,31 @@ impl TestApp {
                 return out;
             }
         }
+    }
+
+    /// Rewrites merchant `id`'s stored settings with `patch` (merged into
+    /// them, objects recursively) while the server is stopped, then starts it again: a store
+    /// written before a bound existed, holding a value the operator API
+    /// now refuses.
+    pub async fn plant_merchant_settings(&mut self, id: &str, patch: Value) {
+        use kobo_storage::{Batch, Store, Table, WriterMetrics};
+        self.kill();
+        let key = uuid::Uuid::parse_str(id).unwrap().as_bytes().to_vec();
+        {
+            let store = Store::open(&self.data_dir()).unwrap();
+            let mut merchant: Value = store
+                .read()
+                .unwrap()
+                .get_decoded(Table::Merchants, &key)
+                .unwrap()
+                .expect("the merchant is stored");
+            merge(&mut merchant["settings"], &patch);
+            let mut batch = Batch::new();
+            batch.put(Table::Merchants, key, &merchant);
+            let writer = store.start_writer(WriterMetrics::new());
+            writer.commit(batch).await.unwrap();
+        }
+        self.start(&[]);
     }
 
     /// A merchant whose live key may take payments (`live_approved`).
