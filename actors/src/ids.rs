@@ -73,6 +73,29 @@ pub fn random_base62(len: usize) -> String {
         .collect()
 }
 
+/// A capability code for a URL (`/c/<code>`): the creation time in
+/// milliseconds as 8 base62 characters, then `random_len` random base62
+/// characters. The time prefix keeps new codes at the end of the store's
+/// B-tree like [`new_id`] (random keys cost the writer a page each); it says
+/// when a link was made, which its page shows anyway, and nothing about how
+/// many links exist (every code made at one instant has the same prefix).
+pub fn time_ordered_code(now: chrono::DateTime<chrono::Utc>, random_len: usize) -> String {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut ms = now.timestamp_millis().max(0) as u64;
+    let mut prefix = [b'0'; TIME_PREFIX_LEN];
+    for slot in prefix.iter_mut().rev() {
+        *slot = ALPHABET[(ms % 62) as usize];
+        ms /= 62;
+    }
+    let mut code = String::from_utf8(prefix.to_vec()).expect("base62 is ASCII");
+    code.push_str(&random_base62(random_len));
+    code
+}
+
+/// Characters of [`time_ordered_code`]'s time prefix: 62^8 ms is about
+/// 6,900 years from 1970.
+pub const TIME_PREFIX_LEN: usize = 8;
+
 /// Hex SHA-256, used to store secrets (API keys, client secrets) as hashes.
 pub fn sha256_hex(s: &str) -> String {
     use sha2::{Digest, Sha256};

@@ -494,6 +494,21 @@ impl TestApp {
             let writer = store.start_writer(WriterMetrics::new());
             writer.commit(batch).await.unwrap();
         }
+        // The writer thread lets go of the store (and its file lock) once
+        // it sees its channel closed: wait for the lock to be free before
+        // the server starts on the directory.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match Store::open(&self.data_dir()) {
+                Ok(_) => break,
+                Err(kobo_storage::StoreError::Locked(_))
+                    if std::time::Instant::now() < deadline =>
+                {
+                    tokio::task::yield_now().await;
+                }
+                Err(e) => panic!("the planted store does not open: {e}"),
+            }
+        }
         self.start(&[]);
     }
 

@@ -449,18 +449,28 @@ async fn a_payment_intent_for_a_customer_that_is_not_this_merchants_in_this_mode
 async fn checkout_codes_are_long_random_and_carry_no_sequence() {
     let app = spawn_app().await;
     let m = app.merchant().await;
+    let other = app.merchant().await;
     let mut codes = Vec::new();
-    for _ in 0..8 {
+    for i in 0..8 {
         let pi = app
             .create_intent(&m.test_key, json!({"amount": 500000, "currency": "NGN"}))
             .await;
+        // Other merchants' payments in between change nothing in the codes.
+        for _ in 0..i {
+            app.create_intent(
+                &other.test_key,
+                json!({"amount": 500000, "currency": "NGN"}),
+            )
+            .await;
+        }
         let url = pi["checkout_url"].as_str().unwrap();
         let code = url
             .strip_prefix(&format!("{}/c/", app.base))
             .unwrap()
             .to_string();
+        // 8 characters of creation time, then 22 random ones (131 bits).
         assert!(
-            code.len() >= 22 && code.bytes().all(|b| b.is_ascii_alphanumeric()),
+            code.len() == 30 && code.bytes().all(|b| b.is_ascii_alphanumeric()),
             "{code}"
         );
         // The link works.
@@ -468,12 +478,28 @@ async fn checkout_codes_are_long_random_and_carry_no_sequence() {
         assert_eq!(page.status(), 200);
         codes.push(code);
     }
-    // No shared counter prefix: consecutive codes agree on fewer than 4
-    // leading characters (random codes do so with probability 62^-4).
+    // The time prefix is the clock's instant alone: every code made at one
+    // instant shares it, however many payments were made in between.
+    assert!(codes.iter().all(|c| c[..8] == codes[0][..8]), "{codes:?}");
+    app.advance(1).await;
+    let later = app
+        .create_intent(&m.test_key, json!({"amount": 500000, "currency": "NGN"}))
+        .await;
+    let later = later["checkout_url"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(later[..8] > codes[0][..8], "{later} after {}", codes[0]);
+    // No shared counter in the random part: consecutive codes agree on
+    // fewer than 4 of its leading characters (random ones do so with
+    // probability 62^-4).
     for pair in codes.windows(2) {
-        let common = pair[0]
+        let common = pair[0][8..]
             .bytes()
-            .zip(pair[1].bytes())
+            .zip(pair[1][8..].bytes())
             .take_while(|(a, b)| a == b)
             .count();
         assert!(common < 4, "{pair:?}");

@@ -11,7 +11,7 @@ use kobo_storage::{Batch, CommitError, KeyBuf, Table};
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
 use crate::idempotency::IdempotencySave;
-use crate::ids::{new_id, random_base62, scope_key, sha256_hex, Mode};
+use crate::ids::{new_id, random_base62, scope_key, sha256_hex, time_ordered_code, Mode};
 use crate::ledger::actor::PostEntry;
 use crate::ledger::{EntrySpec, EntryType};
 use crate::merchant::{Merchant, Settings};
@@ -106,8 +106,9 @@ pub async fn create_mandate_charge(
     .await
 }
 
-/// Length of a new checkout code (`/c/<code>`): 62^22 > 2^130. Codes made
-/// before (a base62 sequence then 8 random characters) keep resolving.
+/// Random characters of a new checkout code (`/c/<code>`, after its
+/// time prefix): 62^22 > 2^130. Codes made before (a base62 sequence then
+/// 8 random characters, or 22 random characters) keep resolving.
 pub const CHECKOUT_CODE_LEN: usize = 22;
 
 /// A new intent in `created` and its client secret.
@@ -144,10 +145,11 @@ fn new_intent(
     let id = new_id(now);
     let client_secret = format!("pi_{}_secret_{}", id.simple(), random_base62(24));
     let seq = kobo.seq.next();
-    // A capability: CHECKOUT_CODE_LEN random base62 characters (131
-    // bits) from the OS-seeded CSPRNG, and nothing else (no sequence, which
-    // would let anyone holding two links measure the platform's volume).
-    let checkout_code = random_base62(CHECKOUT_CODE_LEN);
+    // A capability: the creation time, then CHECKOUT_CODE_LEN random
+    // base62 characters (131 bits) from the OS-seeded CSPRNG; no sequence,
+    // which would let anyone holding two links measure the platform's
+    // volume.
+    let checkout_code = time_ordered_code(now, CHECKOUT_CODE_LEN);
     let intent = PaymentIntent {
         id,
         merchant: merchant.id,
