@@ -8,6 +8,7 @@ pub mod balance;
 pub mod body;
 pub mod brands;
 pub mod cards;
+pub mod endpoint;
 pub mod events;
 pub mod fx;
 pub mod limits;

@@ -443,6 +443,7 @@ mod tests {
 
     use kobo_actors::money::MAX_AMOUNT;
 
+    use super::super::body::fields_of;
     use super::super::{
         balance, brands, cards, events, payment_intents, payouts, refunds, settlement,
         test_helpers, webhooks,
@@ -723,16 +724,19 @@ mod tests {
     /// each POST's documented body is that schema.
     #[test]
     fn request_schemas_match_what_the_parsers_accept() {
-        use payment_intents::{CreatePaymentIntentRequest, NoFields, CREATE_FIELDS, NO_FIELDS};
-        use test_helpers::{SimulateTransferRequest, SIMULATE_TRANSFER_FIELDS};
+        use payment_intents::{CreatePaymentIntentRequest, NoFields};
+        use test_helpers::SimulateTransferRequest;
         assert_eq!(
             property_names(CreatePaymentIntentRequest::schema()),
-            names(CREATE_FIELDS)
+            names(fields_of::<CreatePaymentIntentRequest>())
         );
-        assert_eq!(property_names(NoFields::schema()), names(NO_FIELDS));
+        assert_eq!(
+            property_names(NoFields::schema()),
+            names(fields_of::<NoFields>())
+        );
         assert_eq!(
             property_names(SimulateTransferRequest::schema()),
-            names(SIMULATE_TRANSFER_FIELDS)
+            names(fields_of::<SimulateTransferRequest>())
         );
         assert_eq!(
             property_names(webhooks::CreateWebhookEndpointRequest::schema()),
@@ -741,15 +745,15 @@ mod tests {
 
         assert_eq!(
             property_names(cards::CardRequest::schema()),
-            names(cards::CARD_FIELDS)
+            names(fields_of::<cards::CardRequest>())
         );
         assert_eq!(
             property_names(cards::BillingAddressRequest::schema()),
-            names(cards::BILLING_FIELDS)
+            names(fields_of::<cards::BillingAddressRequest>())
         );
         assert_eq!(
             property_names(cards::AuthenticateRequest::schema()),
-            names(cards::AUTHENTICATE_FIELDS)
+            names(fields_of::<cards::AuthenticateRequest>())
         );
         let schemas = [
             (
