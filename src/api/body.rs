@@ -27,7 +27,7 @@ type R<T> = Result<T, DomainError>;
 
 /// Stands for the field's name in errors raised below a field, until the
 /// field's entry ([`Entries`]) substitutes it.
-const FIELD: &str = "\u{1}";
+pub const FIELD: &str = "\u{1}";
 
 /// Parses `bytes` as a JSON object (an empty body is an empty object).
 fn object(bytes: &[u8]) -> R<Map<String, Value>> {
@@ -115,7 +115,7 @@ impl std::error::Error for BodyError {}
 
 /// How a field rule's error crosses serde's text-only `custom`: the code,
 /// the param and the message, separated by NUL, after a NUL.
-fn tunnel<E: de::Error>(e: DomainError) -> E {
+pub fn tunnel<E: de::Error>(e: DomainError) -> E {
     E::custom(format!(
         "\0{}\0{}\0{}",
         e.code,
@@ -285,6 +285,14 @@ pub fn text<'de, D: Deserializer<'de>, const MAX: usize>(d: D) -> Result<Option<
         .map_err(tunnel)
 }
 
+/// A required string of at most `MAX` characters (blank allowed: the
+/// domain checks it).
+pub fn required_string<'de, D: Deserializer<'de>, const MAX: usize>(
+    d: D,
+) -> Result<String, D::Error> {
+    text::<D, MAX>(d)?.ok_or_else(|| tunnel(DomainError::missing(FIELD)))
+}
+
 /// A required, non-blank string of at most `MAX` characters.
 pub fn required_text<'de, D: Deserializer<'de>, const MAX: usize>(
     d: D,
@@ -330,6 +338,11 @@ pub fn uuid<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Uuid>, D::Error> {
     let Some(v) = value(d)? else { return Ok(None) };
     let s = check_text(&v, 64).map_err(tunnel)?;
     parse_uuid(&s, FIELD).map(Some).map_err(tunnel)
+}
+
+/// A required UUID.
+pub fn required_uuid<'de, D: Deserializer<'de>>(d: D) -> Result<Uuid, D::Error> {
+    uuid(d)?.ok_or_else(|| tunnel(DomainError::missing(FIELD)))
 }
 
 /// An optional email address (at most 254 characters).
@@ -440,7 +453,8 @@ pub fn nested<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Op
 #[schema(as = NoFields)]
 pub struct NoFields {}
 
-/// A JSON object body whose keys were checked against the allowed names.
+/// A JSON object body whose keys were checked against the allowed names:
+/// the operator API's bodies (`/admin/v1`), not yet typed.
 pub struct Fields {
     map: Map<String, Value>,
 }
@@ -458,18 +472,6 @@ impl Fields {
 
     pub fn raw(&self, name: &str) -> Option<&Value> {
         self.map.get(name).filter(|v| !v.is_null())
-    }
-
-    pub fn amount(&self, name: &str, min: i64) -> R<Option<i64>> {
-        match self.raw(name) {
-            None => Ok(None),
-            Some(v) => parse_amount(v, name, min).map(Some),
-        }
-    }
-
-    pub fn required_amount(&self, name: &str, min: i64) -> R<i64> {
-        self.amount(name, min)?
-            .ok_or_else(|| DomainError::missing(name))
     }
 
     pub fn string(&self, name: &str, max_len: usize) -> R<Option<String>> {
@@ -503,96 +505,6 @@ impl Fields {
             ));
         }
         Ok(s)
-    }
-
-    pub fn currency(&self, name: &str) -> R<Option<Currency>> {
-        match self.string(name, 3)? {
-            None => Ok(None),
-            Some(s) => Currency::parse(&s)
-                .map(Some)
-                .ok_or_else(|| DomainError::invalid(name, "currency must be NGN or USD")),
-        }
-    }
-
-    pub fn uuid(&self, name: &str) -> R<Option<Uuid>> {
-        match self.string(name, 64)? {
-            None => Ok(None),
-            Some(s) => parse_uuid(&s, name).map(Some),
-        }
-    }
-
-    pub fn email(&self, name: &str) -> R<Option<String>> {
-        let Some(s) = self.string(name, 254)? else {
-            return Ok(None);
-        };
-        let ok = match s.split_once('@') {
-            Some((local, domain)) => {
-                !local.is_empty()
-                    && domain.contains('.')
-                    && !domain.starts_with('.')
-                    && !domain.ends_with('.')
-                    && !s.chars().any(|c| c.is_whitespace() || c == ',')
-                    && !domain.contains('@')
-            }
-            None => false,
-        };
-        if ok {
-            Ok(Some(s))
-        } else {
-            Err(DomainError::invalid(
-                name,
-                format!("`{name}` is not an email address"),
-            ))
-        }
-    }
-
-    pub fn url(&self, name: &str) -> R<Option<String>> {
-        let Some(s) = self.string(name, 2048)? else {
-            return Ok(None);
-        };
-        match url::Url::parse(&s) {
-            Ok(u) if (u.scheme() == "https" || u.scheme() == "http") && u.host().is_some() => {
-                Ok(Some(s))
-            }
-            _ => Err(DomainError::invalid(
-                name,
-                format!("`{name}` must be an http(s) URL"),
-            )),
-        }
-    }
-
-    /// `metadata`: up to 20 keys of at most 40 characters; values are
-    /// strings (at most 500 characters), numbers or booleans.
-    pub fn metadata(&self, name: &str) -> R<Map<String, Value>> {
-        match self.raw(name) {
-            None => Ok(Map::new()),
-            Some(Value::Object(m)) => {
-                if m.len() > 20 {
-                    return Err(DomainError::invalid(name, "metadata holds at most 20 keys"));
-                }
-                for (k, v) in m {
-                    let param = format!("{name}.{k}");
-                    if k.is_empty() || k.chars().count() > 40 {
-                        return Err(DomainError::invalid(
-                            &param,
-                            "metadata keys are 1 to 40 characters",
-                        ));
-                    }
-                    match v {
-                        Value::String(s) if s.chars().count() <= 500 => {}
-                        Value::Number(_) | Value::Bool(_) => {}
-                        _ => {
-                            return Err(DomainError::invalid(
-                                &param,
-                                "metadata values are strings of at most 500 characters, numbers or booleans",
-                            ))
-                        }
-                    }
-                }
-                Ok(m.clone())
-            }
-            Some(_) => Err(DomainError::invalid(name, "metadata must be an object")),
-        }
     }
 }
 

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 
-use actix_web::{web, HttpRequest};
+use actix_web::{web, HttpRequest, HttpResponse};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -107,6 +107,13 @@ impl Call {
     pub fn save(&self) -> Option<&IdempotencySave> {
         self.save.as_ref()
     }
+
+    /// The idempotency record of a POST (which always has one).
+    pub fn idem(&self) -> IdempotencySave {
+        self.save
+            .clone()
+            .expect("the wrapper gives every POST its idempotency record")
+    }
 }
 
 /// What `run` answers: a body (the endpoint's status), or a full [`Reply`].
@@ -126,6 +133,30 @@ impl Outcome for Value {
 
 impl Outcome for Reply {
     fn into_reply(self, _: &Endpoint) -> Reply {
+        self
+    }
+}
+
+/// What a read's `run` answers: a body (the endpoint's status), a full
+/// [`Reply`], or a response of its own (the event stream).
+pub trait Answer {
+    fn into_response(self, e: &Endpoint) -> HttpResponse;
+}
+
+impl Answer for Value {
+    fn into_response(self, e: &Endpoint) -> HttpResponse {
+        json_response(e.status, &self)
+    }
+}
+
+impl Answer for Reply {
+    fn into_response(self, _: &Endpoint) -> HttpResponse {
+        json_response(self.status, &self.body)
+    }
+}
+
+impl Answer for HttpResponse {
+    fn into_response(self, _: &Endpoint) -> HttpResponse {
         self
     }
 }
@@ -185,7 +216,7 @@ impl Endpoint {
     where
         F: FnOnce(Call) -> Fut,
         Fut: Future<Output = ApiResult<O>>,
-        O: Outcome,
+        O: Answer,
     {
         let p = self.authenticate(&req, &state)?;
         let call = Call {
@@ -194,8 +225,7 @@ impl Endpoint {
             p,
             save: None,
         };
-        let reply = run(call).await?.into_reply(self);
-        Ok(json_response(reply.status, &reply.body))
+        Ok(run(call).await?.into_response(self))
     }
 
     /// A POST: authentication, the gate, the body, idempotency, the body's

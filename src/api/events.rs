@@ -11,15 +11,14 @@ use kobo_actors::webhook::query::{self as webhook_query, EventFilter};
 use kobo_actors::webhook::{Command, RedeliveryView};
 use kobo_actors::DomainError;
 
-use super::body::{Fields, Query};
+use super::body::NoFields;
+use super::body::Query;
+use super::endpoint::{Call, Endpoint};
 use super::openapi::{
     BadRequest, BadRequestReplayable, EventRef, IdempotencyKey, IdempotencyKeyReused,
     InternalError, NotFoundReplayable, PayloadTooLarge, Unauthorized,
 };
-use super::payment_intents::{NoFields, NO_FIELDS};
-use super::{
-    authenticate, idempotent, json_response, read_body, resource, ApiResult, Reply, State,
-};
+use super::{resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/events").route(web::get().to(list)))
@@ -72,20 +71,24 @@ pub struct EventId {
     )
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), LIST_PARAMS)?;
-    let event_type = q.one_of(
-        "type",
-        |s| EVENT_TYPES.contains(&s).then(|| s.to_string()),
-        "an event type",
-    )?;
-    let filter = EventFilter {
-        limit: q.limit()?,
-        starting_after: q.uuid("starting_after")?,
-        event_type,
-    };
-    let page = webhook_query::list_events(&state.kobo, p.merchant.id, p.mode, &filter)?;
-    Ok(json_response(200, &page.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let q = Query::parse(req.query_string(), LIST_PARAMS)?;
+            let event_type = q.one_of(
+                "type",
+                |s| EVENT_TYPES.contains(&s).then(|| s.to_string()),
+                "an event type",
+            )?;
+            let filter = EventFilter {
+                limit: q.limit()?,
+                starting_after: q.uuid("starting_after")?,
+                event_type,
+            };
+            let page = webhook_query::list_events(&state.kobo, p.merchant.id, p.mode, &filter)?;
+            Ok(page.to_api())
+        })
+        .await
 }
 
 /// Redeliver an event
@@ -117,23 +120,25 @@ async fn redeliver(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let body = read_body(payload).await?;
-    let (state, p, body, raw_id) = (&state, &p, &body, path.as_str());
-    idempotent(&req, state, p, body, |save| async move {
-        Fields::parse(body, NO_FIELDS)?;
-        let event = Uuid::try_parse(raw_id).map_err(|_| DomainError::not_found("event", raw_id))?;
-        let view = state
-            .kobo
-            .webhooks
-            .command(Command::Redeliver {
-                merchant: p.merchant.id,
-                mode: p.mode,
-                event,
-                idem: Some(save),
-            })
-            .await?;
-        Ok(Reply::saved(200, view))
-    })
-    .await
+    Endpoint::secret_key(200)
+        .saves_itself()
+        .post(req, state, payload, |c, _: NoFields| async move {
+            let (state, p) = (&c.state, &c.p);
+            let save = c.idem();
+            let raw_id = path.as_str();
+            let event =
+                Uuid::try_parse(raw_id).map_err(|_| DomainError::not_found("event", raw_id))?;
+            let view = state
+                .kobo
+                .webhooks
+                .command(Command::Redeliver {
+                    merchant: p.merchant.id,
+                    mode: p.mode,
+                    event,
+                    idem: Some(save),
+                })
+                .await?;
+            Ok(Reply::saved(200, view))
+        })
+        .await
 }

@@ -292,13 +292,6 @@ fn bearer(req: &HttpRequest) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// Authenticates a `/v1` call with a secret key. A payment intent's client
-/// secret or checkout credential is refused here (401): they only work
-/// where [`authenticate_for`] lets them.
-pub fn authenticate(req: &HttpRequest, state: &AppState) -> ApiResult<Principal> {
-    authenticate_for(req, state, None)
-}
-
 /// Authenticates with a secret key, or with the client secret or checkout
 /// credential of `intent` when given.
 pub fn authenticate_for(
@@ -322,18 +315,6 @@ pub fn authenticate_for(
     }
     limits::check_caller(req, &principal)?;
     Ok(principal)
-}
-
-/// Test helpers answer 404 to live keys.
-pub fn require_test_mode(p: &Principal) -> ApiResult<()> {
-    if p.mode == Mode::Live {
-        return Err(ApiError(DomainError::new(
-            ErrorKind::NotFound,
-            "resource_missing",
-            "test helpers exist only in test mode",
-        )));
-    }
-    Ok(())
 }
 
 pub fn parse_id(raw: &str, what: &str) -> ApiResult<Uuid> {

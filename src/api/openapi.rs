@@ -740,7 +740,7 @@ mod tests {
         );
         assert_eq!(
             property_names(webhooks::CreateWebhookEndpointRequest::schema()),
-            names(webhooks::CREATE_FIELDS)
+            names(fields_of::<webhooks::CreateWebhookEndpointRequest>())
         );
 
         assert_eq!(
@@ -758,31 +758,31 @@ mod tests {
         let schemas = [
             (
                 brands::CreateBrandRequest::schema(),
-                brands::CREATE_BRAND_FIELDS,
+                fields_of::<brands::CreateBrandRequest>(),
             ),
             (
                 payouts::AddBankAccountRequest::schema(),
-                payouts::BANK_ACCOUNT_FIELDS,
+                fields_of::<payouts::AddBankAccountRequest>(),
             ),
             (
                 payouts::CreatePayoutRequest::schema(),
-                payouts::PAYOUT_FIELDS,
+                fields_of::<payouts::CreatePayoutRequest>(),
             ),
             (
                 refunds::CreateRefundRequest::schema(),
-                refunds::REFUND_FIELDS,
+                fields_of::<refunds::CreateRefundRequest>(),
             ),
             (
                 refunds::SubmitEvidenceRequest::schema(),
-                refunds::EVIDENCE_FIELDS,
+                fields_of::<refunds::SubmitEvidenceRequest>(),
             ),
             (
                 refunds::OpenDisputeRequest::schema(),
-                refunds::OPEN_DISPUTE_FIELDS,
+                fields_of::<refunds::OpenDisputeRequest>(),
             ),
             (
                 refunds::ResolveDisputeRequest::schema(),
-                refunds::RESOLVE_FIELDS,
+                fields_of::<refunds::ResolveDisputeRequest>(),
             ),
         ];
         for (schema, fields) in schemas {

@@ -122,12 +122,6 @@ pub struct ListPaymentIntentsQuery {
     status: Option<Status>,
 }
 
-/// The fields the body-less POSTs of modules not yet on the endpoint
-/// wrapper accept: none ([`NoFields`]).
-pub const NO_FIELDS: &[&str] = &[];
-
-pub use super::endpoint::live_payments as ensure_can_take_payments;
-
 /// Create a payment intent
 ///
 /// Fees and VAT are fixed at creation from the merchant's pricing. The
