@@ -14,7 +14,7 @@ use kobo_actors::DomainError;
 
 use super::body::Query;
 use super::endpoint::{Call, Endpoint};
-use super::openapi::{BadRequest, BalanceTransactionRef, InternalError, Unauthorized};
+use super::openapi::{BadRequest, BalanceTransactionRef};
 use super::{ApiResult, State};
 
 /// Most lines one statement export holds.
@@ -62,8 +62,6 @@ pub struct BalanceQuery {
     responses(
         (status = 200, description = "The balance.", body = BalanceView),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn balance(req: HttpRequest, state: State) -> ApiResult {
@@ -168,8 +166,6 @@ fn line_filter(state: &State, p: &Principal, q: &Query) -> Result<LineFilter, Do
         (status = 200, description = "A page of balance transactions, newest first.",
             body = ListView<BalanceTransactionRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn transactions(req: HttpRequest, state: State) -> ApiResult {
@@ -250,8 +246,6 @@ pub struct StatementExportView {
     responses(
         (status = 200, description = "The statement export.", body = StatementExportView),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn export(req: HttpRequest, state: State) -> ApiResult {

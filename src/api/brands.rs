@@ -12,10 +12,7 @@ use kobo_actors::{admin, query};
 use super::body::Query;
 use super::body::{self as body};
 use super::endpoint::{Call, Endpoint};
-use super::openapi::{
-    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, IdempotencyKey,
-    IdempotencyKeyReused, InternalError, NotFound, PayloadTooLarge, Unauthorized,
-};
+use super::openapi::{BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound};
 use super::{parse_id, resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -80,14 +77,8 @@ pub struct BrandId {
     params(IdempotencyKey),
     request_body(content = CreateBrandRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new brand.", body = BrandView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 201, description = "The new brand.", body = BrandView),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
@@ -122,8 +113,6 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
     responses(
         (status = 200, description = "A page of brands, newest first.", body = ListView<BrandRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
@@ -152,9 +141,7 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
     params(BrandId),
     responses(
         (status = 200, description = "The brand.", body = BrandView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {

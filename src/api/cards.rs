@@ -29,8 +29,7 @@ use kobo_actors::{DomainError, Mode};
 use super::body;
 use super::endpoint::{live_payments, Endpoint, Fingerprint};
 use super::openapi::{
-    BadRequestReplayable, ConflictReplayable, Forbidden, IdempotencyKey, IdempotencyKeyReused,
-    InternalError, NotFoundReplayable, Overloaded, PayloadTooLarge, PaymentIntentId, Unauthorized,
+    ConflictReplayable, Forbidden, IdempotencyKey, NotFoundReplayable, Overloaded, PaymentIntentId,
 };
 use super::{parse_id, resource, ApiError, ApiResult, State};
 
@@ -231,15 +230,10 @@ const CARD_CALL: Endpoint = Endpoint::intent_key(200)
     security(("bearer" = []), ("client_secret" = [])),
     responses(
         (status = 200, description = "The payment intent after the card: `successful`, `failed` with `failure_code`, or `processing` with or without `next_action`.",
-            body = PaymentIntentView, headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+            body = PaymentIntentView),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -363,15 +357,10 @@ fn parse_authenticate(bytes: &[u8]) -> Result<Answer, DomainError> {
     security(("bearer" = []), ("client_secret" = [])),
     responses(
         (status = 200, description = "The payment intent after the answer, as on the card call.",
-            body = PaymentIntentView, headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+            body = PaymentIntentView),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]

@@ -14,10 +14,7 @@ use kobo_actors::DomainError;
 use super::body::NoFields;
 use super::body::Query;
 use super::endpoint::{Call, Endpoint};
-use super::openapi::{
-    BadRequest, BadRequestReplayable, EventRef, IdempotencyKey, IdempotencyKeyReused,
-    InternalError, NotFoundReplayable, PayloadTooLarge, Unauthorized,
-};
+use super::openapi::{BadRequest, EventRef, IdempotencyKey, NotFoundReplayable};
 use super::{resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -66,8 +63,6 @@ pub struct EventId {
     responses(
         (status = 200, description = "A page of events, newest first.", body = ListView<EventRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
@@ -104,14 +99,8 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
     params(EventId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "How many deliveries were queued.", body = RedeliveryView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "How many deliveries were queued.", body = RedeliveryView),
         (status = 404, response = NotFoundReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn redeliver(

@@ -15,9 +15,7 @@ use super::body::{self as body};
 use super::body::{Fields, Query};
 use super::endpoint::{Call, Endpoint};
 use super::openapi::{
-    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, IdempotencyKey,
-    IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, PayloadTooLarge,
-    Unauthorized,
+    BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
 };
 use super::{json_response, parse_id, read_body, resource, ApiError, ApiResult, Reply, State};
 
@@ -124,9 +122,7 @@ pub fn parse_preview(
     responses(
         (status = 200, description = "The preview.", body = FxPreviewView),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
         (status = 409, description = "`state_error` `no_fx_rate`: no rate has been published yet.", body = super::ErrorBody),
-        (status = 500, response = InternalError),
     )
 )]
 async fn preview(req: HttpRequest, state: State) -> ApiResult {
@@ -174,15 +170,9 @@ pub struct CreateConversionRequest {
     params(IdempotencyKey),
     request_body(content = CreateConversionRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The conversion.", body = FxConversionView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 201, description = "The conversion.", body = FxConversionView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn create_conversion(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
@@ -231,8 +221,6 @@ async fn create_conversion(req: HttpRequest, state: State, payload: web::Payload
     responses(
         (status = 200, description = "The conversions, newest first.", body = ListView<FxConversionRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list_conversions(req: HttpRequest, state: State) -> ApiResult {
@@ -261,9 +249,7 @@ async fn list_conversions(req: HttpRequest, state: State) -> ApiResult {
     params(ConversionId),
     responses(
         (status = 200, description = "The conversion.", body = FxConversionView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve_conversion(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {

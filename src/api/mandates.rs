@@ -22,9 +22,8 @@ use super::body::Query;
 use super::body::{self as body, NoFields};
 use super::endpoint::{live_payments, Call, Endpoint};
 use super::openapi::{
-    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, Forbidden, IdempotencyKey,
-    IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, Overloaded, PayloadTooLarge,
-    Unauthorized,
+    BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
+    Overloaded,
 };
 use super::payment_intents::MIN_PAYMENT_AMOUNT;
 use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
@@ -161,16 +160,10 @@ fn direct_debit_enabled(p: &Principal) -> Result<(), DomainError> {
     params(IdempotencyKey),
     request_body(content = CreateMandateRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new mandate, `pending`.", body = MandateView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 201, description = "The new mandate, `pending`.", body = MandateView),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
@@ -211,8 +204,6 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
     responses(
         (status = 200, description = "A page of mandates, newest first.", body = ListView<MandateRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
@@ -246,9 +237,7 @@ fn own(state: &State, p: &Principal, raw: &str) -> Result<Mandate, DomainError> 
     params(MandateId),
     responses(
         (status = 200, description = "The mandate.", body = MandateView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
@@ -316,15 +305,9 @@ async fn mandate_action(
     params(MandateId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The mandate after the provider's answer.", body = MandateView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The mandate after the provider's answer.", body = MandateView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -349,15 +332,9 @@ async fn refresh(
     params(MandateId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The canceled mandate.", body = MandateView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The canceled mandate.", body = MandateView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -416,15 +393,10 @@ fn naira<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     request_body(content = ChargeMandateRequest, content_type = "application/json"),
     responses(
         (status = 201, description = "The new payment intent, `processing`, with `checkout_url` and `client_secret`.",
-            body = PaymentIntentView, headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+            body = PaymentIntentView),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -468,9 +440,7 @@ async fn charge(
     params(CustomerId),
     responses(
         (status = 200, description = "The customer.", body = CustomerView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve_customer(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {

@@ -118,7 +118,7 @@ pub const CLIENT_SECRET: &str = "client_secret";
             RateLimited,
         )
     ),
-    modifiers(&SecuritySchemes, &OptionalBodies, &Lifecycle, &RateLimits),
+    modifiers(&SecuritySchemes, &OptionalBodies, &Lifecycle, &RateLimits, &StandardErrors),
     security(("bearer" = [])),
     tags(
         (name = "payment_intents", description = "Accepting payments."),
@@ -307,6 +307,69 @@ impl Modify for RateLimits {
         }
     }
 }
+
+/// The rows every operation of a kind has, so an annotation lists only what
+/// is its own: every authenticated operation may answer 401 and 500; every
+/// idempotent POST also 400, 413 and 422 (saved and replayed: their
+/// `...Replayable` forms), and its 2xx answers carry `Idempotent-Replayed`.
+/// A row an annotation gives is kept.
+struct StandardErrors;
+
+impl Modify for StandardErrors {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::header::HeaderBuilder;
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            if path == PATH {
+                continue;
+            }
+            for op in [&mut item.get, &mut item.post].into_iter().flatten() {
+                let idempotent = op
+                    .parameters
+                    .iter()
+                    .flatten()
+                    .any(|p| matches!(p, RefOr::T(p) if p.name == "Idempotency-Key"));
+                let mut rows = vec![("401", "Unauthorized"), ("500", "InternalError")];
+                if idempotent {
+                    rows.extend([
+                        ("400", "BadRequestReplayable"),
+                        ("413", "PayloadTooLarge"),
+                        ("422", "IdempotencyKeyReused"),
+                    ]);
+                }
+                for (status, name) in rows {
+                    op.responses
+                        .responses
+                        .entry(status.to_string())
+                        .or_insert_with(|| RefOr::Ref(Ref::from_response_name(name)));
+                }
+                if !idempotent {
+                    continue;
+                }
+                for (status, response) in op.responses.responses.iter_mut() {
+                    let RefOr::T(response) = response else {
+                        continue;
+                    };
+                    if !status.starts_with('2') {
+                        continue;
+                    }
+                    let header = HeaderBuilder::new()
+                        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                        .description(Some(REPLAYED))
+                        .build();
+                    response
+                        .headers
+                        .entry("Idempotent-Replayed".to_string())
+                        .or_insert(RefOr::T(header));
+                }
+            }
+        }
+    }
+}
+
+/// The `Idempotent-Replayed` header's description.
+const REPLAYED: &str =
+    "`true` when this is the saved response of an earlier request with the same Idempotency-Key";
 
 /// The `Idempotency-Key` header every POST needs.
 #[derive(IntoParams)]

@@ -20,9 +20,8 @@ pub use super::body::NoFields;
 use super::body::{self, Query};
 use super::endpoint::{live_payments, Endpoint};
 use super::openapi::{
-    BadRequest, BadRequestReplayable, ChargeAttemptRef, ConflictReplayable, Forbidden,
-    IdempotencyKey, IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, Overloaded,
-    PayloadTooLarge, PaymentIntentId, PaymentIntentRef, Unauthorized,
+    BadRequest, ChargeAttemptRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound,
+    NotFoundReplayable, Overloaded, PaymentIntentId, PaymentIntentRef,
 };
 use super::{parse_id, resource, ApiResult, State};
 
@@ -135,15 +134,10 @@ pub struct ListPaymentIntentsQuery {
     request_body(content = CreatePaymentIntentRequest, content_type = "application/json"),
     responses(
         (status = 201, description = "The new payment intent, with `checkout_url` and `client_secret`.",
-            body = PaymentIntentView, headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+            body = PaymentIntentView),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
@@ -174,8 +168,6 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
         (status = 200, description = "A page of payment intents, newest first.",
             body = ListView<PaymentIntentRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
@@ -207,9 +199,7 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
     security(("bearer" = []), ("client_secret" = [])),
     responses(
         (status = 200, description = "The payment intent.", body = PaymentIntentView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
@@ -234,9 +224,7 @@ async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> Ap
     responses(
         (status = 200, description = "The charge attempts, oldest first.",
             body = ListView<ChargeAttemptRef>),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn charge_attempts(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
@@ -305,15 +293,9 @@ pub async fn intent_action<B: DeserializeOwned>(
     params(PaymentIntentId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The canceled payment intent.", body = PaymentIntentView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The canceled payment intent.", body = PaymentIntentView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -338,15 +320,10 @@ async fn cancel(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
     security(("bearer" = []), ("client_secret" = [])),
     responses(
         (status = 200, description = "The payment intent with `bank_transfer` and `next_action: null`, status `processing`.",
-            body = PaymentIntentView, headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+            body = PaymentIntentView),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]

@@ -17,9 +17,7 @@ use super::body::Query;
 use super::body::{self as body, NoFields};
 use super::endpoint::{Call, Endpoint};
 use super::openapi::{
-    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, IdempotencyKey,
-    IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, Overloaded, PayloadTooLarge,
-    Unauthorized,
+    BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable, Overloaded,
 };
 use super::{json_response, parse_id, resource, ApiError, ApiResult, Reply, State};
 
@@ -75,8 +73,6 @@ pub struct PayoutId {
     tag = "payouts",
     responses(
         (status = 200, description = "Every bank (`has_more` is false).", body = ListView<BankRef>),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list_banks(req: HttpRequest, state: State) -> ApiResult {
@@ -120,16 +116,9 @@ pub struct AddBankAccountRequest {
     params(IdempotencyKey),
     request_body(content = AddBankAccountRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new bank account.", body = BankAccountView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 200, description = "The account was saved before: the saved bank account.", body = BankAccountView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 201, description = "The new bank account.", body = BankAccountView),
+        (status = 200, description = "The account was saved before: the saved bank account.", body = BankAccountView),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 
@@ -183,8 +172,6 @@ pub const LIST_BANK_ACCOUNTS_PARAMS: &[&str] = &[];
         (status = 200, description = "The bank accounts, newest first (`has_more` is false).",
             body = ListView<BankAccountRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list_bank_accounts(req: HttpRequest, state: State) -> ApiResult {
@@ -235,15 +222,9 @@ pub struct CreatePayoutRequest {
     params(IdempotencyKey),
     request_body(content = CreatePayoutRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new payout.", body = PayoutView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 201, description = "The new payout.", body = PayoutView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -311,8 +292,6 @@ pub struct ListPayoutsQuery {
     responses(
         (status = 200, description = "A page of payouts, newest first.", body = ListView<PayoutRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
@@ -349,9 +328,7 @@ fn own(state: &State, p: &Principal, raw: &str) -> ApiResult<kobo_actors::payout
     params(PayoutId),
     responses(
         (status = 200, description = "The payout.", body = PayoutView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
@@ -397,8 +374,6 @@ pub struct QuoteQuery {
     responses(
         (status = 200, description = "The quote.", body = PayoutQuoteView),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn quote(req: HttpRequest, state: State) -> ApiResult {
@@ -477,15 +452,9 @@ async fn send(
     params(PayoutId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The canceled payout.", body = PayoutView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The canceled payout.", body = PayoutView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]

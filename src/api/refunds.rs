@@ -17,9 +17,8 @@ use super::body::Query;
 use super::body::{self as body};
 use super::endpoint::{test_mode, Call, Endpoint};
 use super::openapi::{
-    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, IdempotencyKey,
-    IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, Overloaded, PayloadTooLarge,
-    PaymentIntentId, Unauthorized,
+    BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
+    Overloaded, PaymentIntentId,
 };
 use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
 
@@ -127,15 +126,9 @@ pub struct CreateRefundRequest {
     params(IdempotencyKey),
     request_body(content = CreateRefundRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new refund, `pending`.", body = RefundView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 201, description = "The new refund, `pending`.", body = RefundView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -206,8 +199,6 @@ pub struct ListRefundsQuery {
     responses(
         (status = 200, description = "A page of refunds, newest first.", body = ListView<RefundRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list_refunds(req: HttpRequest, state: State) -> ApiResult {
@@ -237,9 +228,7 @@ async fn list_refunds(req: HttpRequest, state: State) -> ApiResult {
     params(RefundId),
     responses(
         (status = 200, description = "The refund.", body = RefundView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve_refund(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
@@ -283,8 +272,6 @@ pub struct ListDisputesQuery {
     responses(
         (status = 200, description = "A page of disputes, newest first.", body = ListView<DisputeRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list_disputes(req: HttpRequest, state: State) -> ApiResult {
@@ -321,9 +308,7 @@ fn own_dispute(state: &State, p: &Principal, raw: &str) -> ApiResult<kobo_actors
     params(DisputeId),
     responses(
         (status = 200, description = "The dispute.", body = DisputeView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve_dispute(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
@@ -397,15 +382,9 @@ impl SubmitEvidenceRequest {
     params(DisputeId, IdempotencyKey),
     request_body(content = SubmitEvidenceRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "The dispute with its `evidence`.", body = DisputeView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The dispute with its `evidence`.", body = DisputeView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -480,15 +459,9 @@ pub struct OpenDisputeRequest {
     params(PaymentIntentId, IdempotencyKey),
     request_body(content = Option<OpenDisputeRequest>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The new dispute, `open` (every test helper answers 200).", body = DisputeView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The new dispute, `open` (every test helper answers 200).", body = DisputeView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -559,15 +532,9 @@ pub struct ResolveDisputeRequest {
     params(DisputeId, IdempotencyKey),
     request_body(content = ResolveDisputeRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "The dispute, `won` or `lost`.", body = DisputeView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The dispute, `won` or `lost`.", body = DisputeView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]

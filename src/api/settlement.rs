@@ -14,8 +14,7 @@ use super::body::NoFields;
 use super::body::Query;
 use super::endpoint::{test_mode, Call, Endpoint};
 use super::openapi::{
-    BadRequest, BadRequestReplayable, ConflictReplayable, IdempotencyKey, IdempotencyKeyReused,
-    InternalError, NotFoundReplayable, Overloaded, PayloadTooLarge, Unauthorized,
+    BadRequest, ConflictReplayable, IdempotencyKey, NotFoundReplayable, Overloaded,
 };
 use super::{resource, ApiResult, Reply, State};
 
@@ -81,8 +80,6 @@ pub struct SettlementRunView {
     responses(
         (status = 200, description = "The reserve.", body = ReserveView),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn reserve(req: HttpRequest, state: State) -> ApiResult {
@@ -108,15 +105,9 @@ async fn reserve(req: HttpRequest, state: State) -> ApiResult {
     params(IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "How many payments were released.", body = ReleasePendingView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "How many payments were released.", body = ReleasePendingView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -157,15 +148,9 @@ async fn release_pending(req: HttpRequest, state: State, payload: web::Payload) 
     params(IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "What was released and paid out.", body = SettlementRunView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "What was released and paid out.", body = SettlementRunView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]

@@ -11,8 +11,7 @@ use kobo_actors::payment_intent::PaymentIntentView;
 use super::body::{self, NoFields};
 use super::endpoint::{test_mode, Endpoint};
 use super::openapi::{
-    BadRequestReplayable, ConflictReplayable, IdempotencyKey, IdempotencyKeyReused, InternalError,
-    NotFoundReplayable, Overloaded, PayloadTooLarge, PaymentIntentId, Unauthorized,
+    ConflictReplayable, IdempotencyKey, NotFoundReplayable, Overloaded, PaymentIntentId,
 };
 use super::payment_intents::intent_action;
 use super::{resource, ApiResult, State};
@@ -55,15 +54,9 @@ const TEST_HELPER: Endpoint = Endpoint::secret_key(200).gate(test_mode);
     params(PaymentIntentId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The payment intent, now successful.", body = PaymentIntentView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The payment intent, now successful.", body = PaymentIntentView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -86,15 +79,9 @@ async fn succeed(req: HttpRequest, state: State, payload: web::Payload) -> ApiRe
     params(PaymentIntentId, IdempotencyKey),
     request_body(content = Option<SimulateTransferRequest>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The payment intent after the transfer.", body = PaymentIntentView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The payment intent after the transfer.", body = PaymentIntentView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]

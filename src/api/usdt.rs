@@ -20,9 +20,7 @@ use super::body::{Fields, Query};
 use super::endpoint::{Call, Endpoint};
 use super::fx::{parse_preview, ListQuery, PreviewQuery, LIST_PARAMS};
 use super::openapi::{
-    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, Forbidden, IdempotencyKey,
-    IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, PayloadTooLarge,
-    Unauthorized,
+    BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
 };
 use super::{json_response, parse_id, read_body, resource, ApiError, ApiResult, Reply, State};
 
@@ -68,8 +66,6 @@ pub struct CryptoPayoutId {
     responses(
         (status = 200, description = "The USDT set-up.", body = UsdtView),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn usdt(req: HttpRequest, state: State) -> ApiResult {
@@ -98,8 +94,6 @@ async fn usdt(req: HttpRequest, state: State) -> ApiResult {
     responses(
         (status = 200, description = "The preview.", body = UsdtPreviewView),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn preview(req: HttpRequest, state: State) -> ApiResult {
@@ -189,16 +183,10 @@ fn check_otp(mode: Mode, otp: Option<String>) -> Result<(), DomainError> {
     params(IdempotencyKey),
     request_body(content = CreateCryptoPayoutRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The crypto payout, `queued`.", body = CryptoPayoutView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 201, description = "The crypto payout, `queued`.", body = CryptoPayoutView),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn create_payout(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
@@ -248,8 +236,6 @@ async fn create_payout(req: HttpRequest, state: State, payload: web::Payload) ->
     responses(
         (status = 200, description = "The crypto payouts, newest first.", body = ListView<CryptoPayoutRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list_payouts(req: HttpRequest, state: State) -> ApiResult {
@@ -278,9 +264,7 @@ async fn list_payouts(req: HttpRequest, state: State) -> ApiResult {
     params(CryptoPayoutId),
     responses(
         (status = 200, description = "The crypto payout.", body = CryptoPayoutView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve_payout(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {

@@ -17,10 +17,7 @@ use kobo_actors::DomainError;
 use super::body::Query;
 use super::body::{self as body, NoFields};
 use super::endpoint::{Call, Endpoint};
-use super::openapi::{
-    BadRequestReplayable, IdempotencyKey, IdempotencyKeyReused, InternalError, NotFoundReplayable,
-    PayloadTooLarge, Unauthorized, WebhookEndpointRef,
-};
+use super::openapi::{IdempotencyKey, NotFoundReplayable, WebhookEndpointRef};
 use super::{resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -119,13 +116,7 @@ impl CreateWebhookEndpointRequest {
     params(IdempotencyKey),
     request_body(content = CreateWebhookEndpointRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new endpoint, with its `secret`.", body = WebhookEndpointView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
+        (status = 201, description = "The new endpoint, with its `secret`.", body = WebhookEndpointView),
     )
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
@@ -167,8 +158,6 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
     tag = "webhooks",
     responses(
         (status = 200, description = "The endpoints, newest first.", body = ListView<WebhookEndpointRef>),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
@@ -224,14 +213,8 @@ async fn change(
     params(WebhookEndpointId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The endpoint, `disabled`.", body = WebhookEndpointView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The endpoint, `disabled`.", body = WebhookEndpointView),
         (status = 404, response = NotFoundReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn disable(
@@ -255,14 +238,8 @@ async fn disable(
     params(WebhookEndpointId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The endpoint, `enabled`.", body = WebhookEndpointView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The endpoint, `enabled`.", body = WebhookEndpointView),
         (status = 404, response = NotFoundReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn enable(
@@ -286,14 +263,8 @@ async fn enable(
     params(WebhookEndpointId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The deleted endpoint.", body = DeletedEndpointView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The deleted endpoint.", body = DeletedEndpointView),
         (status = 404, response = NotFoundReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn delete(
