@@ -13,8 +13,8 @@ use kobo_actors::query::{self, BalanceView, LineFilter, ListView, Principal};
 use kobo_actors::DomainError;
 
 use super::body::Query;
+use super::components::{BadRequest, BalanceTransactionRef};
 use super::endpoint::{Call, Endpoint};
-use super::openapi::{BadRequest, BalanceTransactionRef};
 use super::{ApiResult, State};
 
 /// Most lines one statement export holds.

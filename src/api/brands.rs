@@ -11,8 +11,8 @@ use kobo_actors::{admin, query};
 
 use super::body::Query;
 use super::body::{self as body};
+use super::components::{BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound};
 use super::endpoint::{Call, Endpoint};
-use super::openapi::{BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound};
 use super::{parse_id, resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

@@ -27,10 +27,10 @@ use kobo_actors::query::{self, Principal};
 use kobo_actors::{DomainError, Mode};
 
 use super::body;
-use super::endpoint::{live_payments, Endpoint, Fingerprint};
-use super::openapi::{
+use super::components::{
     ConflictReplayable, Forbidden, IdempotencyKey, NotFoundReplayable, Overloaded, PaymentIntentId,
 };
+use super::endpoint::{live_payments, Endpoint, Fingerprint};
 use super::{parse_id, resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

@@ -13,8 +13,8 @@ use kobo_actors::DomainError;
 
 use super::body::NoFields;
 use super::body::Query;
+use super::components::{BadRequest, EventRef, IdempotencyKey, NotFoundReplayable};
 use super::endpoint::{Call, Endpoint};
-use super::openapi::{BadRequest, EventRef, IdempotencyKey, NotFoundReplayable};
 use super::{resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

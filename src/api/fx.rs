@@ -13,10 +13,10 @@ use kobo_actors::DomainError;
 
 use super::body::{self as body};
 use super::body::{Fields, Query};
-use super::endpoint::{Call, Endpoint};
-use super::openapi::{
+use super::components::{
     BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
 };
+use super::endpoint::{Call, Endpoint};
 use super::{json_response, parse_id, read_body, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

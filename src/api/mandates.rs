@@ -20,11 +20,11 @@ use kobo_actors::DomainError;
 
 use super::body::Query;
 use super::body::{self as body, NoFields};
-use super::endpoint::{live_payments, Call, Endpoint};
-use super::openapi::{
+use super::components::{
     BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
     Overloaded,
 };
+use super::endpoint::{live_payments, Call, Endpoint};
 use super::payment_intents::MIN_PAYMENT_AMOUNT;
 use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
 

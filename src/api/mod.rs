@@ -8,6 +8,7 @@ pub mod balance;
 pub mod body;
 pub mod brands;
 pub mod cards;
+pub mod components;
 pub mod endpoint;
 pub mod events;
 pub mod fx;
@@ -47,7 +48,7 @@ use kobo_actors::timers::TimerSupervisor;
 use kobo_actors::{DomainError, ErrorKind, Kobo, Mode};
 use kobo_storage::Batch;
 
-use crate::telemetry::Metrics;
+use crate::metrics::Metrics;
 
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
@@ -483,28 +484,6 @@ pub async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
 /// A resource whose unmatched methods answer 405 with the error body.
 pub fn resource(path: &str) -> actix_web::Resource {
     web::resource(path).default_service(web::to(method_not_allowed))
-}
-
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("/v1/openapi.json").route(web::get().to(openapi::serve)));
-    payment_intents::configure(cfg);
-    cards::configure(cfg);
-    crate::checkout::configure(cfg);
-    balance::configure(cfg);
-    brands::configure(cfg);
-    settlement::configure(cfg);
-    payouts::configure(cfg);
-    refunds::configure(cfg);
-    mandates::configure(cfg);
-    crate::checkout::mandate::configure(cfg);
-    fx::configure(cfg);
-    usdt::configure(cfg);
-    test_helpers::configure(cfg);
-    webhooks::configure(cfg);
-    events::configure(cfg);
-    stream::configure(cfg);
-    admin::configure(cfg);
-    ops::configure(cfg);
 }
 
 #[cfg(test)]

@@ -18,11 +18,11 @@ use kobo_actors::DomainError;
 
 pub use super::body::NoFields;
 use super::body::{self, Query};
-use super::endpoint::{live_payments, Endpoint};
-use super::openapi::{
+use super::components::{
     BadRequest, ChargeAttemptRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound,
     NotFoundReplayable, Overloaded, PaymentIntentId, PaymentIntentRef,
 };
+use super::endpoint::{live_payments, Endpoint};
 use super::{parse_id, resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

@@ -15,10 +15,10 @@ use kobo_actors::{DomainError, Mode};
 
 use super::body::Query;
 use super::body::{self as body, NoFields};
-use super::endpoint::{Call, Endpoint};
-use super::openapi::{
+use super::components::{
     BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable, Overloaded,
 };
+use super::endpoint::{Call, Endpoint};
 use super::{json_response, parse_id, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

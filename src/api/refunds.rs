@@ -15,11 +15,11 @@ use kobo_actors::DomainError;
 
 use super::body::Query;
 use super::body::{self as body};
-use super::endpoint::{test_mode, Call, Endpoint};
-use super::openapi::{
+use super::components::{
     BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
     Overloaded, PaymentIntentId,
 };
+use super::endpoint::{test_mode, Call, Endpoint};
 use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

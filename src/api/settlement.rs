@@ -12,10 +12,10 @@ use kobo_actors::{query, settlement};
 
 use super::body::NoFields;
 use super::body::Query;
-use super::endpoint::{test_mode, Call, Endpoint};
-use super::openapi::{
+use super::components::{
     BadRequest, ConflictReplayable, IdempotencyKey, NotFoundReplayable, Overloaded,
 };
+use super::endpoint::{test_mode, Call, Endpoint};
 use super::{resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

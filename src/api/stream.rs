@@ -149,7 +149,7 @@ impl StreamEvent {
             .extensions(Some(
                 ExtensionsBuilder::new()
                     .add(
-                        super::openapi::CONTENT_SCHEMA,
+                        super::components::CONTENT_SCHEMA,
                         serde_json::to_value(data).expect("a schema serializes"),
                     )
                     .build(),
@@ -342,10 +342,10 @@ async fn pump(
     params(("Last-Event-ID" = Option<u64>, Header, description = "Resume after this stream position (the `id:` of the last event received).")),
     responses(
         (status = 200, description = "An endless `text/event-stream`; its schema is that of each event in it.", content_type = "text/event-stream", body = StreamEvent),
-        (status = 400, response = super::openapi::BadRequest),
-        (status = 401, response = super::openapi::Unauthorized),
-        (status = 500, response = super::openapi::InternalError),
-        (status = 503, response = super::openapi::Overloaded),
+        (status = 400, response = super::components::BadRequest),
+        (status = 401, response = super::components::Unauthorized),
+        (status = 500, response = super::components::InternalError),
+        (status = 503, response = super::components::Overloaded),
     )
 )]
 async fn stream(req: HttpRequest, state: State) -> ApiResult {
@@ -486,7 +486,8 @@ mod tests {
             "#/components/schemas/Event"
         );
         assert!(
-            !super::super::openapi::document_json().contains(super::super::openapi::CONTENT_SCHEMA),
+            !super::super::openapi::document_json()
+                .contains(super::super::components::CONTENT_SCHEMA),
             "every x-contentSchema is renamed"
         );
 

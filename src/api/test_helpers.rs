@@ -9,10 +9,10 @@ use kobo_actors::payment_intent::actor::Action;
 use kobo_actors::payment_intent::PaymentIntentView;
 
 use super::body::{self, NoFields};
-use super::endpoint::{test_mode, Endpoint};
-use super::openapi::{
+use super::components::{
     ConflictReplayable, IdempotencyKey, NotFoundReplayable, Overloaded, PaymentIntentId,
 };
+use super::endpoint::{test_mode, Endpoint};
 use super::payment_intents::intent_action;
 use super::{resource, ApiResult, State};
 

@@ -17,11 +17,11 @@ use kobo_actors::{DomainError, Mode};
 
 use super::body::{self as body};
 use super::body::{Fields, Query};
-use super::endpoint::{Call, Endpoint};
-use super::fx::{parse_preview, ListQuery, PreviewQuery, LIST_PARAMS};
-use super::openapi::{
+use super::components::{
     BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
 };
+use super::endpoint::{Call, Endpoint};
+use super::fx::{parse_preview, ListQuery, PreviewQuery, LIST_PARAMS};
 use super::{json_response, parse_id, read_body, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {

@@ -16,8 +16,8 @@ use kobo_actors::DomainError;
 
 use super::body::Query;
 use super::body::{self as body, NoFields};
+use super::components::{IdempotencyKey, NotFoundReplayable, WebhookEndpointRef};
 use super::endpoint::{Call, Endpoint};
-use super::openapi::{IdempotencyKey, NotFoundReplayable, WebhookEndpointRef};
 use super::{resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
