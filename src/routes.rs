@@ -12,6 +12,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     api::payment_intents::configure(cfg);
     api::cards::configure(cfg);
     checkout::configure(cfg);
+    checkout::bank::configure(cfg);
     api::balance::configure(cfg);
     api::brands::configure(cfg);
     api::settlement::configure(cfg);
