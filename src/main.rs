@@ -10,6 +10,8 @@
 mod api;
 mod checkout;
 mod keyfile;
+mod metrics;
+mod routes;
 mod server;
 mod telemetry;
 

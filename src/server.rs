@@ -276,7 +276,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             .wrap(middleware::from_fn(api::limits::per_ip))
             .app_data(form_key.clone())
             .wrap(middleware::from_fn(telemetry::around_request))
-            .configure(api::configure)
+            .configure(crate::routes::configure)
             .default_service(web::to(api::not_found))
     })
     .shutdown_timeout(30)

@@ -13,8 +13,9 @@ use kobo_actors::query::{self, BalanceView, LineFilter, ListView, Principal};
 use kobo_actors::DomainError;
 
 use super::body::Query;
-use super::openapi::{BadRequest, BalanceTransactionRef, InternalError, Unauthorized};
-use super::{authenticate, json_response, ApiResult, State};
+use super::components::{BadRequest, BalanceTransactionRef};
+use super::endpoint::{Call, Endpoint};
+use super::{ApiResult, State};
 
 /// Most lines one statement export holds.
 pub const EXPORT_MAX_LINES: usize = 20_000;
@@ -61,18 +62,17 @@ pub struct BalanceQuery {
     responses(
         (status = 200, description = "The balance.", body = BalanceView),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn balance(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), BALANCE_PARAMS)?;
-    let brand = brand_param(&state, &p, &q)?;
-    Ok(json_response(
-        200,
-        &query::balance(&state.kobo, p.merchant.id, p.mode, brand)?,
-    ))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let q = Query::parse(req.query_string(), BALANCE_PARAMS)?;
+            let brand = brand_param(&state, &p, &q)?;
+            Ok(query::balance(&state.kobo, p.merchant.id, p.mode, brand)?)
+        })
+        .await
 }
 
 /// The filters of balance transactions and statement exports.
@@ -166,37 +166,39 @@ fn line_filter(state: &State, p: &Principal, q: &Query) -> Result<LineFilter, Do
         (status = 200, description = "A page of balance transactions, newest first.",
             body = ListView<BalanceTransactionRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn transactions(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let mut allowed = FILTERS.to_vec();
-    allowed.extend(PAGE_PARAMS);
-    let q = Query::parse(req.query_string(), &allowed)?;
-    let limit = q.limit()?;
-    let starting_after = q
-        .get("starting_after")
-        .map(|s| {
-            s.parse::<u64>().map_err(|_| {
-                DomainError::invalid(
-                    "starting_after",
-                    "starting_after is a balance transaction id (digits)",
-                )
-            })
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let mut allowed = FILTERS.to_vec();
+            allowed.extend(PAGE_PARAMS);
+            let q = Query::parse(req.query_string(), &allowed)?;
+            let limit = q.limit()?;
+            let starting_after = q
+                .get("starting_after")
+                .map(|s| {
+                    s.parse::<u64>().map_err(|_| {
+                        DomainError::invalid(
+                            "starting_after",
+                            "starting_after is a balance transaction id (digits)",
+                        )
+                    })
+                })
+                .transpose()?;
+            let f = line_filter(&state, &p, &q)?;
+            let page = query::balance_transactions(
+                &state.kobo,
+                p.merchant.id,
+                p.mode,
+                &f,
+                limit,
+                starting_after,
+            )?;
+            Ok(page.to_api())
         })
-        .transpose()?;
-    let f = line_filter(&state, &p, &q)?;
-    let page = query::balance_transactions(
-        &state.kobo,
-        p.merchant.id,
-        p.mode,
-        &f,
-        limit,
-        starting_after,
-    )?;
-    Ok(json_response(200, &page.to_api()))
+        .await
 }
 
 /// The `object` value of a statement export.
@@ -244,74 +246,74 @@ pub struct StatementExportView {
     responses(
         (status = 200, description = "The statement export.", body = StatementExportView),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn export(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), FILTERS)?;
-    let f = line_filter(&state, &p, &q)?;
-    let (lines, truncated) =
-        query::statement_lines(&state.kobo, p.merchant.id, p.mode, &f, EXPORT_MAX_LINES)?;
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let csv_err = |e: csv::Error| DomainError::internal(format!("csv: {e}"));
-    w.write_record([
-        "id",
-        "created_at",
-        "type",
-        "currency",
-        "bucket",
-        "amount",
-        "balance_after",
-        "gross",
-        "fee",
-        "source",
-        "brand",
-        "description",
-    ])
-    .map_err(csv_err)?;
-    for l in &lines {
-        w.write_record([
-            l.id.to_string(),
-            l.created_at
-                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-            l.entry_type.as_str().to_string(),
-            l.currency.as_str().to_string(),
-            l.bucket.as_str().to_string(),
-            l.amount.to_string(),
-            l.balance_after.to_string(),
-            l.gross.map(|g| g.to_string()).unwrap_or_default(),
-            l.fee.map(|g| g.to_string()).unwrap_or_default(),
-            l.source.to_string(),
-            l.brand.to_string(),
-            l.description.clone(),
-        ])
-        .map_err(csv_err)?;
-    }
-    let data = String::from_utf8(
-        w.into_inner()
-            .map_err(|e| DomainError::internal(e.to_string()))?,
-    )
-    .map_err(|e| DomainError::internal(e.to_string()))?;
-    let day =
-        |d: Option<chrono::NaiveDate>| d.map(|d| d.to_string()).unwrap_or_else(|| "all".into());
-    let view = StatementExportView {
-        object: StatementExportObject::StatementExport,
-        livemode: p.mode.livemode(),
-        file_name: format!(
-            "kobo-statement-{}-{}-to-{}.csv",
-            p.mode.as_str(),
-            day(f.from),
-            day(f.to)
-        ),
-        content_type: StatementContentType::Csv,
-        rows: lines.len(),
-        truncated,
-        data,
-    };
-    Ok(json_response(
-        200,
-        &serde_json::to_value(view).map_err(|e| DomainError::internal(e.to_string()))?,
-    ))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let q = Query::parse(req.query_string(), FILTERS)?;
+            let f = line_filter(&state, &p, &q)?;
+            let (lines, truncated) =
+                query::statement_lines(&state.kobo, p.merchant.id, p.mode, &f, EXPORT_MAX_LINES)?;
+            let mut w = csv::Writer::from_writer(Vec::new());
+            let csv_err = |e: csv::Error| DomainError::internal(format!("csv: {e}"));
+            w.write_record([
+                "id",
+                "created_at",
+                "type",
+                "currency",
+                "bucket",
+                "amount",
+                "balance_after",
+                "gross",
+                "fee",
+                "source",
+                "brand",
+                "description",
+            ])
+            .map_err(csv_err)?;
+            for l in &lines {
+                w.write_record([
+                    l.id.to_string(),
+                    l.created_at
+                        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                    l.entry_type.as_str().to_string(),
+                    l.currency.as_str().to_string(),
+                    l.bucket.as_str().to_string(),
+                    l.amount.to_string(),
+                    l.balance_after.to_string(),
+                    l.gross.map(|g| g.to_string()).unwrap_or_default(),
+                    l.fee.map(|g| g.to_string()).unwrap_or_default(),
+                    l.source.to_string(),
+                    l.brand.to_string(),
+                    l.description.clone(),
+                ])
+                .map_err(csv_err)?;
+            }
+            let data = String::from_utf8(
+                w.into_inner()
+                    .map_err(|e| DomainError::internal(e.to_string()))?,
+            )
+            .map_err(|e| DomainError::internal(e.to_string()))?;
+            let day = |d: Option<chrono::NaiveDate>| {
+                d.map(|d| d.to_string()).unwrap_or_else(|| "all".into())
+            };
+            let view = StatementExportView {
+                object: StatementExportObject::StatementExport,
+                livemode: p.mode.livemode(),
+                file_name: format!(
+                    "kobo-statement-{}-{}-to-{}.csv",
+                    p.mode.as_str(),
+                    day(f.from),
+                    day(f.to)
+                ),
+                content_type: StatementContentType::Csv,
+                rows: lines.len(),
+                truncated,
+                data,
+            };
+            Ok(serde_json::to_value(view).map_err(|e| DomainError::internal(e.to_string()))?)
+        })
+        .await
 }

@@ -9,14 +9,11 @@ use kobo_actors::merchant::BrandView;
 use kobo_actors::query::ListView;
 use kobo_actors::{admin, query};
 
-use super::body::{Fields, Query};
-use super::openapi::{
-    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, IdempotencyKey,
-    IdempotencyKeyReused, InternalError, NotFound, PayloadTooLarge, Unauthorized,
-};
-use super::{
-    authenticate, idempotent, json_response, parse_id, read_body, resource, ApiResult, Reply, State,
-};
+use super::body::Query;
+use super::body::{self as body};
+use super::components::{BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound};
+use super::endpoint::{Call, Endpoint};
+use super::{parse_id, resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -30,19 +27,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// List items: `ListView<BrandRef>` is `List_Brand`.
 pub type BrandRef = ByRef<BrandView>;
 
-/// The fields `POST /v1/brands` accepts: [`CreateBrandRequest`]'s.
-pub const CREATE_BRAND_FIELDS: &[&str] = &["name"];
-
 // The body of `POST /v1/brands`, for the OpenAPI document; a unit test keeps
-// these fields and [`CREATE_BRAND_FIELDS`] equal.
 /// The body that creates a brand.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = CreateBrand)]
-#[allow(dead_code)]
 pub struct CreateBrandRequest {
     /// Up to 200 characters, not only spaces.
     #[schema(min_length = 1, max_length = 200)]
+    #[serde(deserialize_with = "body::required_text::<_, 200>")]
     name: String,
 }
 
@@ -84,28 +77,28 @@ pub struct BrandId {
     params(IdempotencyKey),
     request_body(content = CreateBrandRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new brand.", body = BrandView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 201, description = "The new brand.", body = BrandView),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let body = read_body(payload).await?;
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, body, |save| async move {
-        let f = Fields::parse(body, CREATE_BRAND_FIELDS)?;
-        let name = f.required_string("name", 200)?;
-        let view =
-            admin::create_brand(&state.kobo, p.merchant.id, p.mode, name, Some(&save)).await?;
-        Ok(Reply::saved(201, view))
-    })
-    .await
+    Endpoint::secret_key(201)
+        .saves_itself()
+        .post(
+            req,
+            state,
+            payload,
+            |c, body: CreateBrandRequest| async move {
+                let (state, p) = (&c.state, &c.p);
+                let save = c.idem();
+                let name = body.name;
+                let view =
+                    admin::create_brand(&state.kobo, p.merchant.id, p.mode, name, Some(&save))
+                        .await?;
+                Ok(Reply::saved(201, view))
+            },
+        )
+        .await
 }
 
 /// List brands
@@ -120,21 +113,23 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
     responses(
         (status = 200, description = "A page of brands, newest first.", body = ListView<BrandRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), LIST_PARAMS)?;
-    let page = query::list_brands(
-        &state.kobo,
-        p.merchant.id,
-        p.mode,
-        q.limit()?,
-        q.uuid("starting_after")?,
-    )?;
-    Ok(json_response(200, &page.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let q = Query::parse(req.query_string(), LIST_PARAMS)?;
+            let page = query::list_brands(
+                &state.kobo,
+                p.merchant.id,
+                p.mode,
+                q.limit()?,
+                q.uuid("starting_after")?,
+            )?;
+            Ok(page.to_api())
+        })
+        .await
 }
 
 /// Retrieve a brand
@@ -146,14 +141,16 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
     params(BrandId),
     responses(
         (status = 200, description = "The brand.", body = BrandView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let id = parse_id(&path, "brand")?;
-    let brand = query::brand(&state.kobo, p.merchant.id, p.mode, id)?;
-    Ok(json_response(200, &brand.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { state, p, .. } = c;
+            let id = parse_id(&path, "brand")?;
+            let brand = query::brand(&state.kobo, p.merchant.id, p.mode, id)?;
+            Ok(brand.to_api())
+        })
+        .await
 }

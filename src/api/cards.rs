@@ -14,8 +14,7 @@ use std::path::Path;
 
 use actix_web::{web, HttpRequest};
 use serde::Deserialize;
-use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
+use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -27,15 +26,12 @@ use kobo_actors::payment_intent::PaymentIntentView;
 use kobo_actors::query::{self, Principal};
 use kobo_actors::{DomainError, Mode};
 
-use super::body::Fields;
-use super::openapi::{
-    BadRequestReplayable, ConflictReplayable, Forbidden, IdempotencyKey, IdempotencyKeyReused,
-    InternalError, NotFoundReplayable, Overloaded, PayloadTooLarge, PaymentIntentId, Unauthorized,
+use super::body;
+use super::components::{
+    ConflictReplayable, Forbidden, IdempotencyKey, NotFoundReplayable, Overloaded, PaymentIntentId,
 };
-use super::payment_intents::ensure_can_take_payments;
-use super::{
-    authenticate_for, idempotent, parse_id, read_body, resource, ApiError, ApiResult, Reply, State,
-};
+use super::endpoint::{live_payments, Endpoint, Fingerprint};
+use super::{parse_id, resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/payment_intents/{id}/card").route(web::post().to(card)))
@@ -55,22 +51,13 @@ pub fn fingerprint_key(data: &Path) -> anyhow::Result<[u8; 32]> {
     crate::keyfile::load_or_create(data, FINGERPRINT_KEY_FILE)
 }
 
-/// What the idempotency layer fingerprints instead of a card body.
-fn keyed(key: &[u8; 32], body: &[u8]) -> Vec<u8> {
-    let mut h = Sha256::new();
-    h.update(b"kobo card body v1\0");
-    h.update(key);
-    h.update(body);
-    hex::encode(h.finalize()).into_bytes()
-}
-
 /// Live card-by-API needs the merchant's `card_api_enabled` (403, after
 /// `account_not_activated`), whoever sends the card: the merchant's
 /// server (secret key) or any page of the merchant's holding the payment's
 /// `client_secret`. Only kobo's own hosted checkout (its checkout
 /// credential) does not need it.
 fn ensure_card_api(p: &Principal) -> ApiResult<()> {
-    ensure_can_take_payments(p)?;
+    live_payments(p)?;
     if p.mode == Mode::Live && !p.caller.is_checkout() && !p.merchant.settings.card_api_enabled {
         return Err(ApiError(DomainError::forbidden(
             "card_api_not_enabled",
@@ -87,7 +74,7 @@ async fn act_if_idle(
     p: &Principal,
     id: Uuid,
     action: Action,
-    save: IdempotencySave,
+    save: Option<IdempotencySave>,
 ) -> Result<Value, DomainError> {
     let msg = IntentMessage {
         merchant: p.merchant.id,
@@ -95,7 +82,7 @@ async fn act_if_idle(
         merchant_name: p.merchant.name.clone(),
         bank_transfer_enabled: p.merchant.settings.payment_methods.bank_transfer,
         action,
-        idem: Some(save),
+        idem: save,
     };
     state
         .kobo
@@ -106,43 +93,33 @@ async fn act_if_idle(
 
 // ---------------------------------------------------------------- card
 
-/// The fields the card body accepts: [`CardRequest`]'s.
-pub const CARD_FIELDS: &[&str] = &[
-    "number",
-    "exp_month",
-    "exp_year",
-    "cvc",
-    "name",
-    "billing_address",
-];
-
-/// The fields of `billing_address`: [`BillingAddressRequest`]'s.
-pub const BILLING_FIELDS: &[&str] = &["line1", "line2", "city", "state", "postal_code", "country"];
-
-// The bodies of the card calls, for their schemas in the OpenAPI document;
-// unit tests keep their fields equal to what the parsers accept.
 /// A card to pay a payment intent with. Nothing but its last four digits
 /// and brand is kept.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = CardPayment)]
-#[allow(dead_code)]
 pub struct CardRequest {
     /// 12 to 19 digits (spaces allowed), passing the Luhn check.
     #[schema(min_length = 12, max_length = 23, example = "4084080000000409")]
+    #[serde(deserialize_with = "body::required_text::<_, 23>")]
     number: String,
     #[schema(minimum = 1, maximum = 12)]
+    #[serde(deserialize_with = "body::integer")]
     exp_month: i64,
     /// Four digits, or two (20xx); this month or later.
     #[schema(minimum = 0, maximum = 9999)]
+    #[serde(deserialize_with = "body::integer")]
     exp_year: i64,
     /// 3 digits (4 for American Express).
     #[schema(min_length = 3, max_length = 4)]
+    #[serde(deserialize_with = "body::required_text::<_, 4>")]
     cvc: String,
     /// The cardholder's name.
     #[schema(max_length = 200)]
+    #[serde(deserialize_with = "body::text::<_, 200>")]
     name: Option<String>,
     /// Required for dollar payments.
+    #[serde(deserialize_with = "body::nested")]
     billing_address: Option<BillingAddressRequest>,
 }
 
@@ -150,104 +127,85 @@ pub struct CardRequest {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = BillingAddress)]
-#[allow(dead_code)]
 pub struct BillingAddressRequest {
     #[schema(min_length = 1, max_length = 200)]
+    #[serde(deserialize_with = "body::required_text::<_, 200>")]
     line1: String,
     #[schema(max_length = 200)]
+    #[serde(deserialize_with = "body::text::<_, 200>")]
     line2: Option<String>,
     #[schema(min_length = 1, max_length = 100)]
+    #[serde(deserialize_with = "body::required_text::<_, 100>")]
     city: String,
     #[schema(min_length = 1, max_length = 100)]
+    #[serde(deserialize_with = "body::required_text::<_, 100>")]
     state: String,
     #[schema(min_length = 1, max_length = 20)]
+    #[serde(deserialize_with = "body::required_text::<_, 20>")]
     postal_code: String,
     /// ISO 3166-1 alpha-2 code.
     #[schema(min_length = 2, max_length = 2, example = "US")]
+    #[serde(deserialize_with = "body::required_text::<_, 2>")]
     country: String,
 }
 
-fn integer(f: &Fields, name: &str) -> Result<i64, DomainError> {
-    match f.raw(name) {
-        None => Err(DomainError::missing(name)),
-        Some(v) => v
-            .as_i64()
-            .ok_or_else(|| DomainError::invalid(name, format!("`{name}` must be an integer"))),
+impl BillingAddressRequest {
+    fn into_address(self) -> Result<BillingAddress, DomainError> {
+        let country = self.country.trim().to_ascii_uppercase();
+        if country.len() != 2 || !country.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return Err(DomainError::invalid(
+                "billing_address.country",
+                "`billing_address.country` must be a two-letter country code",
+            ));
+        }
+        Ok(BillingAddress {
+            line1: self.line1.trim().to_string(),
+            line2: self.line2.map(|s| s.trim().to_string()),
+            city: self.city.trim().to_string(),
+            state: self.state.trim().to_string(),
+            postal_code: self.postal_code.trim().to_string(),
+            country,
+        })
     }
 }
 
-fn billing_address(v: &Value) -> Result<BillingAddress, DomainError> {
-    const P: &str = "billing_address";
-    let Value::Object(map) = v else {
-        return Err(DomainError::invalid(
-            P,
-            "`billing_address` must be an object",
-        ));
-    };
-    if let Some(k) = map.keys().find(|k| !BILLING_FIELDS.contains(&k.as_str())) {
-        return Err(DomainError::unknown(&format!("{P}.{k}")));
+impl CardRequest {
+    /// Checks the card (Luhn, expiry, CVC) at `now`.
+    fn into_card(self, now: chrono::DateTime<chrono::Utc>) -> Result<CardDetails, DomainError> {
+        let number = Secret::new(self.number);
+        let cvc = Secret::new(self.cvc);
+        let billing = self
+            .billing_address
+            .map(BillingAddressRequest::into_address)
+            .transpose()?;
+        let mut card = CardDetails::parse(
+            number.expose(),
+            self.exp_month,
+            self.exp_year,
+            cvc.expose(),
+            now,
+        )?;
+        card.name = self.name;
+        card.billing_address = billing;
+        Ok(card)
     }
-    let field = |m: &Map<String, Value>, name: &str, max: usize, required: bool| {
-        let param = format!("{P}.{name}");
-        match m.get(name).filter(|v| !v.is_null()) {
-            None if required => Err(DomainError::missing(&param)),
-            None => Ok(None),
-            Some(Value::String(s)) if s.trim().is_empty() && required => Err(DomainError::invalid(
-                &param,
-                format!("`{param}` must not be empty"),
-            )),
-            Some(Value::String(s)) if s.chars().count() > max => Err(DomainError::invalid(
-                &param,
-                format!("`{param}` is longer than {max} characters"),
-            )),
-            Some(Value::String(s)) => Ok(Some(s.trim().to_string())),
-            Some(_) => Err(DomainError::invalid(
-                &param,
-                format!("`{param}` must be a string"),
-            )),
-        }
-    };
-    let req = |name: &str, max: usize| -> Result<String, DomainError> {
-        Ok(field(map, name, max, true)?.unwrap_or_default())
-    };
-    // In the fields' order, so the first missing one is named.
-    let line1 = req("line1", 200)?;
-    let line2 = field(map, "line2", 200, false)?;
-    let city = req("city", 100)?;
-    let state = req("state", 100)?;
-    let postal_code = req("postal_code", 20)?;
-    let country = req("country", 2)?.to_ascii_uppercase();
-    if country.len() != 2 || !country.bytes().all(|b| b.is_ascii_alphabetic()) {
-        return Err(DomainError::invalid(
-            "billing_address.country",
-            "`billing_address.country` must be a two-letter country code",
-        ));
-    }
-    Ok(BillingAddress {
-        line1,
-        line2,
-        city,
-        state,
-        postal_code,
-        country,
-    })
 }
 
 /// Parses and checks a card body (400 naming the field).
-fn parse_card(body: &[u8], now: chrono::DateTime<chrono::Utc>) -> Result<CardDetails, DomainError> {
-    let f = Fields::parse(body, CARD_FIELDS)?;
-    let number = f.required_string("number", 23)?;
-    let number = Secret::new(number);
-    let exp_month = integer(&f, "exp_month")?;
-    let exp_year = integer(&f, "exp_year")?;
-    let cvc = Secret::new(f.required_string("cvc", 4)?);
-    let name = f.string("name", 200)?;
-    let billing = f.raw("billing_address").map(billing_address).transpose()?;
-    let mut card = CardDetails::parse(number.expose(), exp_month, exp_year, cvc.expose(), now)?;
-    card.name = name;
-    card.billing_address = billing;
-    Ok(card)
+#[cfg(test)]
+fn parse_card(
+    bytes: &[u8],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<CardDetails, DomainError> {
+    body::parse::<CardRequest>(bytes)?.into_card(now)
 }
+
+/// Where the card calls work: live card-by-API needs `card_api_enabled`,
+/// and their bodies are fingerprinted with a key.
+const CARD_CALL: Endpoint = Endpoint::intent_key(200)
+    .gate(ensure_card_api)
+    .saves_itself()
+    .fingerprint(Fingerprint::Keyed);
 
 /// Pay a payment intent by card
 ///
@@ -272,15 +230,10 @@ fn parse_card(body: &[u8], now: chrono::DateTime<chrono::Utc>) -> Result<CardDet
     security(("bearer" = []), ("client_secret" = [])),
     responses(
         (status = 200, description = "The payment intent after the card: `successful`, `failed` with `failure_code`, or `processing` with or without `next_action`.",
-            body = PaymentIntentView, headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+            body = PaymentIntentView),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -290,35 +243,28 @@ pub(crate) async fn card(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    let p = authenticate_for(&req, &state, Some(&path))?;
-    ensure_card_api(&p)?;
-    let body = read_body(payload).await?;
-    let fingerprint = keyed(&state.card_key, &body);
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, &fingerprint, |save| async move {
-        let card = parse_card(body, state.kobo.clock.now())?;
-        if !p.merchant.settings.payment_methods.card {
-            return Err(ApiError(DomainError::request(
-                "payment_method_unavailable",
-                None,
-                "card payments are turned off in this merchant's payment settings",
-            )));
-        }
-        let id = parse_id(&path, "payment_intent")?;
-        let intent = query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
-        if intent.currency == Currency::USD && card.billing_address.is_none() {
-            return Err(ApiError(DomainError::missing("billing_address")));
-        }
-        let view = act_if_idle(state, p, id, Action::Card { card }, save).await?;
-        Ok(Reply::saved(200, view))
-    })
-    .await
+    CARD_CALL
+        .post(req, state, payload, |c, body: CardRequest| async move {
+            let (state, p) = (&c.state, &c.p);
+            let card = body.into_card(state.kobo.clock.now())?;
+            if !p.merchant.settings.payment_methods.card {
+                return Err(ApiError(DomainError::request(
+                    "payment_method_unavailable",
+                    None,
+                    "card payments are turned off in this merchant's payment settings",
+                )));
+            }
+            let id = parse_id(&path, "payment_intent")?;
+            let intent = query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
+            if intent.currency == Currency::USD && card.billing_address.is_none() {
+                return Err(ApiError(DomainError::missing("billing_address")));
+            }
+            Ok(act_if_idle(state, p, id, Action::Card { card }, c.save).await?)
+        })
+        .await
 }
 
 // ---------------------------------------------------------------- authenticate
-
-/// The fields the authenticate body accepts: [`AuthenticateRequest`]'s.
-pub const AUTHENTICATE_FIELDS: &[&str] = &["otp", "pin", "phone", "birthday", "cancel"];
 
 /// The answer to the bank's `next_action`: exactly one field, the one
 /// `next_action.input` names (`otp` by default), or `cancel: true` to give
@@ -326,7 +272,6 @@ pub const AUTHENTICATE_FIELDS: &[&str] = &["otp", "pin", "phone", "birthday", "c
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = Authenticate)]
-#[allow(dead_code)]
 pub struct AuthenticateRequest {
     /// The one-time code: 4 to 8 digits.
     #[schema(min_length = 4, max_length = 8, pattern = "^[0-9]+$")]
@@ -351,50 +296,47 @@ enum Answer {
     Input(AuthInput, Secret),
 }
 
-fn parse_authenticate(body: &[u8]) -> Result<Answer, DomainError> {
-    let f = Fields::parse(body, AUTHENTICATE_FIELDS)?;
-    let mut answers = Vec::new();
-    for input in AuthInput::ALL {
-        let name = input.as_str();
-        match f.raw(name) {
-            None => {}
-            Some(Value::String(s)) => answers.push((input, Secret::new(s.clone()))),
-            Some(_) => {
+impl AuthenticateRequest {
+    fn into_answer(self) -> Result<Answer, DomainError> {
+        let given = [self.otp, self.pin, self.phone, self.birthday];
+        let mut answers = AuthInput::ALL
+            .into_iter()
+            .zip(given)
+            .filter_map(|(input, v)| v.map(|v| (input, Secret::new(v))));
+        let first = answers.next();
+        match (self.cancel, &first) {
+            (None, _) => {}
+            (Some(true), None) => return Ok(Answer::Cancel),
+            (Some(true), Some(_)) => {
                 return Err(DomainError::invalid(
-                    name,
-                    format!("`{name}` must be a string"),
+                    "cancel",
+                    "send either `cancel: true` or an answer, not both",
+                ))
+            }
+            (Some(false), _) => {
+                return Err(DomainError::invalid(
+                    "cancel",
+                    "`cancel` may only be `true`",
                 ))
             }
         }
-    }
-    match f.raw("cancel") {
-        None => {}
-        Some(Value::Bool(true)) if answers.is_empty() => return Ok(Answer::Cancel),
-        Some(Value::Bool(true)) => {
+        let Some((input, value)) = first else {
+            return Err(DomainError::missing("otp"));
+        };
+        if let Some((extra, _)) = answers.next() {
             return Err(DomainError::invalid(
-                "cancel",
-                "send either `cancel: true` or an answer, not both",
-            ))
+                extra.as_str(),
+                "send one answer: the field `next_action.input` names",
+            ));
         }
-        Some(_) => {
-            return Err(DomainError::invalid(
-                "cancel",
-                "`cancel` may only be `true`",
-            ))
-        }
+        input.check(value.expose())?;
+        Ok(Answer::Input(input, value))
     }
-    let mut answers = answers.into_iter();
-    let Some((input, value)) = answers.next() else {
-        return Err(DomainError::missing("otp"));
-    };
-    if let Some((extra, _)) = answers.next() {
-        return Err(DomainError::invalid(
-            extra.as_str(),
-            "send one answer: the field `next_action.input` names",
-        ));
-    }
-    input.check(value.expose())?;
-    Ok(Answer::Input(input, value))
+}
+
+#[cfg(test)]
+fn parse_authenticate(bytes: &[u8]) -> Result<Answer, DomainError> {
+    body::parse::<AuthenticateRequest>(bytes)?.into_answer()
 }
 
 /// Answer the bank's request on a card payment
@@ -415,15 +357,10 @@ fn parse_authenticate(body: &[u8]) -> Result<Answer, DomainError> {
     security(("bearer" = []), ("client_secret" = [])),
     responses(
         (status = 200, description = "The payment intent after the answer, as on the card call.",
-            body = PaymentIntentView, headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+            body = PaymentIntentView),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -433,27 +370,29 @@ pub(crate) async fn authenticate(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    let p = authenticate_for(&req, &state, Some(&path))?;
-    ensure_card_api(&p)?;
-    let body = read_body(payload).await?;
-    let fingerprint = keyed(&state.card_key, &body);
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, &fingerprint, |save| async move {
-        let answer = parse_authenticate(body)?;
-        let id = parse_id(&path, "payment_intent")?;
-        query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
-        let action = match answer {
-            Answer::Cancel => Action::CancelAuthentication,
-            Answer::Input(input, value) => Action::Authenticate { input, value },
-        };
-        let view = act_if_idle(state, p, id, action, save).await?;
-        Ok(Reply::saved(200, view))
-    })
-    .await
+    CARD_CALL
+        .post(
+            req,
+            state,
+            payload,
+            |c, body: AuthenticateRequest| async move {
+                let (state, p) = (&c.state, &c.p);
+                let answer = body.into_answer()?;
+                let id = parse_id(&path, "payment_intent")?;
+                query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
+                let action = match answer {
+                    Answer::Cancel => Action::CancelAuthentication,
+                    Answer::Input(input, value) => Action::Authenticate { input, value },
+                };
+                Ok(act_if_idle(state, p, id, action, c.save).await?)
+            },
+        )
+        .await
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::endpoint::keyed;
     use super::*;
     use chrono::TimeZone;
 

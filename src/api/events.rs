@@ -11,15 +11,11 @@ use kobo_actors::webhook::query::{self as webhook_query, EventFilter};
 use kobo_actors::webhook::{Command, RedeliveryView};
 use kobo_actors::DomainError;
 
-use super::body::{Fields, Query};
-use super::openapi::{
-    BadRequest, BadRequestReplayable, EventRef, IdempotencyKey, IdempotencyKeyReused,
-    InternalError, NotFoundReplayable, PayloadTooLarge, Unauthorized,
-};
-use super::payment_intents::{NoFields, NO_FIELDS};
-use super::{
-    authenticate, idempotent, json_response, read_body, resource, ApiResult, Reply, State,
-};
+use super::body::NoFields;
+use super::body::Query;
+use super::components::{BadRequest, EventRef, IdempotencyKey, NotFoundReplayable};
+use super::endpoint::{Call, Endpoint};
+use super::{resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/events").route(web::get().to(list)))
@@ -67,25 +63,27 @@ pub struct EventId {
     responses(
         (status = 200, description = "A page of events, newest first.", body = ListView<EventRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), LIST_PARAMS)?;
-    let event_type = q.one_of(
-        "type",
-        |s| EVENT_TYPES.contains(&s).then(|| s.to_string()),
-        "an event type",
-    )?;
-    let filter = EventFilter {
-        limit: q.limit()?,
-        starting_after: q.uuid("starting_after")?,
-        event_type,
-    };
-    let page = webhook_query::list_events(&state.kobo, p.merchant.id, p.mode, &filter)?;
-    Ok(json_response(200, &page.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let q = Query::parse(req.query_string(), LIST_PARAMS)?;
+            let event_type = q.one_of(
+                "type",
+                |s| EVENT_TYPES.contains(&s).then(|| s.to_string()),
+                "an event type",
+            )?;
+            let filter = EventFilter {
+                limit: q.limit()?,
+                starting_after: q.uuid("starting_after")?,
+                event_type,
+            };
+            let page = webhook_query::list_events(&state.kobo, p.merchant.id, p.mode, &filter)?;
+            Ok(page.to_api())
+        })
+        .await
 }
 
 /// Redeliver an event
@@ -101,14 +99,8 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
     params(EventId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "How many deliveries were queued.", body = RedeliveryView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "How many deliveries were queued.", body = RedeliveryView),
         (status = 404, response = NotFoundReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn redeliver(
@@ -117,23 +109,25 @@ async fn redeliver(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let body = read_body(payload).await?;
-    let (state, p, body, raw_id) = (&state, &p, &body, path.as_str());
-    idempotent(&req, state, p, body, |save| async move {
-        Fields::parse(body, NO_FIELDS)?;
-        let event = Uuid::try_parse(raw_id).map_err(|_| DomainError::not_found("event", raw_id))?;
-        let view = state
-            .kobo
-            .webhooks
-            .command(Command::Redeliver {
-                merchant: p.merchant.id,
-                mode: p.mode,
-                event,
-                idem: Some(save),
-            })
-            .await?;
-        Ok(Reply::saved(200, view))
-    })
-    .await
+    Endpoint::secret_key(200)
+        .saves_itself()
+        .post(req, state, payload, |c, _: NoFields| async move {
+            let (state, p) = (&c.state, &c.p);
+            let save = c.idem();
+            let raw_id = path.as_str();
+            let event =
+                Uuid::try_parse(raw_id).map_err(|_| DomainError::not_found("event", raw_id))?;
+            let view = state
+                .kobo
+                .webhooks
+                .command(Command::Redeliver {
+                    merchant: p.merchant.id,
+                    mode: p.mode,
+                    event,
+                    idem: Some(save),
+                })
+                .await?;
+            Ok(Reply::saved(200, view))
+        })
+        .await
 }

@@ -11,16 +11,13 @@ use kobo_actors::money::MAX_AMOUNT;
 use kobo_actors::query::{ListView, Principal};
 use kobo_actors::DomainError;
 
+use super::body::{self as body};
 use super::body::{Fields, Query};
-use super::openapi::{
-    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, IdempotencyKey,
-    IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, PayloadTooLarge,
-    Unauthorized,
+use super::components::{
+    BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
 };
-use super::{
-    authenticate, idempotent, json_response, parse_id, read_body, resource, ApiError, ApiResult,
-    Reply, State,
-};
+use super::endpoint::{Call, Endpoint};
+use super::{json_response, parse_id, read_body, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/fx").route(web::get().to(preview)))
@@ -125,38 +122,35 @@ pub fn parse_preview(
     responses(
         (status = 200, description = "The preview.", body = FxPreviewView),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
         (status = 409, description = "`state_error` `no_fx_rate`: no rate has been published yet.", body = super::ErrorBody),
-        (status = 500, response = InternalError),
     )
 )]
 async fn preview(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let (usd_amount, brand) = parse_preview(&state, &p, req.query_string())?;
-    let view = fx::preview(&state.kobo, p.merchant.id, p.mode, brand, usd_amount)?;
-    Ok(json_response(
-        200,
-        &serde_json::to_value(view).expect("a preview serializes"),
-    ))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let (usd_amount, brand) = parse_preview(&state, &p, req.query_string())?;
+            let view = fx::preview(&state.kobo, p.merchant.id, p.mode, brand, usd_amount)?;
+            Ok(serde_json::to_value(view).expect("a preview serializes"))
+        })
+        .await
 }
 
-/// The fields `POST /v1/fx/conversions` accepts: [`CreateConversionRequest`]'s.
-pub const CONVERSION_FIELDS: &[&str] = &["usd_amount", "rate_id", "brand"];
-
 // The body of `POST /v1/fx/conversions`, for the OpenAPI document; a unit
-// test keeps these fields and [`CONVERSION_FIELDS`] equal.
 /// The body that converts dollars to naira. No other fields are allowed.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = CreateFxConversion)]
-#[allow(dead_code)]
 pub struct CreateConversionRequest {
     /// Cents to take from USD `available`.
     #[schema(minimum = 1, maximum = 1_000_000_000_000_i64)]
+    #[serde(deserialize_with = "body::amount::<_, 1>")]
     usd_amount: i64,
     /// The rate from `GET /v1/fx`; it must still be the current rate.
+    #[serde(deserialize_with = "body::required_uuid")]
     rate_id: Uuid,
     /// Whose dollars (default: the default brand); unknown: 404.
+    #[serde(deserialize_with = "body::uuid")]
     brand: Option<Uuid>,
 }
 
@@ -176,44 +170,43 @@ pub struct CreateConversionRequest {
     params(IdempotencyKey),
     request_body(content = CreateConversionRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The conversion.", body = FxConversionView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 201, description = "The conversion.", body = FxConversionView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn create_conversion(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let body = read_body(payload).await?;
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, body, |save| async move {
-        let f = Fields::parse(body, CONVERSION_FIELDS)?;
-        let usd_amount = f.required_amount("usd_amount", 1)?;
-        let rate_id = f
-            .uuid("rate_id")?
-            .ok_or_else(|| DomainError::missing("rate_id"))?;
-        let brand = f.uuid("brand")?;
-        let c = fx::convert(
-            &state.kobo,
-            &p.merchant,
-            p.mode,
-            Convert {
-                usd_amount,
-                rate_id,
-                brand,
-                automatic: false,
+    Endpoint::secret_key(201)
+        .saves_itself()
+        .post(
+            req,
+            state,
+            payload,
+            |c, body: CreateConversionRequest| async move {
+                let (state, p) = (&c.state, &c.p);
+                let save = c.idem();
+                let CreateConversionRequest {
+                    usd_amount,
+                    rate_id,
+                    brand,
+                } = body;
+                let c = fx::convert(
+                    &state.kobo,
+                    &p.merchant,
+                    p.mode,
+                    Convert {
+                        usd_amount,
+                        rate_id,
+                        brand,
+                        automatic: false,
+                    },
+                    Some(&save),
+                )
+                .await?;
+                Ok(Reply::saved(201, c.to_api()))
             },
-            Some(&save),
         )
-        .await?;
-        Ok(Reply::saved(201, c.to_api()))
-    })
-    .await
+        .await
 }
 
 /// List conversions
@@ -228,21 +221,23 @@ async fn create_conversion(req: HttpRequest, state: State, payload: web::Payload
     responses(
         (status = 200, description = "The conversions, newest first.", body = ListView<FxConversionRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list_conversions(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), LIST_PARAMS)?;
-    let page = fx::list_conversions(
-        &state.kobo,
-        p.merchant.id,
-        p.mode,
-        q.limit()?,
-        q.uuid("starting_after")?,
-    )?;
-    Ok(json_response(200, &page.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let q = Query::parse(req.query_string(), LIST_PARAMS)?;
+            let page = fx::list_conversions(
+                &state.kobo,
+                p.merchant.id,
+                p.mode,
+                q.limit()?,
+                q.uuid("starting_after")?,
+            )?;
+            Ok(page.to_api())
+        })
+        .await
 }
 
 /// Retrieve a conversion
@@ -254,20 +249,20 @@ async fn list_conversions(req: HttpRequest, state: State) -> ApiResult {
     params(ConversionId),
     responses(
         (status = 200, description = "The conversion.", body = FxConversionView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve_conversion(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let id = parse_id(&path, "fx_conversion")?;
-    match fx::load_conversion(&state.kobo, id)? {
-        Some(c) if c.merchant == p.merchant.id && c.mode == p.mode => {
-            Ok(json_response(200, &c.to_api()))
-        }
-        _ => Err(ApiError(DomainError::not_found("fx_conversion", id))),
-    }
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { state, p, .. } = c;
+            let id = parse_id(&path, "fx_conversion")?;
+            match fx::load_conversion(&state.kobo, id)? {
+                Some(c) if c.merchant == p.merchant.id && c.mode == p.mode => Ok(c.to_api()),
+                _ => Err(ApiError(DomainError::not_found("fx_conversion", id))),
+            }
+        })
+        .await
 }
 
 /// `POST /admin/v1/fx_rates {rate}`: publishes a rate (kobo per dollar,
@@ -321,7 +316,7 @@ mod tests {
     fn documented_fields_are_those_the_parsers_accept() {
         assert_eq!(
             property_names::<CreateConversionRequest>(),
-            names(CONVERSION_FIELDS)
+            names(super::body::fields_of::<CreateConversionRequest>())
         );
         assert_eq!(param_names::<PreviewQuery>(), names(PREVIEW_PARAMS));
         assert_eq!(param_names::<ListQuery>(), names(LIST_PARAMS));

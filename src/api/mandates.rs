@@ -18,17 +18,15 @@ use kobo_actors::payment_intent::{metadata_schema, PaymentIntentView};
 use kobo_actors::query::{ListView, Principal};
 use kobo_actors::DomainError;
 
-use super::body::{Fields, Query};
-use super::openapi::{
-    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, Forbidden, IdempotencyKey,
-    IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, Overloaded, PayloadTooLarge,
-    Unauthorized,
+use super::body::Query;
+use super::body::{self as body, NoFields};
+use super::components::{
+    BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
+    Overloaded,
 };
-use super::payment_intents::{ensure_can_take_payments, NoFields, MIN_PAYMENT_AMOUNT, NO_FIELDS};
-use super::{
-    authenticate, idempotent, json_response, parse_id, read_body, resource, ApiError, ApiResult,
-    Reply, State,
-};
+use super::endpoint::{live_payments, Call, Endpoint};
+use super::payment_intents::MIN_PAYMENT_AMOUNT;
+use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -65,61 +63,54 @@ pub struct CustomerId {
     id: Uuid,
 }
 
-/// The fields `POST /v1/mandates` accepts: [`CreateMandateRequest`]'s.
-pub const CREATE_FIELDS: &[&str] = &[
-    "customer",
-    "customer_email",
-    "customer_name",
-    "callback_url",
-];
-
 // The body of `POST /v1/mandates`, for the OpenAPI document; a unit test
-// keeps these fields and [`CREATE_FIELDS`] equal.
 /// The body that creates a mandate: exactly one of `customer` and
 /// `customer_email`.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = CreateMandate)]
-#[allow(dead_code)]
 pub struct CreateMandateRequest {
     /// An existing customer (unknown: 404 with param `customer`).
+    #[serde(deserialize_with = "body::uuid")]
     customer: Option<Uuid>,
     /// A new customer is created for this email.
     #[schema(format = Email, max_length = 254)]
+    #[serde(deserialize_with = "body::email")]
     customer_email: Option<String>,
     #[schema(max_length = 255)]
+    #[serde(deserialize_with = "body::text::<_, 255>")]
     customer_name: Option<String>,
     /// Where the authorization page sends the customer after approving: an
     /// http(s) URL.
     #[schema(format = "uri", max_length = 2048)]
+    #[serde(deserialize_with = "body::url")]
     callback_url: Option<String>,
 }
 
-/// The fields `POST /v1/mandates/{id}/charge` accepts:
-/// [`ChargeMandateRequest`]'s.
-pub const CHARGE_FIELDS: &[&str] = &["amount", "currency", "description", "reference", "metadata"];
-
 // The body of a charge, for the OpenAPI document; a unit test keeps these
-// fields and [`CHARGE_FIELDS`] equal.
 /// The body that charges a mandate.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = ChargeMandate)]
-#[allow(dead_code)]
 pub struct ChargeMandateRequest {
     /// Kobo, at least 100.
     #[schema(minimum = 100, maximum = 1_000_000_000_000_i64)]
+    #[serde(deserialize_with = "body::amount::<_, MIN_PAYMENT_AMOUNT>")]
     amount: i64,
     /// `NGN`: direct debit is naira only.
     #[schema(pattern = "^NGN$")]
+    #[serde(deserialize_with = "naira")]
+    #[allow(dead_code)] // checked by the parser; the one value there is
     currency: String,
     #[schema(max_length = 1000)]
+    #[serde(deserialize_with = "body::text::<_, 1000>")]
     description: Option<String>,
     /// Unique among the merchant's payment intents (409 `duplicate_reference`).
     #[schema(max_length = 255)]
+    #[serde(deserialize_with = "body::text::<_, 255>")]
     reference: Option<String>,
     #[schema(schema_with = metadata_schema)]
-    #[serde(default)]
+    #[serde(default, deserialize_with = "body::metadata")]
     metadata: Map<String, Value>,
 }
 
@@ -169,36 +160,36 @@ fn direct_debit_enabled(p: &Principal) -> Result<(), DomainError> {
     params(IdempotencyKey),
     request_body(content = CreateMandateRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new mandate, `pending`.", body = MandateView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 201, description = "The new mandate, `pending`.", body = MandateView),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    ensure_can_take_payments(&p)?;
-    let body = read_body(payload).await?;
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, body, |save| async move {
-        let f = Fields::parse(body, CREATE_FIELDS)?;
-        let request = CreateMandate {
-            customer: f.uuid("customer")?,
-            customer_email: f.email("customer_email")?,
-            customer_name: f.string("customer_name", 255)?,
-            callback_url: f.url("callback_url")?,
-        };
-        direct_debit_enabled(p)?;
-        let m = service::create(&state.kobo, p.merchant.id, p.mode, request, Some(&save)).await?;
-        Ok(Reply::saved(201, m.to_api()))
-    })
-    .await
+    Endpoint::secret_key(201)
+        .gate(live_payments)
+        .saves_itself()
+        .post(
+            req,
+            state,
+            payload,
+            |c, body: CreateMandateRequest| async move {
+                let (state, p) = (&c.state, &c.p);
+                let save = c.idem();
+                let request = CreateMandate {
+                    customer: body.customer,
+                    customer_email: body.customer_email,
+                    customer_name: body.customer_name,
+                    callback_url: body.callback_url,
+                };
+                direct_debit_enabled(p)?;
+                let m = service::create(&state.kobo, p.merchant.id, p.mode, request, Some(&save))
+                    .await?;
+                Ok(Reply::saved(201, m.to_api()))
+            },
+        )
+        .await
 }
 
 /// List mandates
@@ -213,21 +204,23 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
     responses(
         (status = 200, description = "A page of mandates, newest first.", body = ListView<MandateRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), LIST_PARAMS)?;
-    let filter = MandateFilter {
-        limit: q.limit()?,
-        starting_after: q.uuid("starting_after")?,
-        customer: q.uuid("customer")?,
-        status: q.one_of("status", MandateStatus::parse, "a mandate status")?,
-    };
-    let page = service::list(&state.kobo, p.merchant.id, p.mode, &filter)?;
-    Ok(json_response(200, &page.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let q = Query::parse(req.query_string(), LIST_PARAMS)?;
+            let filter = MandateFilter {
+                limit: q.limit()?,
+                starting_after: q.uuid("starting_after")?,
+                customer: q.uuid("customer")?,
+                status: q.one_of("status", MandateStatus::parse, "a mandate status")?,
+            };
+            let page = service::list(&state.kobo, p.merchant.id, p.mode, &filter)?;
+            Ok(page.to_api())
+        })
+        .await
 }
 
 fn own(state: &State, p: &Principal, raw: &str) -> Result<Mandate, DomainError> {
@@ -244,14 +237,16 @@ fn own(state: &State, p: &Principal, raw: &str) -> Result<Mandate, DomainError> 
     params(MandateId),
     responses(
         (status = 200, description = "The mandate.", body = MandateView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    Ok(json_response(200, &own(&state, &p, &path)?.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { state, p, .. } = c;
+            Ok(own(&state, &p, &path)?.to_api())
+        })
+        .await
 }
 
 async fn send(
@@ -284,16 +279,17 @@ async fn mandate_action(
     payload: web::Payload,
     action: MandateAction,
 ) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let body = read_body(payload).await?;
-    let (state, p, body, raw) = (&state, &p, &body, path.as_str());
-    idempotent(&req, state, p, body, |save| async move {
-        Fields::parse(body, NO_FIELDS)?;
-        let m = own(state, p, raw)?;
-        let view = send(state, &m, action, Some(save)).await?;
-        Ok(Reply::saved(200, view))
-    })
-    .await
+    Endpoint::secret_key(200)
+        .saves_itself()
+        .post(req, state, payload, |c, _: NoFields| async move {
+            let (state, p) = (&c.state, &c.p);
+            let save = c.idem();
+            let raw = path.as_str();
+            let m = own(state, p, raw)?;
+            let view = send(state, &m, action, Some(save)).await?;
+            Ok(Reply::saved(200, view))
+        })
+        .await
 }
 
 /// Refresh a mandate
@@ -309,15 +305,9 @@ async fn mandate_action(
     params(MandateId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The mandate after the provider's answer.", body = MandateView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The mandate after the provider's answer.", body = MandateView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -342,15 +332,9 @@ async fn refresh(
     params(MandateId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The canceled mandate.", body = MandateView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The canceled mandate.", body = MandateView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -363,31 +347,33 @@ async fn cancel(
     mandate_action(req, state, path, payload, MandateAction::Cancel).await
 }
 
-fn parse_charge(body: &[u8]) -> Result<CreatePaymentIntent, DomainError> {
-    let f = Fields::parse(body, CHARGE_FIELDS)?;
-    let amount = f.required_amount("amount", MIN_PAYMENT_AMOUNT)?;
-    match f.currency("currency")? {
-        Some(Currency::NGN) => {}
-        None => return Err(DomainError::missing("currency")),
-        Some(_) => {
-            return Err(DomainError::invalid(
-                "currency",
-                "direct debit is naira only: currency must be NGN",
-            ))
+impl ChargeMandateRequest {
+    fn into_params(self) -> CreatePaymentIntent {
+        CreatePaymentIntent {
+            amount: self.amount,
+            currency: Currency::NGN,
+            reference: self.reference,
+            description: self.description,
+            customer_email: None,
+            metadata: self.metadata,
+            fee_bearer: FeeBearer::Merchant,
+            brand: None,
+            customer: None,
+            return_url: None,
         }
     }
-    Ok(CreatePaymentIntent {
-        amount,
-        currency: Currency::NGN,
-        reference: f.string("reference", 255)?,
-        description: f.string("description", 1000)?,
-        customer_email: None,
-        metadata: f.metadata("metadata")?,
-        fee_bearer: FeeBearer::Merchant,
-        brand: None,
-        customer: None,
-        return_url: None,
-    })
+}
+
+/// Direct debit is naira only: `currency` must be `NGN`.
+fn naira<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    match body::currency(d)? {
+        Some(Currency::NGN) => Ok("NGN".to_string()),
+        None => Err(body::tunnel(DomainError::missing(body::FIELD))),
+        Some(_) => Err(body::tunnel(DomainError::invalid(
+            body::FIELD,
+            "direct debit is naira only: currency must be NGN",
+        ))),
+    }
 }
 
 /// Charge a mandate
@@ -407,15 +393,10 @@ fn parse_charge(body: &[u8]) -> Result<CreatePaymentIntent, DomainError> {
     request_body(content = ChargeMandateRequest, content_type = "application/json"),
     responses(
         (status = 201, description = "The new payment intent, `processing`, with `checkout_url` and `client_secret`.",
-            body = PaymentIntentView, headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+            body = PaymentIntentView),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -425,22 +406,29 @@ async fn charge(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    ensure_can_take_payments(&p)?;
-    let body = read_body(payload).await?;
-    let (state, p, body, raw) = (&state, &p, &body, path.as_str());
-    idempotent(&req, state, p, body, |save| async move {
-        let params = parse_charge(body)?;
-        let m = own(state, p, raw)?;
-        direct_debit_enabled(p)?;
-        let action = MandateAction::Charge {
-            merchant: Box::new(p.merchant.clone()),
-            params,
-        };
-        let view = send(state, &m, action, Some(save)).await?;
-        Ok(Reply::saved(201, view))
-    })
-    .await
+    Endpoint::secret_key(201)
+        .gate(live_payments)
+        .saves_itself()
+        .post(
+            req,
+            state,
+            payload,
+            |c, body: ChargeMandateRequest| async move {
+                let (state, p) = (&c.state, &c.p);
+                let save = c.idem();
+                let raw = path.as_str();
+                let params = body.into_params();
+                let m = own(state, p, raw)?;
+                direct_debit_enabled(p)?;
+                let action = MandateAction::Charge {
+                    merchant: Box::new(p.merchant.clone()),
+                    params,
+                };
+                let view = send(state, &m, action, Some(save)).await?;
+                Ok(Reply::saved(201, view))
+            },
+        )
+        .await
 }
 
 /// Retrieve a customer
@@ -452,16 +440,18 @@ async fn charge(
     params(CustomerId),
     responses(
         (status = 200, description = "The customer.", body = CustomerView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve_customer(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let id = parse_id(&path, "customer")?;
-    let c = customer::load(&state.kobo, p.merchant.id, p.mode, id).map_err(ApiError)?;
-    Ok(json_response(200, &c.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { state, p, .. } = c;
+            let id = parse_id(&path, "customer")?;
+            let c = customer::load(&state.kobo, p.merchant.id, p.mode, id).map_err(ApiError)?;
+            Ok(c.to_api())
+        })
+        .await
 }
 
 #[cfg(test)]
@@ -491,11 +481,11 @@ mod tests {
     fn request_schemas_match_what_the_parsers_accept() {
         assert_eq!(
             property_names(CreateMandateRequest::schema()),
-            names(CREATE_FIELDS)
+            names(super::body::fields_of::<CreateMandateRequest>())
         );
         assert_eq!(
             property_names(ChargeMandateRequest::schema()),
-            names(CHARGE_FIELDS)
+            names(super::body::fields_of::<ChargeMandateRequest>())
         );
         let params: BTreeSet<String> = ListMandatesQuery::into_params(|| Some(ParameterIn::Query))
             .into_iter()

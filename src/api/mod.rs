@@ -8,6 +8,8 @@ pub mod balance;
 pub mod body;
 pub mod brands;
 pub mod cards;
+pub mod components;
+pub mod endpoint;
 pub mod events;
 pub mod fx;
 pub mod limits;
@@ -46,7 +48,7 @@ use kobo_actors::timers::TimerSupervisor;
 use kobo_actors::{DomainError, ErrorKind, Kobo, Mode};
 use kobo_storage::Batch;
 
-use crate::telemetry::Metrics;
+use crate::metrics::Metrics;
 
 /// Largest accepted request body.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
@@ -291,13 +293,6 @@ fn bearer(req: &HttpRequest) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// Authenticates a `/v1` call with a secret key. A payment intent's client
-/// secret or checkout credential is refused here (401): they only work
-/// where [`authenticate_for`] lets them.
-pub fn authenticate(req: &HttpRequest, state: &AppState) -> ApiResult<Principal> {
-    authenticate_for(req, state, None)
-}
-
 /// Authenticates with a secret key, or with the client secret or checkout
 /// credential of `intent` when given.
 pub fn authenticate_for(
@@ -321,18 +316,6 @@ pub fn authenticate_for(
     }
     limits::check_caller(req, &principal)?;
     Ok(principal)
-}
-
-/// Test helpers answer 404 to live keys.
-pub fn require_test_mode(p: &Principal) -> ApiResult<()> {
-    if p.mode == Mode::Live {
-        return Err(ApiError(DomainError::new(
-            ErrorKind::NotFound,
-            "resource_missing",
-            "test helpers exist only in test mode",
-        )));
-    }
-    Ok(())
 }
 
 pub fn parse_id(raw: &str, what: &str) -> ApiResult<Uuid> {
@@ -501,28 +484,6 @@ pub async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
 /// A resource whose unmatched methods answer 405 with the error body.
 pub fn resource(path: &str) -> actix_web::Resource {
     web::resource(path).default_service(web::to(method_not_allowed))
-}
-
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("/v1/openapi.json").route(web::get().to(openapi::serve)));
-    payment_intents::configure(cfg);
-    cards::configure(cfg);
-    crate::checkout::configure(cfg);
-    balance::configure(cfg);
-    brands::configure(cfg);
-    settlement::configure(cfg);
-    payouts::configure(cfg);
-    refunds::configure(cfg);
-    mandates::configure(cfg);
-    crate::checkout::mandate::configure(cfg);
-    fx::configure(cfg);
-    usdt::configure(cfg);
-    test_helpers::configure(cfg);
-    webhooks::configure(cfg);
-    events::configure(cfg);
-    stream::configure(cfg);
-    admin::configure(cfg);
-    ops::configure(cfg);
 }
 
 #[cfg(test)]

@@ -6,8 +6,6 @@
 //! `#[utoipa::path]` annotation on its handler. No part of it is written by
 //! hand as JSON.
 
-use std::borrow::Cow;
-use std::marker::PhantomData;
 use std::sync::OnceLock;
 
 use actix_web::HttpResponse;
@@ -15,13 +13,9 @@ use utoipa::openapi::extensions::ExtensionsBuilder;
 use utoipa::openapi::schema::{Ref, Schema};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::RefOr;
-use utoipa::{IntoParams, Modify, OpenApi, PartialSchema, ToSchema};
-use uuid::Uuid;
+use utoipa::{Modify, OpenApi};
 
-use kobo_actors::ledger::BalanceTransactionView;
-use kobo_actors::payment_intent::{ChargeAttemptView, PaymentIntentView};
-
-pub use responses::*;
+pub use super::components::*;
 
 /// Where the document is served.
 pub const PATH: &str = "/v1/openapi.json";
@@ -118,7 +112,7 @@ pub const CLIENT_SECRET: &str = "client_secret";
             RateLimited,
         )
     ),
-    modifiers(&SecuritySchemes, &OptionalBodies, &Lifecycle, &RateLimits),
+    modifiers(&SecuritySchemes, &OptionalBodies, &Lifecycle, &RateLimits, &StandardErrors),
     security(("bearer" = [])),
     tags(
         (name = "payment_intents", description = "Accepting payments."),
@@ -140,13 +134,6 @@ pub struct ApiDoc;
 pub fn document() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
 }
-
-/// The extension key that stands for JSON Schema's `contentSchema`, which
-/// utoipa cannot write (its schema objects take only `x-` extensions): a
-/// schema gives it through [`ExtensionsBuilder`], and [`document_json`]
-/// renames it to `contentSchema` (a JSON Schema 2020-12 keyword, so valid
-/// OpenAPI 3.1).
-pub const CONTENT_SCHEMA: &str = "x-contentSchema";
 
 /// The document as served. The rename works on the text: in compact JSON,
 /// `"x-contentSchema":` (with unescaped quotes) can only be an object key.
@@ -308,815 +295,69 @@ impl Modify for RateLimits {
     }
 }
 
-/// The `Idempotency-Key` header every POST needs.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Header)]
-#[allow(dead_code)]
-pub struct IdempotencyKey {
-    /// 1 to 255 characters. The same key with the same request answers the
-    /// saved response (`Idempotent-Replayed: true`); with a different
-    /// request, 422. Missing: 400 `parameter_missing`. Keys are kept 24
-    /// hours.
-    #[param(rename = "Idempotency-Key", min_length = 1, max_length = 255)]
-    key: String,
-}
+/// The rows every operation of a kind has, so an annotation lists only what
+/// is its own: every authenticated operation may answer 401 and 500; every
+/// idempotent POST also 400, 413 and 422 (saved and replayed: their
+/// `...Replayable` forms), and its 2xx answers carry `Idempotent-Replayed`.
+/// A row an annotation gives is kept.
+struct StandardErrors;
 
-/// The `{id}` of a payment intent.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct PaymentIntentId {
-    /// The payment intent's id; unknown, malformed, another merchant's or
-    /// the other mode's: 404.
-    id: Uuid,
-}
-
-/// The error responses, each with the [`super::ErrorBody`] schema. The
-/// `...Replayable` ones are those of POSTs, whose 4xx answers are saved and
-/// replayed under the same Idempotency-Key.
-#[allow(dead_code)]
-mod responses {
-    use utoipa::ToResponse;
-
-    use super::super::ErrorBody;
-
-    /// `invalid_request_error`: a parameter is missing (`parameter_missing`), unknown (`parameter_unknown`) or invalid (`parameter_invalid`), named by `param`.
-    #[derive(ToResponse)]
-    pub struct BadRequest(ErrorBody);
-
-    /// `invalid_request_error`: a parameter is missing (`parameter_missing`), unknown (`parameter_unknown`) or invalid (`parameter_invalid`), named by `param` (malformed JSON: `body`; a missing or too long Idempotency-Key: `Idempotency-Key`). Saved and replayed under the same Idempotency-Key.
-    #[derive(ToResponse)]
-    #[response(headers(
-        ("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key")
-    ))]
-    pub struct BadRequestReplayable(ErrorBody);
-
-    /// `authentication_error`: the key is missing, malformed, unknown or revoked (a client secret used beyond its payment intent included).
-    #[derive(ToResponse)]
-    pub struct Unauthorized(ErrorBody);
-
-    /// `authentication_error`: the account cannot do this yet (`account_not_activated`: live payments before approval).
-    #[derive(ToResponse)]
-    pub struct Forbidden(ErrorBody);
-
-    /// `invalid_request_error` `resource_missing`: no such object, or it belongs to another account or mode.
-    #[derive(ToResponse)]
-    pub struct NotFound(ErrorBody);
-
-    /// `invalid_request_error` `resource_missing`: no such object, or it belongs to another account or mode (test helpers: always for live keys). Saved and replayed under the same Idempotency-Key.
-    #[derive(ToResponse)]
-    #[response(headers(
-        ("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key")
-    ))]
-    pub struct NotFoundReplayable(ErrorBody);
-
-    /// `state_error`: the object's state does not allow the operation (`payment_intent_unexpected_state`, `duplicate_reference`, ...), or a request with the same Idempotency-Key is still running (`idempotency_key_in_use`). Saved and replayed under the same Idempotency-Key.
-    #[derive(ToResponse)]
-    #[response(headers(
-        ("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key")
-    ))]
-    pub struct ConflictReplayable(ErrorBody);
-
-    /// `invalid_request_error` `body_too_large`: the body is over 1 MiB.
-    #[derive(ToResponse)]
-    pub struct PayloadTooLarge(ErrorBody);
-
-    /// `idempotency_error` `idempotency_key_reused`: the Idempotency-Key was used with a different request.
-    #[derive(ToResponse)]
-    pub struct IdempotencyKeyReused(ErrorBody);
-
-    /// `api_error`: a failure on the service's side; nothing was saved, retry with the same Idempotency-Key.
-    #[derive(ToResponse)]
-    pub struct InternalError(ErrorBody);
-
-    /// `api_error` `overloaded`: the object is busy; nothing was saved, retry shortly with the same Idempotency-Key.
-    #[derive(ToResponse)]
-    #[response(headers(
-        ("Retry-After" = String, description = "Seconds to wait before retrying.")
-    ))]
-    pub struct Overloaded(ErrorBody);
-
-    /// `rate_limit_error` `rate_limited`: more requests than the key's (or the client IP's) rate allows; nothing was done or saved, retry after `Retry-After` seconds with the same Idempotency-Key.
-    #[derive(ToResponse)]
-    #[response(headers(
-        ("Retry-After" = String, description = "Whole seconds to wait before retrying (at least 1).")
-    ))]
-    pub struct RateLimited(ErrorBody);
-}
-
-/// A schema used by reference. utoipa inlines the schemas of generic
-/// arguments; a list of `ByRef<T>` (through the aliases below) lists
-/// `$ref`s to `T`'s schema instead, and registers that schema.
-pub struct ByRef<T>(PhantomData<T>);
-
-impl<T: ToSchema> PartialSchema for ByRef<T> {
-    fn schema() -> RefOr<Schema> {
-        RefOr::Ref(Ref::from_schema_name(T::name()))
-    }
-}
-
-impl<T: ToSchema> ToSchema for ByRef<T> {
-    fn name() -> Cow<'static, str> {
-        T::name()
-    }
-
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        schemas.push((T::name().into_owned(), T::schema()));
-        T::schemas(schemas);
-    }
-}
-
-/// List items: `ListView<PaymentIntentRef>` is `List_PaymentIntent`.
-pub type PaymentIntentRef = ByRef<PaymentIntentView>;
-pub type ChargeAttemptRef = ByRef<ChargeAttemptView>;
-pub type BalanceTransactionRef = ByRef<BalanceTransactionView>;
-pub type WebhookEndpointRef = ByRef<kobo_actors::webhook::WebhookEndpointView>;
-pub type EventRef = ByRef<kobo_actors::webhook::query::EventListView>;
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeSet;
-
-    use actix_web::{test as web, App};
-    use serde_json::Value;
-    use utoipa::openapi::path::ParameterIn;
-
-    use kobo_actors::money::MAX_AMOUNT;
-
-    use super::super::{
-        balance, brands, cards, events, payment_intents, payouts, refunds, settlement,
-        test_helpers, webhooks,
-    };
-    use super::*;
-
-    /// Every operation the server routes under `/v1` (`configure` and the
-    /// route modules), as (method, path).
-    const V1_ROUTES: &[(&str, &str)] = &[
-        ("get", "/v1/openapi.json"),
-        ("post", "/v1/payment_intents"),
-        ("get", "/v1/payment_intents"),
-        ("get", "/v1/payment_intents/{id}"),
-        ("post", "/v1/payment_intents/{id}/cancel"),
-        ("post", "/v1/payment_intents/{id}/bank_transfer"),
-        ("get", "/v1/payment_intents/{id}/charge_attempts"),
-        ("post", "/v1/payment_intents/{id}/card"),
-        ("post", "/v1/payment_intents/{id}/authenticate"),
-        ("get", "/v1/balance"),
-        ("get", "/v1/balance_transactions"),
-        ("get", "/v1/balance_transactions/export"),
-        ("get", "/v1/reserve"),
-        ("post", "/v1/test_helpers/balance/release_pending"),
-        ("post", "/v1/test_helpers/settlements/run"),
-        ("post", "/v1/brands"),
-        ("get", "/v1/brands"),
-        ("get", "/v1/brands/{id}"),
-        ("get", "/v1/banks"),
-        ("post", "/v1/bank_accounts"),
-        ("get", "/v1/bank_accounts"),
-        ("get", "/v1/payouts/quote"),
-        ("post", "/v1/payouts"),
-        ("get", "/v1/payouts"),
-        ("get", "/v1/payouts/{id}"),
-        ("post", "/v1/payouts/{id}/cancel"),
-        ("post", "/v1/refunds"),
-        ("get", "/v1/refunds"),
-        ("get", "/v1/refunds/{id}"),
-        ("get", "/v1/disputes"),
-        ("get", "/v1/disputes/{id}"),
-        ("post", "/v1/disputes/{id}/evidence"),
-        ("post", "/v1/test_helpers/payment_intents/{id}/dispute"),
-        ("post", "/v1/test_helpers/disputes/{id}/resolve"),
-        ("post", "/v1/test_helpers/payment_intents/{id}/succeed"),
-        (
-            "post",
-            "/v1/test_helpers/payment_intents/{id}/simulate_transfer",
-        ),
-        ("post", "/v1/webhook_endpoints"),
-        ("get", "/v1/webhook_endpoints"),
-        ("post", "/v1/webhook_endpoints/{id}/disable"),
-        ("post", "/v1/webhook_endpoints/{id}/enable"),
-        ("post", "/v1/webhook_endpoints/{id}/delete"),
-        ("get", "/v1/events"),
-        ("post", "/v1/events/{id}/redeliver"),
-        ("get", "/v1/stream"),
-        ("get", "/v1/fx"),
-        ("get", "/v1/fx/conversions"),
-        ("post", "/v1/fx/conversions"),
-        ("get", "/v1/fx/conversions/{id}"),
-        ("get", "/v1/usdt"),
-        ("get", "/v1/usdt/preview"),
-        ("get", "/v1/usdt/payouts"),
-        ("post", "/v1/usdt/payouts"),
-        ("get", "/v1/usdt/payouts/{id}"),
-        ("post", "/v1/mandates"),
-        ("get", "/v1/mandates"),
-        ("get", "/v1/mandates/{id}"),
-        ("post", "/v1/mandates/{id}/refresh"),
-        ("post", "/v1/mandates/{id}/cancel"),
-        ("post", "/v1/mandates/{id}/charge"),
-        ("get", "/v1/customers/{id}"),
-    ];
-
-    fn doc() -> Value {
-        serde_json::from_str(document_json()).unwrap()
-    }
-
-    /// Every (method, path, operation) of the document.
-    fn operations(doc: &Value) -> Vec<(String, String, Value)> {
-        let mut ops = Vec::new();
-        for (path, item) in doc["paths"].as_object().unwrap() {
-            for (method, op) in item.as_object().unwrap() {
-                ops.push((method.clone(), path.clone(), op.clone()));
-            }
-        }
-        ops
-    }
-
-    /// Follows a local `$ref` (`#/components/...`).
-    fn resolve<'a>(doc: &'a Value, v: &'a Value) -> &'a Value {
-        match v.get("$ref").and_then(Value::as_str) {
-            Some(r) => {
-                let pointer = r.strip_prefix('#').expect("a local reference");
-                doc.pointer(pointer)
-                    .unwrap_or_else(|| panic!("{r} does not resolve"))
-            }
-            None => v,
-        }
-    }
-
-    fn property_names(schema: RefOr<Schema>) -> BTreeSet<String> {
-        let v = serde_json::to_value(schema).unwrap();
-        v["properties"]
-            .as_object()
-            .map(|p| p.keys().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    fn param_names<P: IntoParams>() -> BTreeSet<String> {
-        P::into_params(|| Some(ParameterIn::Query))
-            .into_iter()
-            .map(|p| p.name)
-            .collect()
-    }
-
-    fn names(list: &[&str]) -> BTreeSet<String> {
-        list.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn the_document_is_openapi_3_1_of_api_version_0_1_0() {
-        let d = doc();
-        assert!(
-            d["openapi"].as_str().unwrap().starts_with("3.1."),
-            "{}",
-            d["openapi"]
-        );
-        assert_eq!(d["info"]["version"], "0.1.0");
-        assert_eq!(d["security"], serde_json::json!([{"bearer": []}]));
-        assert_eq!(
-            d["components"]["securitySchemes"]["bearer"]["scheme"],
-            "bearer"
-        );
-    }
-
-    #[test]
-    fn every_v1_route_is_documented_and_nothing_else() {
-        let d = doc();
-        let documented: BTreeSet<(String, String)> =
-            operations(&d).into_iter().map(|(m, p, _)| (m, p)).collect();
-        let routed: BTreeSet<(String, String)> = V1_ROUTES
-            .iter()
-            .map(|(m, p)| (m.to_string(), p.to_string()))
-            .collect();
-        assert_eq!(documented, routed);
-    }
-
-    /// The other direction, against the real routing table: each documented
-    /// operation reaches a handler (no 404 "no route", no 405).
-    #[actix_web::test]
-    async fn every_documented_operation_is_routed() {
-        let app = web::init_service(App::new().configure(super::super::configure)).await;
-        // What an unrouted path and an unrouted method answer.
-        let res = web::call_service(&app, web::TestRequest::get().uri("/v1/nope").to_request());
-        assert_eq!(res.await.status().as_u16(), 404);
-        let res = web::call_service(&app, web::TestRequest::delete().uri(PATH).to_request());
-        assert_eq!(res.await.status().as_u16(), 405);
-        let id = Uuid::new_v4().to_string();
-        for (method, path, _) in operations(&doc()) {
-            let uri = path.replace("{id}", &id);
-            let req = match method.as_str() {
-                "get" => web::TestRequest::get(),
-                "post" => web::TestRequest::post(),
-                other => panic!("unexpected method {other}"),
-            }
-            .uri(&uri)
-            .to_request();
-            let status = web::call_service(&app, req).await.status().as_u16();
-            assert!(
-                status != 404 && status != 405,
-                "{method} {path} answered {status}"
-            );
-        }
-    }
-
-    #[actix_web::test]
-    async fn the_document_is_served_without_a_key() {
-        let app = web::init_service(App::new().configure(super::super::configure)).await;
-        let res = web::call_service(&app, web::TestRequest::get().uri(PATH).to_request()).await;
-        assert_eq!(res.status().as_u16(), 200);
-        assert_eq!(
-            res.headers().get("content-type").unwrap(),
-            "application/json"
-        );
-        let body: Value = web::read_body_json(res).await;
-        assert_eq!(body, doc());
-    }
-
-    #[test]
-    fn every_operation_documents_its_errors_headers_and_security() {
-        let d = doc();
-        for (method, path, op) in operations(&d) {
-            let at = format!("{method} {path}");
-            let responses = op["responses"].as_object().unwrap();
-            assert_eq!(op["x-lifecycle"], "live", "{at}");
+impl Modify for StandardErrors {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::header::HeaderBuilder;
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        for (path, item) in openapi.paths.paths.iter_mut() {
             if path == PATH {
-                assert_eq!(op["security"], serde_json::json!([]), "{at}");
                 continue;
             }
-            assert!(op.get("security").is_none_or(|s| s
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|r| r.get(BEARER).is_some())));
-            for status in ["401", "429", "500"] {
-                assert!(responses.contains_key(status), "{at} lacks {status}");
-            }
-            let mut success = 0;
-            for (status, response) in responses {
-                let response = resolve(&d, response);
-                if status.starts_with('2') {
-                    success += 1;
+            for op in [&mut item.get, &mut item.post].into_iter().flatten() {
+                let idempotent = op
+                    .parameters
+                    .iter()
+                    .flatten()
+                    .any(|p| matches!(p, RefOr::T(p) if p.name == "Idempotency-Key"));
+                let mut rows = vec![("401", "Unauthorized"), ("500", "InternalError")];
+                if idempotent {
+                    rows.extend([
+                        ("400", "BadRequestReplayable"),
+                        ("413", "PayloadTooLarge"),
+                        ("422", "IdempotencyKeyReused"),
+                    ]);
+                }
+                for (status, name) in rows {
+                    op.responses
+                        .responses
+                        .entry(status.to_string())
+                        .or_insert_with(|| RefOr::Ref(Ref::from_response_name(name)));
+                }
+                if !idempotent {
                     continue;
                 }
-                let schema = &response["content"]["application/json"]["schema"];
-                assert_eq!(
-                    schema["$ref"], "#/components/schemas/Error",
-                    "{at} {status}"
-                );
-            }
-            // Adding a saved bank account again answers it with 200.
-            let successes = if at == "post /v1/bank_accounts" { 2 } else { 1 };
-            assert_eq!(success, successes, "{at}");
-            let params = op["parameters"].as_array().cloned().unwrap_or_default();
-            let idempotency_key = params
-                .iter()
-                .find(|p| p["name"] == "Idempotency-Key" && p["in"] == "header");
-            if method == "post" {
-                let key = idempotency_key.unwrap_or_else(|| panic!("{at}"));
-                assert_eq!(key["required"], true, "{at}");
-                assert_eq!(key["schema"]["maxLength"], 255, "{at}");
-                for status in ["400", "413", "422"] {
-                    assert!(responses.contains_key(status), "{at} lacks {status}");
-                }
-                // A replay answers the saved response, 2xx or 4xx, with the
-                // header.
-                for (status, response) in responses {
-                    let replayable =
-                        status.starts_with('2') || ["400", "404", "409"].contains(&status.as_str());
-                    let header = &resolve(&d, response)["headers"]["Idempotent-Replayed"];
-                    assert_eq!(replayable, !header.is_null(), "{at} {status}");
-                }
-                assert!(op["requestBody"].is_object(), "{at}");
-            } else {
-                assert!(idempotency_key.is_none(), "{at}");
-            }
-            if path.contains("{id}") {
-                assert!(
-                    params
-                        .iter()
-                        .any(|p| p["name"] == "id" && p["in"] == "path"),
-                    "{at}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn every_reference_resolves() {
-        let d = doc();
-        fn walk(doc: &Value, v: &Value) {
-            match v {
-                Value::Object(o) => {
-                    if o.contains_key("$ref") {
-                        resolve(doc, v);
+                for (status, response) in op.responses.responses.iter_mut() {
+                    let RefOr::T(response) = response else {
+                        continue;
+                    };
+                    if !status.starts_with('2') {
+                        continue;
                     }
-                    o.values().for_each(|x| walk(doc, x));
+                    let header = HeaderBuilder::new()
+                        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                        .description(Some(REPLAYED))
+                        .build();
+                    response
+                        .headers
+                        .entry("Idempotent-Replayed".to_string())
+                        .or_insert(RefOr::T(header));
                 }
-                Value::Array(a) => a.iter().for_each(|x| walk(doc, x)),
-                _ => {}
             }
         }
-        walk(&d, &d);
-    }
-
-    /// Each request schema has exactly the fields its parser accepts, and
-    /// each POST's documented body is that schema.
-    #[test]
-    fn request_schemas_match_what_the_parsers_accept() {
-        use payment_intents::{CreatePaymentIntentRequest, NoFields, CREATE_FIELDS, NO_FIELDS};
-        use test_helpers::{SimulateTransferRequest, SIMULATE_TRANSFER_FIELDS};
-        assert_eq!(
-            property_names(CreatePaymentIntentRequest::schema()),
-            names(CREATE_FIELDS)
-        );
-        assert_eq!(property_names(NoFields::schema()), names(NO_FIELDS));
-        assert_eq!(
-            property_names(SimulateTransferRequest::schema()),
-            names(SIMULATE_TRANSFER_FIELDS)
-        );
-        assert_eq!(
-            property_names(webhooks::CreateWebhookEndpointRequest::schema()),
-            names(webhooks::CREATE_FIELDS)
-        );
-
-        assert_eq!(
-            property_names(cards::CardRequest::schema()),
-            names(cards::CARD_FIELDS)
-        );
-        assert_eq!(
-            property_names(cards::BillingAddressRequest::schema()),
-            names(cards::BILLING_FIELDS)
-        );
-        assert_eq!(
-            property_names(cards::AuthenticateRequest::schema()),
-            names(cards::AUTHENTICATE_FIELDS)
-        );
-        let schemas = [
-            (
-                brands::CreateBrandRequest::schema(),
-                brands::CREATE_BRAND_FIELDS,
-            ),
-            (
-                payouts::AddBankAccountRequest::schema(),
-                payouts::BANK_ACCOUNT_FIELDS,
-            ),
-            (
-                payouts::CreatePayoutRequest::schema(),
-                payouts::PAYOUT_FIELDS,
-            ),
-            (
-                refunds::CreateRefundRequest::schema(),
-                refunds::REFUND_FIELDS,
-            ),
-            (
-                refunds::SubmitEvidenceRequest::schema(),
-                refunds::EVIDENCE_FIELDS,
-            ),
-            (
-                refunds::OpenDisputeRequest::schema(),
-                refunds::OPEN_DISPUTE_FIELDS,
-            ),
-            (
-                refunds::ResolveDisputeRequest::schema(),
-                refunds::RESOLVE_FIELDS,
-            ),
-        ];
-        for (schema, fields) in schemas {
-            assert_eq!(property_names(schema), names(fields));
-        }
-
-        let d = doc();
-        let body_schema = |path: &str| {
-            d["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
-                .as_str()
-                .unwrap_or_else(|| panic!("{path}"))
-                .rsplit('/')
-                .next()
-                .unwrap()
-                .to_string()
-        };
-        let bodies = [
-            ("/v1/payment_intents", CreatePaymentIntentRequest::name()),
-            ("/v1/payment_intents/{id}/cancel", NoFields::name()),
-            ("/v1/payment_intents/{id}/bank_transfer", NoFields::name()),
-            ("/v1/payment_intents/{id}/card", cards::CardRequest::name()),
-            (
-                "/v1/payment_intents/{id}/authenticate",
-                cards::AuthenticateRequest::name(),
-            ),
-            (
-                "/v1/test_helpers/payment_intents/{id}/succeed",
-                NoFields::name(),
-            ),
-            (
-                "/v1/test_helpers/payment_intents/{id}/simulate_transfer",
-                SimulateTransferRequest::name(),
-            ),
-            (
-                "/v1/webhook_endpoints",
-                webhooks::CreateWebhookEndpointRequest::name(),
-            ),
-            ("/v1/webhook_endpoints/{id}/disable", NoFields::name()),
-            ("/v1/webhook_endpoints/{id}/enable", NoFields::name()),
-            ("/v1/webhook_endpoints/{id}/delete", NoFields::name()),
-            ("/v1/events/{id}/redeliver", NoFields::name()),
-            ("/v1/test_helpers/balance/release_pending", NoFields::name()),
-            ("/v1/test_helpers/settlements/run", NoFields::name()),
-            ("/v1/brands", brands::CreateBrandRequest::name()),
-            ("/v1/bank_accounts", payouts::AddBankAccountRequest::name()),
-            ("/v1/payouts", payouts::CreatePayoutRequest::name()),
-            ("/v1/payouts/{id}/cancel", NoFields::name()),
-            ("/v1/refunds", refunds::CreateRefundRequest::name()),
-            (
-                "/v1/disputes/{id}/evidence",
-                refunds::SubmitEvidenceRequest::name(),
-            ),
-            (
-                "/v1/test_helpers/payment_intents/{id}/dispute",
-                refunds::OpenDisputeRequest::name(),
-            ),
-            (
-                "/v1/test_helpers/disputes/{id}/resolve",
-                refunds::ResolveDisputeRequest::name(),
-            ),
-        ];
-        for (path, schema) in bodies {
-            assert_eq!(body_schema(path), schema, "{path}");
-        }
-        // Only the bodies that may be left out are optional.
-        assert_eq!(
-            d["paths"]["/v1/payment_intents"]["post"]["requestBody"]["required"],
-            true
-        );
-        assert!(
-            d["paths"]["/v1/payment_intents/{id}/cancel"]["post"]["requestBody"]
-                .get("required")
-                .is_none_or(|r| r == false)
-        );
-
-        // The amount bounds the parsers apply.
-        let create = serde_json::to_value(CreatePaymentIntentRequest::schema()).unwrap();
-        assert_eq!(
-            create["properties"]["amount"]["minimum"],
-            payment_intents::MIN_PAYMENT_AMOUNT
-        );
-        assert_eq!(create["properties"]["amount"]["maximum"], MAX_AMOUNT);
-        assert_eq!(
-            create["required"],
-            serde_json::json!(["amount", "currency"])
-        );
-        let simulate = serde_json::to_value(SimulateTransferRequest::schema()).unwrap();
-        assert_eq!(simulate["properties"]["amount"]["minimum"], 1);
-        assert_eq!(simulate["properties"]["amount"]["maximum"], MAX_AMOUNT);
-    }
-
-    /// Each query's documented parameters are exactly those its parser
-    /// accepts.
-    #[test]
-    fn query_parameters_match_what_the_parsers_accept() {
-        assert_eq!(
-            param_names::<payment_intents::ListPaymentIntentsQuery>(),
-            names(payment_intents::LIST_PARAMS)
-        );
-        assert_eq!(
-            param_names::<balance::BalanceQuery>(),
-            names(balance::BALANCE_PARAMS)
-        );
-        assert_eq!(
-            param_names::<balance::LineFilterQuery>(),
-            names(balance::FILTERS)
-        );
-        assert_eq!(
-            param_names::<balance::LinePageQuery>(),
-            names(balance::PAGE_PARAMS)
-        );
-        let d = doc();
-        let documented = |path: &str| -> BTreeSet<String> {
-            d["paths"][path]["get"]["parameters"]
-                .as_array()
-                .map(|ps| {
-                    ps.iter()
-                        .filter(|p| p["in"] == "query")
-                        .map(|p| p["name"].as_str().unwrap().to_string())
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        assert_eq!(
-            documented("/v1/payment_intents"),
-            names(payment_intents::LIST_PARAMS)
-        );
-        assert_eq!(documented("/v1/balance"), names(balance::BALANCE_PARAMS));
-        let mut transactions = names(balance::FILTERS);
-        transactions.extend(names(balance::PAGE_PARAMS));
-        assert_eq!(documented("/v1/balance_transactions"), transactions);
-        assert_eq!(
-            documented("/v1/balance_transactions/export"),
-            names(balance::FILTERS)
-        );
-        assert_eq!(
-            param_names::<events::ListEventsQuery>(),
-            names(events::LIST_PARAMS)
-        );
-        assert_eq!(documented("/v1/events"), names(events::LIST_PARAMS));
-        assert_eq!(
-            documented("/v1/webhook_endpoints"),
-            names(webhooks::LIST_PARAMS)
-        );
-        assert_eq!(
-            param_names::<brands::ListBrandsQuery>(),
-            names(brands::LIST_PARAMS)
-        );
-        assert_eq!(
-            param_names::<payouts::ListPayoutsQuery>(),
-            names(payouts::LIST_PARAMS)
-        );
-        assert_eq!(
-            param_names::<payouts::QuoteQuery>(),
-            names(payouts::QUOTE_PARAMS)
-        );
-        assert_eq!(
-            param_names::<refunds::ListRefundsQuery>(),
-            names(refunds::LIST_REFUNDS_PARAMS)
-        );
-        assert_eq!(
-            param_names::<refunds::ListDisputesQuery>(),
-            names(refunds::LIST_DISPUTES_PARAMS)
-        );
-        let queries = [
-            ("/v1/reserve", settlement::RESERVE_PARAMS),
-            ("/v1/brands", brands::LIST_PARAMS),
-            ("/v1/banks", &[]),
-            ("/v1/bank_accounts", payouts::LIST_BANK_ACCOUNTS_PARAMS),
-            ("/v1/payouts", payouts::LIST_PARAMS),
-            ("/v1/payouts/quote", payouts::QUOTE_PARAMS),
-            ("/v1/refunds", refunds::LIST_REFUNDS_PARAMS),
-            ("/v1/disputes", refunds::LIST_DISPUTES_PARAMS),
-        ];
-        for (path, params) in queries {
-            assert_eq!(documented(path), names(params), "{path}");
-        }
-    }
-
-    /// The response schemas are those of the views that render them.
-    #[test]
-    fn responses_use_the_view_schemas() {
-        use kobo_actors::banks::{BankAccountView, BankView};
-        use kobo_actors::merchant::BrandView;
-        use kobo_actors::payout::service::PayoutQuoteView;
-        use kobo_actors::payout::PayoutView;
-        use kobo_actors::refund::{DisputeView, RefundView};
-        let d = doc();
-        let ok = |method: &str, path: &str| {
-            let op = &d["paths"][path][method];
-            let (_, response) = op["responses"]
-                .as_object()
-                .unwrap()
-                .iter()
-                .find(|(s, _)| s.starts_with('2'))
-                .unwrap();
-            response["content"]["application/json"]["schema"]["$ref"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        };
-        let schema = |name: Cow<'static, str>| format!("#/components/schemas/{name}");
-        assert_eq!(
-            ok("post", "/v1/payment_intents"),
-            schema(PaymentIntentView::name())
-        );
-        assert_eq!(
-            ok("get", "/v1/payment_intents/{id}"),
-            schema(PaymentIntentView::name())
-        );
-        assert_eq!(
-            ok("get", "/v1/payment_intents"),
-            "#/components/schemas/List_PaymentIntent"
-        );
-        assert_eq!(
-            ok("get", "/v1/payment_intents/{id}/charge_attempts"),
-            "#/components/schemas/List_ChargeAttempt"
-        );
-        assert_eq!(
-            ok("get", "/v1/balance_transactions"),
-            "#/components/schemas/List_BalanceTransaction"
-        );
-        assert_eq!(
-            d["components"]["schemas"]["List_ChargeAttempt"]["properties"]["data"]["items"]["$ref"],
-            schema(ChargeAttemptView::name())
-        );
-        assert_eq!(
-            d["components"]["schemas"]["List_BalanceTransaction"]["properties"]["data"]["items"]
-                ["$ref"],
-            schema(BalanceTransactionView::name())
-        );
-        assert_eq!(
-            ok("post", "/v1/webhook_endpoints"),
-            schema(kobo_actors::webhook::WebhookEndpointView::name())
-        );
-        assert_eq!(
-            ok("get", "/v1/webhook_endpoints"),
-            "#/components/schemas/List_WebhookEndpoint"
-        );
-        assert_eq!(
-            ok("get", "/v1/events"),
-            "#/components/schemas/List_EventWithDeliveries"
-        );
-        assert_eq!(
-            ok("post", "/v1/events/{id}/redeliver"),
-            schema(kobo_actors::webhook::RedeliveryView::name())
-        );
-        assert_eq!(
-            ok("post", "/v1/webhook_endpoints/{id}/delete"),
-            schema(kobo_actors::webhook::DeletedEndpointView::name())
-        );
-        assert_eq!(
-            ok("get", "/v1/balance"),
-            schema(kobo_actors::query::BalanceView::name())
-        );
-        assert_eq!(
-            ok("get", "/v1/balance_transactions/export"),
-            schema(balance::StatementExportView::name())
-        );
-        let views = [
-            (
-                "get",
-                "/v1/reserve",
-                kobo_actors::query::ReserveView::name(),
-            ),
-            (
-                "post",
-                "/v1/test_helpers/balance/release_pending",
-                settlement::ReleasePendingView::name(),
-            ),
-            (
-                "post",
-                "/v1/test_helpers/settlements/run",
-                settlement::SettlementRunView::name(),
-            ),
-            ("post", "/v1/brands", BrandView::name()),
-            ("get", "/v1/brands/{id}", BrandView::name()),
-            ("post", "/v1/bank_accounts", BankAccountView::name()),
-            ("get", "/v1/payouts/quote", PayoutQuoteView::name()),
-            ("post", "/v1/payouts", PayoutView::name()),
-            ("get", "/v1/payouts/{id}", PayoutView::name()),
-            ("post", "/v1/payouts/{id}/cancel", PayoutView::name()),
-            ("post", "/v1/refunds", RefundView::name()),
-            ("get", "/v1/refunds/{id}", RefundView::name()),
-            ("get", "/v1/disputes/{id}", DisputeView::name()),
-            ("post", "/v1/disputes/{id}/evidence", DisputeView::name()),
-            (
-                "post",
-                "/v1/test_helpers/payment_intents/{id}/dispute",
-                DisputeView::name(),
-            ),
-            (
-                "post",
-                "/v1/test_helpers/disputes/{id}/resolve",
-                DisputeView::name(),
-            ),
-        ];
-        for (method, path, view) in views {
-            assert_eq!(ok(method, path), schema(view), "{method} {path}");
-        }
-        let lists = [
-            ("/v1/brands", BrandView::name()),
-            ("/v1/banks", BankView::name()),
-            ("/v1/bank_accounts", BankAccountView::name()),
-            ("/v1/payouts", PayoutView::name()),
-            ("/v1/refunds", RefundView::name()),
-            ("/v1/disputes", DisputeView::name()),
-        ];
-        for (path, item) in lists {
-            let list = format!("List_{item}");
-            assert_eq!(ok("get", path), schema(list.clone().into()), "{path}");
-            assert_eq!(
-                d["components"]["schemas"][&list]["properties"]["data"]["items"]["$ref"],
-                schema(item),
-                "{path}"
-            );
-        }
-        // Both answers of adding a bank account are the bank account.
-        assert_eq!(
-            d["paths"]["/v1/bank_accounts"]["post"]["responses"]["200"]["content"]
-                ["application/json"]["schema"]["$ref"],
-            schema(BankAccountView::name())
-        );
-        // Fields shown only on create are optional; the others required.
-        let pi = &d["components"]["schemas"]["PaymentIntent"];
-        let required: BTreeSet<&str> = pi["required"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap())
-            .collect();
-        let properties: BTreeSet<&str> = pi["properties"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        let optional: BTreeSet<&str> = properties.difference(&required).copied().collect();
-        assert_eq!(optional, BTreeSet::from(["checkout_url", "client_secret"]));
     }
 }
+
+/// The `Idempotent-Replayed` header's description.
+const REPLAYED: &str =
+    "`true` when this is the saved response of an earlier request with the same Idempotency-Key";
+
+#[cfg(test)]
+#[path = "openapi_tests.rs"]
+mod tests;

@@ -2,6 +2,7 @@
 //! charge attempts.
 
 use actix_web::{web, HttpRequest};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
@@ -13,18 +14,16 @@ use kobo_actors::payment_intent::actor::{Action, IntentMessage};
 use kobo_actors::payment_intent::service::{self, CreatePaymentIntent};
 use kobo_actors::payment_intent::{metadata_schema, PaymentIntentView, Status};
 use kobo_actors::query::{self, IntentFilter, ListView, Principal};
-use kobo_actors::{DomainError, Mode};
+use kobo_actors::DomainError;
 
-use super::body::{Fields, Query};
-use super::openapi::{
-    BadRequest, BadRequestReplayable, ChargeAttemptRef, ConflictReplayable, Forbidden,
-    IdempotencyKey, IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, Overloaded,
-    PayloadTooLarge, PaymentIntentId, PaymentIntentRef, Unauthorized,
+pub use super::body::NoFields;
+use super::body::{self, Query};
+use super::components::{
+    BadRequest, ChargeAttemptRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound,
+    NotFoundReplayable, Overloaded, PaymentIntentId, PaymentIntentRef,
 };
-use super::{
-    authenticate, authenticate_for, idempotent, json_response, parse_id, read_body, resource,
-    ApiError, ApiResult, Reply, State,
-};
+use super::endpoint::{live_payments, Endpoint};
+use super::{parse_id, resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -42,57 +41,63 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     );
 }
 
-/// The fields [`parse_create`] accepts: [`CreatePaymentIntentRequest`]'s.
-pub const CREATE_FIELDS: &[&str] = &[
-    "amount",
-    "currency",
-    "reference",
-    "description",
-    "customer_email",
-    "metadata",
-    "fee_bearer",
-    "brand",
-    "customer",
-    "return_url",
-];
-
 /// Amounts of a payment intent start at 100 minor units.
 pub const MIN_PAYMENT_AMOUNT: i64 = 100;
 
-// The body of `POST /v1/payment_intents`, for its schema in the OpenAPI
-// document: [`parse_create`] reads the body field by field (naming the
-// offending field on every error); a unit test keeps these fields and
-// [`CREATE_FIELDS`] equal.
 /// The body that creates a payment intent. Only `amount` and `currency` are
 /// required; `null` is the same as leaving a field out.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = CreatePaymentIntent)]
-#[allow(dead_code)]
 pub struct CreatePaymentIntentRequest {
     /// Minor units (kobo, cents); at least 100.
     #[schema(minimum = 100, maximum = 1_000_000_000_000_i64)]
+    #[serde(deserialize_with = "body::amount::<_, MIN_PAYMENT_AMOUNT>")]
     amount: i64,
+    #[serde(deserialize_with = "body::required_currency")]
     currency: Currency,
-    /// Unique per merchant and mode (409 `duplicate_reference`).
-    #[schema(max_length = 255)]
-    reference: Option<String>,
-    #[schema(max_length = 1000)]
-    description: Option<String>,
-    #[schema(format = Email, max_length = 254)]
-    customer_email: Option<String>,
-    #[schema(schema_with = metadata_schema)]
-    #[serde(default)]
-    metadata: Map<String, Value>,
     /// Default `merchant`.
     fee_bearer: Option<FeeBearer>,
+    /// Unique per merchant and mode (409 `duplicate_reference`).
+    #[schema(max_length = 255)]
+    #[serde(deserialize_with = "body::text::<_, 255>")]
+    reference: Option<String>,
+    #[schema(max_length = 1000)]
+    #[serde(deserialize_with = "body::text::<_, 1000>")]
+    description: Option<String>,
+    #[schema(format = Email, max_length = 254)]
+    #[serde(deserialize_with = "body::email")]
+    customer_email: Option<String>,
+    #[schema(schema_with = metadata_schema)]
+    #[serde(default, deserialize_with = "body::metadata")]
+    metadata: Map<String, Value>,
     /// One of the merchant's brands (default: the merchant's default brand);
     /// an unknown brand is 404.
+    #[serde(deserialize_with = "body::uuid")]
     brand: Option<Uuid>,
+    #[serde(deserialize_with = "body::uuid")]
     customer: Option<Uuid>,
     /// Where checkout sends the customer after paying: an http(s) URL.
     #[schema(format = "uri", max_length = 2048)]
+    #[serde(deserialize_with = "body::url")]
     return_url: Option<String>,
+}
+
+impl From<CreatePaymentIntentRequest> for CreatePaymentIntent {
+    fn from(r: CreatePaymentIntentRequest) -> Self {
+        CreatePaymentIntent {
+            amount: r.amount,
+            currency: r.currency,
+            reference: r.reference,
+            description: r.description,
+            customer_email: r.customer_email,
+            metadata: r.metadata,
+            fee_bearer: r.fee_bearer.unwrap_or(FeeBearer::Merchant),
+            brand: r.brand,
+            customer: r.customer,
+            return_url: r.return_url,
+        }
+    }
 }
 
 /// The fields `GET /v1/payment_intents` accepts in its query.
@@ -116,56 +121,6 @@ pub struct ListPaymentIntentsQuery {
     status: Option<Status>,
 }
 
-/// No body, or an object without fields.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = NoFields)]
-pub struct NoFields {}
-
-/// The fields the body-less POSTs accept: none ([`NoFields`]).
-pub const NO_FIELDS: &[&str] = &[];
-
-fn parse_create(body: &[u8]) -> Result<CreatePaymentIntent, DomainError> {
-    let f = Fields::parse(body, CREATE_FIELDS)?;
-    let amount = f.required_amount("amount", MIN_PAYMENT_AMOUNT)?;
-    let currency = f
-        .currency("currency")?
-        .ok_or_else(|| DomainError::missing("currency"))?;
-    let fee_bearer = match f.string("fee_bearer", 16)?.as_deref() {
-        None | Some("merchant") => FeeBearer::Merchant,
-        Some("customer") => FeeBearer::Customer,
-        Some(_) => {
-            return Err(DomainError::invalid(
-                "fee_bearer",
-                "fee_bearer must be merchant or customer",
-            ))
-        }
-    };
-    Ok(CreatePaymentIntent {
-        amount,
-        currency,
-        reference: f.string("reference", 255)?,
-        description: f.string("description", 1000)?,
-        customer_email: f.email("customer_email")?,
-        metadata: f.metadata("metadata")?,
-        fee_bearer,
-        brand: f.uuid("brand")?,
-        customer: f.uuid("customer")?,
-        return_url: f.url("return_url")?,
-    })
-}
-
-/// Live payments need an activated account (403 before anything else).
-pub fn ensure_can_take_payments(p: &Principal) -> ApiResult<()> {
-    if p.mode == Mode::Live && !p.merchant.settings.live_approved {
-        return Err(ApiError(DomainError::forbidden(
-            "account_not_activated",
-            "live payments are not yet enabled for this account",
-        )));
-    }
-    Ok(())
-}
-
 /// Create a payment intent
 ///
 /// Fees and VAT are fixed at creation from the merchant's pricing. The
@@ -179,28 +134,25 @@ pub fn ensure_can_take_payments(p: &Principal) -> ApiResult<()> {
     request_body(content = CreatePaymentIntentRequest, content_type = "application/json"),
     responses(
         (status = 201, description = "The new payment intent, with `checkout_url` and `client_secret`.",
-            body = PaymentIntentView, headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+            body = PaymentIntentView),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    ensure_can_take_payments(&p)?;
-    let body = read_body(payload).await?;
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, body, |save| async move {
-        let params = parse_create(body)?;
-        let view = service::create(&state.kobo, &p.merchant, p.mode, params, Some(&save)).await?;
-        Ok(Reply::saved(201, view))
-    })
-    .await
+    const CREATE: Endpoint = Endpoint::secret_key(201).gate(live_payments).saves_itself();
+    CREATE
+        .post(
+            req,
+            state,
+            payload,
+            |c, body: CreatePaymentIntentRequest| async move {
+                let (p, save) = (&c.p, c.save());
+                Ok(service::create(c.kobo(), &p.merchant, p.mode, body.into(), save).await?)
+            },
+        )
+        .await
 }
 
 /// List payment intents
@@ -216,21 +168,22 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
         (status = 200, description = "A page of payment intents, newest first.",
             body = ListView<PaymentIntentRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), LIST_PARAMS)?;
-    let filter = IntentFilter {
-        limit: q.limit()?,
-        starting_after: q.uuid("starting_after")?,
-        status: q.one_of("status", Status::parse, "a payment intent status")?,
-        customer: q.uuid("customer")?,
-    };
-    let page = query::list_payment_intents(&state.kobo, p.merchant.id, p.mode, &filter)?;
-    Ok(json_response(200, &page.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let q = Query::parse(c.req.query_string(), LIST_PARAMS)?;
+            let filter = IntentFilter {
+                limit: q.limit()?,
+                starting_after: q.uuid("starting_after")?,
+                status: q.one_of("status", Status::parse, "a payment intent status")?,
+                customer: q.uuid("customer")?,
+            };
+            let page = query::list_payment_intents(c.kobo(), c.p.merchant.id, c.p.mode, &filter)?;
+            Ok(page.to_api())
+        })
+        .await
 }
 
 /// Retrieve a payment intent
@@ -246,16 +199,17 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
     security(("bearer" = []), ("client_secret" = [])),
     responses(
         (status = 200, description = "The payment intent.", body = PaymentIntentView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    let p = authenticate_for(&req, &state, Some(&path))?;
-    let id = parse_id(&path, "payment_intent")?;
-    let intent = query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
-    Ok(json_response(200, &intent.to_api(None)))
+    Endpoint::intent_key(200)
+        .get(req, state, |c| async move {
+            let id = parse_id(&path, "payment_intent")?;
+            let intent = query::payment_intent(c.kobo(), c.p.merchant.id, c.p.mode, id)?;
+            Ok(intent.to_api(None))
+        })
+        .await
 }
 
 /// List a payment intent's charge attempts
@@ -270,19 +224,17 @@ async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> Ap
     responses(
         (status = 200, description = "The charge attempts, oldest first.",
             body = ListView<ChargeAttemptRef>),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn charge_attempts(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let id = parse_id(&path, "payment_intent")?;
-    let intent = query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
-    Ok(json_response(
-        200,
-        &query::charge_attempts(&state.kobo, &intent)?.to_api(),
-    ))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let id = parse_id(&path, "payment_intent")?;
+            let intent = query::payment_intent(c.kobo(), c.p.merchant.id, c.p.mode, id)?;
+            Ok(query::charge_attempts(c.kobo(), &intent)?.to_api())
+        })
+        .await
 }
 
 /// Sends `action` to the intent's actor, after checking it exists for this
@@ -310,26 +262,23 @@ pub async fn act(
         .await?
 }
 
-/// A POST on one intent that takes no body: idempotent, then the action.
-pub async fn intent_action(
+/// A POST on the intent `{id}` whose body `B` makes the `action` sent to
+/// the intent's actor.
+pub async fn intent_action<B: DeserializeOwned>(
+    endpoint: Endpoint,
     req: HttpRequest,
     state: State,
     payload: web::Payload,
-    p: Principal,
-    raw_id: &str,
-    action: impl FnOnce(&Fields) -> Result<Action, DomainError>,
-    allowed: &[&str],
+    action: impl FnOnce(B) -> Action,
 ) -> ApiResult {
-    let body = read_body(payload).await?;
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, body, |save| async move {
-        let fields = Fields::parse(body, allowed)?;
-        let id = parse_id(raw_id, "payment_intent").map_err(|e| e.0)?;
-        let action = action(&fields)?;
-        let view = act(state, p, id, action, Some(save)).await?;
-        Ok(Reply::saved(200, view))
-    })
-    .await
+    endpoint
+        .saves_itself()
+        .post(req, state, payload, |c, body: B| async move {
+            let raw = c.req.match_info().get("id").unwrap_or_default();
+            let id = parse_id(raw, "payment_intent")?;
+            Ok(act(&c.state, &c.p, id, action(body), c.save).await?)
+        })
+        .await
 }
 
 /// Cancel a payment intent
@@ -344,35 +293,15 @@ pub async fn intent_action(
     params(PaymentIntentId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The canceled payment intent.", body = PaymentIntentView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The canceled payment intent.", body = PaymentIntentView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
-async fn cancel(
-    req: HttpRequest,
-    state: State,
-    path: web::Path<String>,
-    payload: web::Payload,
-) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    intent_action(
-        req,
-        state,
-        payload,
-        p,
-        &path,
-        |_| Ok(Action::Cancel),
-        NO_FIELDS,
-    )
-    .await
+async fn cancel(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
+    let cancel = Endpoint::secret_key(200);
+    intent_action(cancel, req, state, payload, |_: NoFields| Action::Cancel).await
 }
 
 /// Pay a payment intent by bank transfer
@@ -391,34 +320,17 @@ async fn cancel(
     security(("bearer" = []), ("client_secret" = [])),
     responses(
         (status = 200, description = "The payment intent with `bank_transfer` and `next_action: null`, status `processing`.",
-            body = PaymentIntentView, headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+            body = PaymentIntentView),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
-async fn bank_transfer(
-    req: HttpRequest,
-    state: State,
-    path: web::Path<String>,
-    payload: web::Payload,
-) -> ApiResult {
-    let p = authenticate_for(&req, &state, Some(&path))?;
-    ensure_can_take_payments(&p)?;
-    intent_action(
-        req,
-        state,
-        payload,
-        p,
-        &path,
-        |_| Ok(Action::BankTransfer),
-        NO_FIELDS,
-    )
+async fn bank_transfer(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
+    let transfer = Endpoint::intent_key(200).gate(live_payments);
+    intent_action(transfer, req, state, payload, |_: NoFields| {
+        Action::BankTransfer
+    })
     .await
 }

@@ -13,17 +13,13 @@ use kobo_actors::payout::PayoutView;
 use kobo_actors::query::{ListView, Principal};
 use kobo_actors::{DomainError, Mode};
 
-use super::body::{Fields, Query};
-use super::openapi::{
-    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, IdempotencyKey,
-    IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, Overloaded, PayloadTooLarge,
-    Unauthorized,
+use super::body::Query;
+use super::body::{self as body, NoFields};
+use super::components::{
+    BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable, Overloaded,
 };
-use super::payment_intents::{NoFields, NO_FIELDS};
-use super::{
-    authenticate, idempotent, json_response, parse_id, read_body, resource, ApiError, ApiResult,
-    Reply, State,
-};
+use super::endpoint::{Call, Endpoint};
+use super::{json_response, parse_id, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/banks").route(web::get().to(list_banks)))
@@ -51,7 +47,7 @@ pub type PayoutRef = ByRef<PayoutView>;
 
 /// The only currency of payouts.
 #[derive(Deserialize, ToSchema)]
-#[allow(clippy::upper_case_acronyms, dead_code)]
+#[allow(clippy::upper_case_acronyms)]
 pub enum PayoutCurrency {
     NGN,
 }
@@ -77,32 +73,31 @@ pub struct PayoutId {
     tag = "payouts",
     responses(
         (status = 200, description = "Every bank (`has_more` is false).", body = ListView<BankRef>),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list_banks(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    Query::parse(req.query_string(), &[])?;
-    Ok(json_response(200, &banks::banks_view(p.mode)))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, p, .. } = c;
+            Query::parse(req.query_string(), &[])?;
+            Ok(banks::banks_view(p.mode))
+        })
+        .await
 }
 
-/// The fields `POST /v1/bank_accounts` accepts: [`AddBankAccountRequest`]'s.
-pub const BANK_ACCOUNT_FIELDS: &[&str] = &["bank_code", "account_number"];
-
 // The body of `POST /v1/bank_accounts`, for the OpenAPI document; a unit
-// test keeps these fields and [`BANK_ACCOUNT_FIELDS`] equal.
 /// The body that adds a bank account.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = AddBankAccount)]
-#[allow(dead_code)]
 pub struct AddBankAccountRequest {
     /// A CBN code from `GET /v1/banks` (unknown: 400).
     #[schema(min_length = 1, max_length = 6)]
+    #[serde(deserialize_with = "body::required_text::<_, 6>")]
     bank_code: String,
     /// Exactly 10 digits (NUBAN).
     #[schema(pattern = "^[0-9]{10}$", min_length = 10, max_length = 10)]
+    #[serde(deserialize_with = "body::required_text::<_, 10>")]
     account_number: String,
 }
 
@@ -121,47 +116,44 @@ pub struct AddBankAccountRequest {
     params(IdempotencyKey),
     request_body(content = AddBankAccountRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new bank account.", body = BankAccountView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 200, description = "The account was saved before: the saved bank account.", body = BankAccountView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 201, description = "The new bank account.", body = BankAccountView),
+        (status = 200, description = "The account was saved before: the saved bank account.", body = BankAccountView),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 
 async fn add_bank_account(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let body = read_body(payload).await?;
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, body, |save| async move {
-        let f = Fields::parse(body, BANK_ACCOUNT_FIELDS)?;
-        let bank_code = f.required_string("bank_code", 6)?;
-        let number = f.required_string("account_number", 10)?;
-        let (view, created) = banks::add(
-            &state.kobo,
-            p.merchant.id,
-            p.mode,
-            &bank_code,
-            &number,
-            Some(&save),
+    Endpoint::secret_key(200)
+        .saves_itself()
+        .post(
+            req,
+            state,
+            payload,
+            |c, body: AddBankAccountRequest| async move {
+                let (state, p) = (&c.state, &c.p);
+                let save = c.idem();
+                let (bank_code, number) = (body.bank_code, body.account_number);
+                let (view, created) = banks::add(
+                    &state.kobo,
+                    p.merchant.id,
+                    p.mode,
+                    &bank_code,
+                    &number,
+                    Some(&save),
+                )
+                .await?;
+                Ok(if created {
+                    Reply::saved(201, view)
+                } else {
+                    Reply {
+                        status: 200,
+                        body: view,
+                        saved: false,
+                    }
+                })
+            },
         )
-        .await?;
-        Ok(if created {
-            Reply::saved(201, view)
-        } else {
-            Reply {
-                status: 200,
-                body: view,
-                saved: false,
-            }
-        })
-    })
-    .await
+        .await
 }
 
 /// The fields `GET /v1/bank_accounts` accepts in its query: none.
@@ -180,40 +172,38 @@ pub const LIST_BANK_ACCOUNTS_PARAMS: &[&str] = &[];
         (status = 200, description = "The bank accounts, newest first (`has_more` is false).",
             body = ListView<BankAccountRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list_bank_accounts(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    Query::parse(req.query_string(), LIST_BANK_ACCOUNTS_PARAMS)?;
-    Ok(json_response(
-        200,
-        &banks::list(&state.kobo, p.merchant.id, p.mode)?,
-    ))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            Query::parse(req.query_string(), LIST_BANK_ACCOUNTS_PARAMS)?;
+            Ok(banks::list(&state.kobo, p.merchant.id, p.mode)?)
+        })
+        .await
 }
 
-/// The fields `POST /v1/payouts` accepts: [`CreatePayoutRequest`]'s.
-pub const PAYOUT_FIELDS: &[&str] = &["amount", "currency", "bank_account_id", "brand"];
-
 // The body of `POST /v1/payouts`, for the OpenAPI document; a unit test
-// keeps these fields and [`PAYOUT_FIELDS`] equal.
 /// The body that creates a payout. `null` is the same as leaving a field
 /// out.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = CreatePayout)]
-#[allow(dead_code)]
 pub struct CreatePayoutRequest {
     /// Kobo the bank account receives; at least 100. The fee and VAT are
     /// taken from the balance on top.
     #[schema(minimum = 100, maximum = 1_000_000_000_000_i64)]
+    #[serde(deserialize_with = "body::amount::<_, MIN_PAYOUT>")]
     amount: i64,
+    #[allow(dead_code)] // checked by the parser; the one value there is
     currency: PayoutCurrency,
     /// One of the merchant's bank accounts in this mode (unknown: 404).
+    #[serde(deserialize_with = "body::required_uuid")]
     bank_account_id: Uuid,
     /// The brand whose available balance pays (default: the merchant's
     /// default brand); unknown: 404.
+    #[serde(deserialize_with = "body::uuid")]
     brand: Option<Uuid>,
 }
 
@@ -232,51 +222,46 @@ pub struct CreatePayoutRequest {
     params(IdempotencyKey),
     request_body(content = CreatePayoutRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new payout.", body = PayoutView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 201, description = "The new payout.", body = PayoutView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
 
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let body = read_body(payload).await?;
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, body, |save| async move {
-        let f = Fields::parse(body, PAYOUT_FIELDS)?;
-        let amount = f.required_amount("amount", MIN_PAYOUT)?;
-        match f.string("currency", 3)?.as_deref() {
-            Some("NGN") => {}
-            None => return Err(DomainError::missing("currency").into()),
-            Some(_) => return Err(DomainError::invalid("currency", "payouts are in NGN").into()),
-        }
-        let bank_account = f
-            .uuid("bank_account_id")?
-            .ok_or_else(|| DomainError::missing("bank_account_id"))?;
-        let brand = f.uuid("brand")?;
-        let payout = service::create(
-            &state.kobo,
-            &p.merchant,
-            p.mode,
-            CreatePayout {
-                amount,
-                bank_account,
-                brand,
-                automatic: false,
+    Endpoint::secret_key(200)
+        .saves_itself()
+        .post(
+            req,
+            state,
+            payload,
+            |c, body: CreatePayoutRequest| async move {
+                let (state, p) = (&c.state, &c.p);
+                let save = c.idem();
+                let CreatePayoutRequest {
+                    amount,
+                    bank_account_id: bank_account,
+                    brand,
+                    ..
+                } = body;
+                let payout = service::create(
+                    &state.kobo,
+                    &p.merchant,
+                    p.mode,
+                    CreatePayout {
+                        amount,
+                        bank_account,
+                        brand,
+                        automatic: false,
+                    },
+                    Some(&save),
+                )
+                .await?;
+                Ok(Reply::saved(201, payout.to_api()))
             },
-            Some(&save),
         )
-        .await?;
-        Ok(Reply::saved(201, payout.to_api()))
-    })
-    .await
+        .await
 }
 
 /// The fields `GET /v1/payouts` accepts in its query.
@@ -307,21 +292,23 @@ pub struct ListPayoutsQuery {
     responses(
         (status = 200, description = "A page of payouts, newest first.", body = ListView<PayoutRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), LIST_PARAMS)?;
-    let page = service::list(
-        &state.kobo,
-        p.merchant.id,
-        p.mode,
-        q.limit()?,
-        q.uuid("starting_after")?,
-    )?;
-    Ok(json_response(200, &page.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let q = Query::parse(req.query_string(), LIST_PARAMS)?;
+            let page = service::list(
+                &state.kobo,
+                p.merchant.id,
+                p.mode,
+                q.limit()?,
+                q.uuid("starting_after")?,
+            )?;
+            Ok(page.to_api())
+        })
+        .await
 }
 
 fn own(state: &State, p: &Principal, raw: &str) -> ApiResult<kobo_actors::payout::Payout> {
@@ -341,14 +328,16 @@ fn own(state: &State, p: &Principal, raw: &str) -> ApiResult<kobo_actors::payout
     params(PayoutId),
     responses(
         (status = 200, description = "The payout.", body = PayoutView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    Ok(json_response(200, &own(&state, &p, &path)?.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { state, p, .. } = c;
+            Ok(own(&state, &p, &path)?.to_api())
+        })
+        .await
 }
 
 /// The fields `GET /v1/payouts/quote` accepts in its query.
@@ -385,40 +374,45 @@ pub struct QuoteQuery {
     responses(
         (status = 200, description = "The quote.", body = PayoutQuoteView),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn quote(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), QUOTE_PARAMS)?;
-    let amount = match q.get("amount") {
-        None => return Err(DomainError::missing("amount").into()),
-        Some(s) => s
-            .parse::<i64>()
-            .ok()
-            .filter(|n| (1..=MAX_AMOUNT).contains(n))
-            .ok_or_else(|| {
-                DomainError::invalid("amount", "amount is an integer of kobo, at least 1")
-            })?,
-    };
-    if let Some(c) = q.get("currency") {
-        if c != "NGN" {
-            return Err(DomainError::invalid("currency", "payouts are in NGN").into());
-        }
-    }
-    let brand = match q.uuid("brand")? {
-        Some(b) => {
-            kobo_actors::query::brand(&state.kobo, p.merchant.id, p.mode, b)
-                .map_err(|_| DomainError::invalid("brand", format!("no such brand: {b}")))?
-                .id
-        }
-        None => p.merchant.default_brand(p.mode),
-    };
-    Ok(json_response(
-        200,
-        &service::quote(&state.kobo, &p.merchant, p.mode, amount, brand)?,
-    ))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let q = Query::parse(req.query_string(), QUOTE_PARAMS)?;
+            let amount = match q.get("amount") {
+                None => return Err(DomainError::missing("amount").into()),
+                Some(s) => s
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|n| (1..=MAX_AMOUNT).contains(n))
+                    .ok_or_else(|| {
+                        DomainError::invalid("amount", "amount is an integer of kobo, at least 1")
+                    })?,
+            };
+            if let Some(c) = q.get("currency") {
+                if c != "NGN" {
+                    return Err(DomainError::invalid("currency", "payouts are in NGN").into());
+                }
+            }
+            let brand = match q.uuid("brand")? {
+                Some(b) => {
+                    kobo_actors::query::brand(&state.kobo, p.merchant.id, p.mode, b)
+                        .map_err(|_| DomainError::invalid("brand", format!("no such brand: {b}")))?
+                        .id
+                }
+                None => p.merchant.default_brand(p.mode),
+            };
+            Ok(service::quote(
+                &state.kobo,
+                &p.merchant,
+                p.mode,
+                amount,
+                brand,
+            )?)
+        })
+        .await
 }
 
 async fn send(
@@ -458,15 +452,9 @@ async fn send(
     params(PayoutId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The canceled payout.", body = PayoutView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The canceled payout.", body = PayoutView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -476,24 +464,25 @@ async fn cancel(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let body = read_body(payload).await?;
-    let (state, p, body, raw) = (&state, &p, &body, path.as_str());
-    idempotent(&req, state, p, body, |save| async move {
-        Fields::parse(body, NO_FIELDS)?;
-        let po = own(state, p, raw)?;
-        let view = send(
-            state,
-            po.merchant,
-            po.mode,
-            po.id,
-            PayoutAction::Cancel,
-            Some(save),
-        )
-        .await?;
-        Ok(Reply::saved(200, view))
-    })
-    .await
+    Endpoint::secret_key(200)
+        .saves_itself()
+        .post(req, state, payload, |c, _: NoFields| async move {
+            let (state, p) = (&c.state, &c.p);
+            let save = c.idem();
+            let raw = path.as_str();
+            let po = own(state, p, raw)?;
+            let view = send(
+                state,
+                po.merchant,
+                po.mode,
+                po.id,
+                PayoutAction::Cancel,
+                Some(save),
+            )
+            .await?;
+            Ok(Reply::saved(200, view))
+        })
+        .await
 }
 
 async fn review(req: HttpRequest, state: State, raw: &str, action: PayoutAction) -> ApiResult {

@@ -13,16 +13,14 @@ use kobo_actors::refund::actor::{AftercareAction, AftercareMessage};
 use kobo_actors::refund::{service, DisputeView, RefundView};
 use kobo_actors::DomainError;
 
-use super::body::{Fields, Query};
-use super::openapi::{
-    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, IdempotencyKey,
-    IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, Overloaded, PayloadTooLarge,
-    PaymentIntentId, Unauthorized,
+use super::body::Query;
+use super::body::{self as body};
+use super::components::{
+    BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
+    Overloaded, PaymentIntentId,
 };
-use super::{
-    authenticate, idempotent, json_response, parse_id, read_body, require_test_mode, resource,
-    ApiError, ApiResult, Reply, State,
-};
+use super::endpoint::{test_mode, Call, Endpoint};
+use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -88,29 +86,27 @@ async fn send(
         .await?
 }
 
-/// The fields `POST /v1/refunds` accepts: [`CreateRefundRequest`]'s.
-pub const REFUND_FIELDS: &[&str] = &["payment_intent", "amount", "reason", "metadata"];
-
 // The body of `POST /v1/refunds`, for the OpenAPI document; a unit test
-// keeps these fields and [`REFUND_FIELDS`] equal.
 /// The body that creates a refund. `null` is the same as leaving a field
 /// out.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = CreateRefund)]
-#[allow(dead_code)]
 pub struct CreateRefundRequest {
     /// A successful payment intent of the merchant (unknown: 404).
+    #[serde(deserialize_with = "body::required_uuid")]
     payment_intent: Uuid,
     /// Minor units; default: all that is left to refund. More than is left:
     /// 400 `amount_too_large`.
     #[schema(minimum = 1, maximum = 1_000_000_000_000_i64)]
+    #[serde(deserialize_with = "body::opt_amount::<_, 1>")]
     amount: Option<i64>,
     /// Free text.
     #[schema(max_length = 500)]
+    #[serde(deserialize_with = "body::text::<_, 500>")]
     reason: Option<String>,
     #[schema(schema_with = metadata_schema)]
-    #[serde(default)]
+    #[serde(default, deserialize_with = "body::metadata")]
     metadata: Map<String, Value>,
 }
 
@@ -130,48 +126,47 @@ pub struct CreateRefundRequest {
     params(IdempotencyKey),
     request_body(content = CreateRefundRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new refund, `pending`.", body = RefundView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 201, description = "The new refund, `pending`.", body = RefundView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
 
 async fn create_refund(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let body = read_body(payload).await?;
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, body, |save| async move {
-        let f = Fields::parse(body, REFUND_FIELDS)?;
-        let payment = f
-            .uuid("payment_intent")?
-            .ok_or_else(|| DomainError::missing("payment_intent"))?;
-        let amount = f.amount("amount", 1)?;
-        let reason = f.string("reason", 500)?;
-        let metadata = f.metadata("metadata")?;
-        query::payment_intent(&state.kobo, p.merchant.id, p.mode, payment)
-            .map_err(|e| e.with_param("payment_intent"))?;
-        let view = send(
+    Endpoint::secret_key(201)
+        .saves_itself()
+        .post(
+            req,
             state,
-            p,
-            payment,
-            AftercareAction::CreateRefund {
-                amount,
-                reason,
-                metadata,
+            payload,
+            |c, body: CreateRefundRequest| async move {
+                let (state, p) = (&c.state, &c.p);
+                let save = c.idem();
+                let CreateRefundRequest {
+                    payment_intent: payment,
+                    amount,
+                    reason,
+                    metadata,
+                } = body;
+                query::payment_intent(&state.kobo, p.merchant.id, p.mode, payment)
+                    .map_err(|e| e.with_param("payment_intent"))?;
+                let view = send(
+                    state,
+                    p,
+                    payment,
+                    AftercareAction::CreateRefund {
+                        amount,
+                        reason,
+                        metadata,
+                    },
+                    save,
+                )
+                .await?;
+                Ok(Reply::saved(201, view))
             },
-            save,
         )
-        .await?;
-        Ok(Reply::saved(201, view))
-    })
-    .await
+        .await
 }
 
 /// The fields `GET /v1/refunds` accepts in its query.
@@ -204,22 +199,24 @@ pub struct ListRefundsQuery {
     responses(
         (status = 200, description = "A page of refunds, newest first.", body = ListView<RefundRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list_refunds(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), LIST_REFUNDS_PARAMS)?;
-    let page = service::list_refunds(
-        &state.kobo,
-        p.merchant.id,
-        p.mode,
-        q.uuid("payment_intent")?,
-        q.limit()?,
-        q.uuid("starting_after")?,
-    )?;
-    Ok(json_response(200, &page.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let q = Query::parse(req.query_string(), LIST_REFUNDS_PARAMS)?;
+            let page = service::list_refunds(
+                &state.kobo,
+                p.merchant.id,
+                p.mode,
+                q.uuid("payment_intent")?,
+                q.limit()?,
+                q.uuid("starting_after")?,
+            )?;
+            Ok(page.to_api())
+        })
+        .await
 }
 
 /// Retrieve a refund
@@ -231,20 +228,20 @@ async fn list_refunds(req: HttpRequest, state: State) -> ApiResult {
     params(RefundId),
     responses(
         (status = 200, description = "The refund.", body = RefundView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve_refund(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let id = parse_id(&path, "refund")?;
-    match service::load_refund(&state.kobo, id)? {
-        Some(r) if r.merchant == p.merchant.id && r.mode == p.mode => {
-            Ok(json_response(200, &r.to_api()))
-        }
-        _ => Err(ApiError(DomainError::not_found("refund", id))),
-    }
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { state, p, .. } = c;
+            let id = parse_id(&path, "refund")?;
+            match service::load_refund(&state.kobo, id)? {
+                Some(r) if r.merchant == p.merchant.id && r.mode == p.mode => Ok(r.to_api()),
+                _ => Err(ApiError(DomainError::not_found("refund", id))),
+            }
+        })
+        .await
 }
 
 /// The fields `GET /v1/disputes` accepts in its query.
@@ -275,21 +272,23 @@ pub struct ListDisputesQuery {
     responses(
         (status = 200, description = "A page of disputes, newest first.", body = ListView<DisputeRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list_disputes(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), LIST_DISPUTES_PARAMS)?;
-    let page = service::list_disputes(
-        &state.kobo,
-        p.merchant.id,
-        p.mode,
-        q.limit()?,
-        q.uuid("starting_after")?,
-    )?;
-    Ok(json_response(200, &page.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let q = Query::parse(req.query_string(), LIST_DISPUTES_PARAMS)?;
+            let page = service::list_disputes(
+                &state.kobo,
+                p.merchant.id,
+                p.mode,
+                q.limit()?,
+                q.uuid("starting_after")?,
+            )?;
+            Ok(page.to_api())
+        })
+        .await
 }
 
 fn own_dispute(state: &State, p: &Principal, raw: &str) -> ApiResult<kobo_actors::refund::Dispute> {
@@ -309,55 +308,65 @@ fn own_dispute(state: &State, p: &Principal, raw: &str) -> ApiResult<kobo_actors
     params(DisputeId),
     responses(
         (status = 200, description = "The dispute.", body = DisputeView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve_dispute(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    Ok(json_response(
-        200,
-        &own_dispute(&state, &p, &path)?.to_api(),
-    ))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { state, p, .. } = c;
+            Ok(own_dispute(&state, &p, &path)?.to_api())
+        })
+        .await
 }
 
-/// The fields `POST /v1/disputes/{id}/evidence` accepts:
-/// [`SubmitEvidenceRequest`]'s.
-pub const EVIDENCE_FIELDS: &[&str] = &[
-    "text",
-    "customer_name",
-    "customer_email",
-    "service_date",
-    "receipt_url",
-    "tracking_number",
-];
-
 // The body of `POST /v1/disputes/{id}/evidence`, for the OpenAPI document;
-// a unit test keeps these fields and [`EVIDENCE_FIELDS`] equal.
 /// A dispute's evidence: at least one field (none: 400 on `text`); each a
 /// string of up to 5,000 characters, kept as given. `null` is the same as
 /// leaving a field out.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = SubmitEvidence)]
-#[allow(dead_code)]
 pub struct SubmitEvidenceRequest {
     /// The merchant's account of what happened.
     #[schema(max_length = 5000)]
+    #[serde(deserialize_with = "body::text::<_, 5000>")]
     text: Option<String>,
     #[schema(max_length = 5000)]
+    #[serde(deserialize_with = "body::text::<_, 5000>")]
     customer_name: Option<String>,
     #[schema(max_length = 5000)]
+    #[serde(deserialize_with = "body::text::<_, 5000>")]
     customer_email: Option<String>,
     /// When the goods or service were provided.
     #[schema(max_length = 5000)]
+    #[serde(deserialize_with = "body::text::<_, 5000>")]
     service_date: Option<String>,
     #[schema(max_length = 5000)]
+    #[serde(deserialize_with = "body::text::<_, 5000>")]
     receipt_url: Option<String>,
     /// The delivery's tracking number.
     #[schema(max_length = 5000)]
+    #[serde(deserialize_with = "body::text::<_, 5000>")]
     tracking_number: Option<String>,
+}
+
+impl SubmitEvidenceRequest {
+    /// The fields given, by name.
+    fn into_map(self) -> Map<String, Value> {
+        let fields = [
+            ("text", self.text),
+            ("customer_name", self.customer_name),
+            ("customer_email", self.customer_email),
+            ("service_date", self.service_date),
+            ("receipt_url", self.receipt_url),
+            ("tracking_number", self.tracking_number),
+        ];
+        fields
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k.to_string(), Value::from(v))))
+            .collect()
+    }
 }
 
 /// Submit evidence for a dispute
@@ -373,15 +382,9 @@ pub struct SubmitEvidenceRequest {
     params(DisputeId, IdempotencyKey),
     request_body(content = SubmitEvidenceRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "The dispute with its `evidence`.", body = DisputeView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The dispute with its `evidence`.", body = DisputeView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -392,55 +395,53 @@ async fn evidence(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let body = read_body(payload).await?;
-    let (state, p, body, raw) = (&state, &p, &body, path.as_str());
-    idempotent(&req, state, p, body, |save| async move {
-        let f = Fields::parse(body, EVIDENCE_FIELDS)?;
-        let mut evidence = Map::new();
-        for name in EVIDENCE_FIELDS {
-            if let Some(v) = f.string(name, 5000)? {
-                evidence.insert(name.to_string(), Value::from(v));
-            }
-        }
-        if evidence.is_empty() {
-            return Err(DomainError::missing("text").into());
-        }
-        let d = own_dispute(state, p, raw)?;
-        let view = send(
+    Endpoint::secret_key(200)
+        .saves_itself()
+        .post(
+            req,
             state,
-            p,
-            d.payment_intent,
-            AftercareAction::SubmitEvidence {
-                dispute: d.id,
-                evidence: Value::Object(evidence),
+            payload,
+            |c, body: SubmitEvidenceRequest| async move {
+                let (state, p) = (&c.state, &c.p);
+                let save = c.idem();
+                let raw = path.as_str();
+                let evidence = body.into_map();
+                if evidence.is_empty() {
+                    return Err(DomainError::missing("text").into());
+                }
+                let d = own_dispute(state, p, raw)?;
+                let view = send(
+                    state,
+                    p,
+                    d.payment_intent,
+                    AftercareAction::SubmitEvidence {
+                        dispute: d.id,
+                        evidence: Value::Object(evidence),
+                    },
+                    save,
+                )
+                .await?;
+                Ok(Reply::saved(200, view))
             },
-            save,
         )
-        .await?;
-        Ok(Reply::saved(200, view))
-    })
-    .await
+        .await
 }
-
-/// The fields the dispute test helper accepts: [`OpenDisputeRequest`]'s.
-pub const OPEN_DISPUTE_FIELDS: &[&str] = &["amount", "reason"];
 
 // The body of `POST /v1/test_helpers/payment_intents/{id}/dispute`, for the
 // OpenAPI document; a unit test keeps these fields and
-// [`OPEN_DISPUTE_FIELDS`] equal.
 /// A simulated dispute; `null` is the same as leaving a field out.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = OpenDispute)]
-#[allow(dead_code)]
 pub struct OpenDisputeRequest {
     /// Minor units; default: all that is left of the payment (more: 400
     /// `amount_too_large`).
     #[schema(minimum = 1, maximum = 1_000_000_000_000_i64)]
+    #[serde(deserialize_with = "body::opt_amount::<_, 1>")]
     amount: Option<i64>,
     /// Default `general`.
     #[schema(max_length = 200)]
+    #[serde(deserialize_with = "body::text::<_, 200>")]
     reason: Option<String>,
 }
 
@@ -458,15 +459,9 @@ pub struct OpenDisputeRequest {
     params(PaymentIntentId, IdempotencyKey),
     request_body(content = Option<OpenDisputeRequest>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The new dispute, `open` (every test helper answers 200).", body = DisputeView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The new dispute, `open` (every test helper answers 200).", body = DisputeView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -476,31 +471,33 @@ async fn open_dispute(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    require_test_mode(&p)?;
-    let body = read_body(payload).await?;
-    let (state, p, body, raw) = (&state, &p, &body, path.as_str());
-    idempotent(&req, state, p, body, |save| async move {
-        let f = Fields::parse(body, OPEN_DISPUTE_FIELDS)?;
-        let amount = f.amount("amount", 1)?;
-        let reason = f.string("reason", 200)?;
-        let id = parse_id(raw, "payment_intent")?;
-        query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
-        let view = send(
+    Endpoint::secret_key(200)
+        .gate(test_mode)
+        .saves_itself()
+        .post(
+            req,
             state,
-            p,
-            id,
-            AftercareAction::OpenDispute { amount, reason },
-            save,
+            payload,
+            |c, body: OpenDisputeRequest| async move {
+                let (state, p) = (&c.state, &c.p);
+                let save = c.idem();
+                let raw = path.as_str();
+                let OpenDisputeRequest { amount, reason } = body;
+                let id = parse_id(raw, "payment_intent")?;
+                query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
+                let view = send(
+                    state,
+                    p,
+                    id,
+                    AftercareAction::OpenDispute { amount, reason },
+                    save,
+                )
+                .await?;
+                Ok(Reply::saved(200, view))
+            },
         )
-        .await?;
-        Ok(Reply::saved(200, view))
-    })
-    .await
+        .await
 }
-
-/// The fields the resolve test helper accepts: [`ResolveDisputeRequest`]'s.
-pub const RESOLVE_FIELDS: &[&str] = &["outcome"];
 
 /// How a dispute is decided.
 #[derive(Deserialize, ToSchema)]
@@ -513,14 +510,10 @@ pub enum DisputeOutcome {
     Lost,
 }
 
-// The body of `POST /v1/test_helpers/disputes/{id}/resolve`, for the
-// OpenAPI document; a unit test keeps these fields and [`RESOLVE_FIELDS`]
-// equal.
 /// The decision of a simulated dispute.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = ResolveDispute)]
-#[allow(dead_code)]
 pub struct ResolveDisputeRequest {
     #[schema(inline)]
     outcome: DisputeOutcome,
@@ -539,15 +532,9 @@ pub struct ResolveDisputeRequest {
     params(DisputeId, IdempotencyKey),
     request_body(content = ResolveDisputeRequest, content_type = "application/json"),
     responses(
-        (status = 200, description = "The dispute, `won` or `lost`.", body = DisputeView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The dispute, `won` or `lost`.", body = DisputeView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
@@ -557,28 +544,29 @@ async fn resolve(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    require_test_mode(&p)?;
-    let body = read_body(payload).await?;
-    let (state, p, body, raw) = (&state, &p, &body, path.as_str());
-    idempotent(&req, state, p, body, |save| async move {
-        let f = Fields::parse(body, RESOLVE_FIELDS)?;
-        let won = match f.string("outcome", 10)?.as_deref() {
-            Some("won") => true,
-            Some("lost") => false,
-            Some(_) => return Err(DomainError::invalid("outcome", "outcome is won or lost").into()),
-            None => return Err(DomainError::missing("outcome").into()),
-        };
-        let d = own_dispute(state, p, raw)?;
-        let view = send(
+    Endpoint::secret_key(200)
+        .gate(test_mode)
+        .saves_itself()
+        .post(
+            req,
             state,
-            p,
-            d.payment_intent,
-            AftercareAction::ResolveDispute { dispute: d.id, won },
-            save,
+            payload,
+            |c, body: ResolveDisputeRequest| async move {
+                let (state, p) = (&c.state, &c.p);
+                let save = c.idem();
+                let raw = path.as_str();
+                let won = matches!(body.outcome, DisputeOutcome::Won);
+                let d = own_dispute(state, p, raw)?;
+                let view = send(
+                    state,
+                    p,
+                    d.payment_intent,
+                    AftercareAction::ResolveDispute { dispute: d.id, won },
+                    save,
+                )
+                .await?;
+                Ok(Reply::saved(200, view))
+            },
         )
-        .await?;
-        Ok(Reply::saved(200, view))
-    })
-    .await
+        .await
 }

@@ -10,16 +10,13 @@ use kobo_actors::ledger::Bucket;
 use kobo_actors::query::ReserveView;
 use kobo_actors::{query, settlement};
 
-use super::body::{Fields, Query};
-use super::openapi::{
-    BadRequest, BadRequestReplayable, ConflictReplayable, IdempotencyKey, IdempotencyKeyReused,
-    InternalError, NotFoundReplayable, Overloaded, PayloadTooLarge, Unauthorized,
+use super::body::NoFields;
+use super::body::Query;
+use super::components::{
+    BadRequest, ConflictReplayable, IdempotencyKey, NotFoundReplayable, Overloaded,
 };
-use super::payment_intents::{NoFields, NO_FIELDS};
-use super::{
-    authenticate, idempotent, json_response, read_body, require_test_mode, resource, ApiResult,
-    Reply, State,
-};
+use super::endpoint::{test_mode, Call, Endpoint};
+use super::{resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/reserve").route(web::get().to(reserve)))
@@ -83,17 +80,16 @@ pub struct SettlementRunView {
     responses(
         (status = 200, description = "The reserve.", body = ReserveView),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn reserve(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    Query::parse(req.query_string(), RESERVE_PARAMS)?;
-    Ok(json_response(
-        200,
-        &query::reserve(&state.kobo, &p.merchant, p.mode)?,
-    ))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            Query::parse(req.query_string(), RESERVE_PARAMS)?;
+            Ok(query::reserve(&state.kobo, &p.merchant, p.mode)?)
+        })
+        .await
 }
 
 /// Release a test merchant's pending money now
@@ -109,40 +105,33 @@ async fn reserve(req: HttpRequest, state: State) -> ApiResult {
     params(IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "How many payments were released.", body = ReleasePendingView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "How many payments were released.", body = ReleasePendingView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
 async fn release_pending(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    require_test_mode(&p)?;
-    let body = read_body(payload).await?;
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, body, |_| async move {
-        Fields::parse(body, NO_FIELDS)?;
-        let kobo = &state.kobo;
-        let keys = settlement::scheduled_keys(kobo, p.merchant.id, p.mode, Bucket::Pending, None)?;
-        let released = settlement::release(kobo, p.merchant.id, p.mode, keys).await?;
-        let view = ReleasePendingView {
-            object: TestHelperResultObject::TestHelperResult,
-            livemode: false,
-            released,
-        };
-        Ok(Reply {
-            status: 200,
-            body: serde_json::to_value(view).expect("a test helper result serializes"),
-            saved: false,
+    Endpoint::secret_key(200)
+        .gate(test_mode)
+        .post(req, state, payload, |c, _: NoFields| async move {
+            let (state, p) = (&c.state, &c.p);
+            let kobo = &state.kobo;
+            let keys =
+                settlement::scheduled_keys(kobo, p.merchant.id, p.mode, Bucket::Pending, None)?;
+            let released = settlement::release(kobo, p.merchant.id, p.mode, keys).await?;
+            let view = ReleasePendingView {
+                object: TestHelperResultObject::TestHelperResult,
+                livemode: false,
+                released,
+            };
+            Ok(Reply {
+                status: 200,
+                body: serde_json::to_value(view).expect("a test helper result serializes"),
+                saved: false,
+            })
         })
-    })
-    .await
+        .await
 }
 
 /// Run a test merchant's settlement now
@@ -159,57 +148,49 @@ async fn release_pending(req: HttpRequest, state: State, payload: web::Payload) 
     params(IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "What was released and paid out.", body = SettlementRunView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "What was released and paid out.", body = SettlementRunView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
 async fn run(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    require_test_mode(&p)?;
-    let body = read_body(payload).await?;
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, body, |_| async move {
-        Fields::parse(body, NO_FIELDS)?;
-        let kobo = &state.kobo;
-        let now = kobo.clock.now();
-        let mut keys = Vec::new();
-        for bucket in [Bucket::Pending, Bucket::Reserve] {
-            keys.extend(settlement::scheduled_keys(
-                kobo,
-                p.merchant.id,
-                p.mode,
-                bucket,
-                Some(now),
-            )?);
-        }
-        let released = settlement::release(kobo, p.merchant.id, p.mode, keys).await?;
-        // Dollars first (auto_settlement.usd), as the 08:00 run does.
-        let dollars = kobo_actors::fx::settle_dollars(kobo, &p.merchant, p.mode).await?;
-        let mut payouts =
-            kobo_actors::payout::service::auto_settle(kobo, &p.merchant, p.mode).await?;
-        payouts.extend(dollars.crypto_payouts);
-        let view = SettlementRunView {
-            object: TestHelperResultObject::TestHelperResult,
-            livemode: false,
-            released,
-            payouts,
-            conversions: dollars.conversions,
-        };
-        Ok(Reply {
-            status: 200,
-            body: serde_json::to_value(view).expect("a test helper result serializes"),
-            saved: false,
+    Endpoint::secret_key(200)
+        .gate(test_mode)
+        .post(req, state, payload, |c, _: NoFields| async move {
+            let (state, p) = (&c.state, &c.p);
+            let kobo = &state.kobo;
+            let now = kobo.clock.now();
+            let mut keys = Vec::new();
+            for bucket in [Bucket::Pending, Bucket::Reserve] {
+                keys.extend(settlement::scheduled_keys(
+                    kobo,
+                    p.merchant.id,
+                    p.mode,
+                    bucket,
+                    Some(now),
+                )?);
+            }
+            let released = settlement::release(kobo, p.merchant.id, p.mode, keys).await?;
+            // Dollars first (auto_settlement.usd), as the 08:00 run does.
+            let dollars = kobo_actors::fx::settle_dollars(kobo, &p.merchant, p.mode).await?;
+            let mut payouts =
+                kobo_actors::payout::service::auto_settle(kobo, &p.merchant, p.mode).await?;
+            payouts.extend(dollars.crypto_payouts);
+            let view = SettlementRunView {
+                object: TestHelperResultObject::TestHelperResult,
+                livemode: false,
+                released,
+                payouts,
+                conversions: dollars.conversions,
+            };
+            Ok(Reply {
+                status: 200,
+                body: serde_json::to_value(view).expect("a test helper result serializes"),
+                saved: false,
+            })
         })
-    })
-    .await
+        .await
 }
 
 #[cfg(test)]

@@ -30,7 +30,8 @@ use kobo_actors::webhook::query as webhook_query;
 use kobo_actors::webhook::StreamItem;
 use kobo_actors::{DomainError, Kobo, Mode};
 
-use super::{authenticate, resource, ApiError, ApiResult, State};
+use super::endpoint::{Call, Endpoint};
+use super::{resource, ApiError, ApiResult, State};
 
 /// Heartbeat interval (real time, whatever the service clock).
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -148,7 +149,7 @@ impl StreamEvent {
             .extensions(Some(
                 ExtensionsBuilder::new()
                     .add(
-                        super::openapi::CONTENT_SCHEMA,
+                        super::components::CONTENT_SCHEMA,
                         serde_json::to_value(data).expect("a schema serializes"),
                     )
                     .build(),
@@ -341,45 +342,49 @@ async fn pump(
     params(("Last-Event-ID" = Option<u64>, Header, description = "Resume after this stream position (the `id:` of the last event received).")),
     responses(
         (status = 200, description = "An endless `text/event-stream`; its schema is that of each event in it.", content_type = "text/event-stream", body = StreamEvent),
-        (status = 400, response = super::openapi::BadRequest),
-        (status = 401, response = super::openapi::Unauthorized),
-        (status = 500, response = super::openapi::InternalError),
-        (status = 503, response = super::openapi::Overloaded),
+        (status = 400, response = super::components::BadRequest),
+        (status = 401, response = super::components::Unauthorized),
+        (status = 500, response = super::components::InternalError),
+        (status = 503, response = super::components::Overloaded),
     )
 )]
 async fn stream(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    super::body::Query::parse(req.query_string(), &[])?;
-    let resume = match req.headers().get("last-event-id") {
-        None => None,
-        Some(v) => Some(
-            v.to_str()
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok())
-                .ok_or_else(|| {
-                    ApiError(DomainError::invalid(
-                        "Last-Event-ID",
-                        "Last-Event-ID is the `id:` of an event from this stream",
-                    ))
-                })?,
-        ),
-    };
-    let scope = (p.merchant.id, p.mode);
-    let slot = Slot::take(&state.kobo, scope)?;
-    let live = state.kobo.webhooks.subscribe();
-    let (tx, rx) = mpsc::channel::<Bytes>(CONNECTION_BUFFER);
-    // First frame: the connection is open (and tells clients how long to
-    // wait before reconnecting).
-    let _ = tx.try_send(Bytes::from_static(OPENER));
-    actix_web::rt::spawn(pump(state.kobo.clone(), scope, resume, live, tx, slot));
-    let body = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
-    });
-    Ok(HttpResponse::Ok()
-        .insert_header(("Content-Type", "text/event-stream"))
-        .insert_header(("Cache-Control", "no-cache"))
-        .insert_header(("X-Accel-Buffering", "no"))
-        .streaming(body))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            super::body::Query::parse(req.query_string(), &[])?;
+            let resume = match req.headers().get("last-event-id") {
+                None => None,
+                Some(v) => Some(
+                    v.to_str()
+                        .ok()
+                        .and_then(|s| s.trim().parse::<u64>().ok())
+                        .ok_or_else(|| {
+                            ApiError(DomainError::invalid(
+                                "Last-Event-ID",
+                                "Last-Event-ID is the `id:` of an event from this stream",
+                            ))
+                        })?,
+                ),
+            };
+            let scope = (p.merchant.id, p.mode);
+            let slot = Slot::take(&state.kobo, scope)?;
+            let live = state.kobo.webhooks.subscribe();
+            let (tx, rx) = mpsc::channel::<Bytes>(CONNECTION_BUFFER);
+            // First frame: the connection is open (and tells clients how long to
+            // wait before reconnecting).
+            let _ = tx.try_send(Bytes::from_static(OPENER));
+            actix_web::rt::spawn(pump(state.kobo.clone(), scope, resume, live, tx, slot));
+            let body = futures_util::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+            });
+            Ok(HttpResponse::Ok()
+                .insert_header(("Content-Type", "text/event-stream"))
+                .insert_header(("Cache-Control", "no-cache"))
+                .insert_header(("X-Accel-Buffering", "no"))
+                .streaming(body))
+        })
+        .await
 }
 
 #[cfg(test)]
@@ -481,7 +486,8 @@ mod tests {
             "#/components/schemas/Event"
         );
         assert!(
-            !super::super::openapi::document_json().contains(super::super::openapi::CONTENT_SCHEMA),
+            !super::super::openapi::document_json()
+                .contains(super::super::components::CONTENT_SCHEMA),
             "every x-contentSchema is renamed"
         );
 

@@ -8,12 +8,13 @@ use utoipa::ToSchema;
 use kobo_actors::payment_intent::actor::Action;
 use kobo_actors::payment_intent::PaymentIntentView;
 
-use super::openapi::{
-    BadRequestReplayable, ConflictReplayable, IdempotencyKey, IdempotencyKeyReused, InternalError,
-    NotFoundReplayable, Overloaded, PayloadTooLarge, PaymentIntentId, Unauthorized,
+use super::body::{self, NoFields};
+use super::components::{
+    ConflictReplayable, IdempotencyKey, NotFoundReplayable, Overloaded, PaymentIntentId,
 };
-use super::payment_intents::{intent_action, NoFields, NO_FIELDS};
-use super::{authenticate, require_test_mode, resource, ApiResult, State};
+use super::endpoint::{test_mode, Endpoint};
+use super::payment_intents::intent_action;
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -25,24 +26,22 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     );
 }
 
-// The body of `simulate_transfer`, for its schema in the OpenAPI document;
-// a unit test keeps these fields and [`SIMULATE_TRANSFER_FIELDS`] equal.
 /// A simulated transfer into the payment intent's account; `null` is the
 /// same as leaving a field out.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = SimulateTransfer)]
-#[allow(dead_code)]
 pub struct SimulateTransferRequest {
     /// Minor units; default `bank_transfer.amount`. A different amount is
     /// returned to the sender: a failed charge attempt `amount_mismatch`,
     /// the payment unchanged.
     #[schema(minimum = 1, maximum = 1_000_000_000_000_i64)]
+    #[serde(deserialize_with = "body::opt_amount::<_, 1>")]
     amount: Option<i64>,
 }
 
-/// The fields `simulate_transfer` accepts.
-pub const SIMULATE_TRANSFER_FIELDS: &[&str] = &["amount"];
+/// Test keys only: live keys get 404.
+const TEST_HELPER: Endpoint = Endpoint::secret_key(200).gate(test_mode);
 
 /// Make a test payment intent successful
 ///
@@ -55,35 +54,16 @@ pub const SIMULATE_TRANSFER_FIELDS: &[&str] = &["amount"];
     params(PaymentIntentId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The payment intent, now successful.", body = PaymentIntentView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The payment intent, now successful.", body = PaymentIntentView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
-async fn succeed(
-    req: HttpRequest,
-    state: State,
-    path: web::Path<String>,
-    payload: web::Payload,
-) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    require_test_mode(&p)?;
-    intent_action(
-        req,
-        state,
-        payload,
-        p,
-        &path,
-        |_| Ok(Action::TestSucceed),
-        NO_FIELDS,
-    )
+async fn succeed(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
+    intent_action(TEST_HELPER, req, state, payload, |_: NoFields| {
+        Action::TestSucceed
+    })
     .await
 }
 
@@ -99,38 +79,19 @@ async fn succeed(
     params(PaymentIntentId, IdempotencyKey),
     request_body(content = Option<SimulateTransferRequest>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The payment intent after the transfer.", body = PaymentIntentView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The payment intent after the transfer.", body = PaymentIntentView),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
         (status = 503, response = Overloaded),
     )
 )]
-async fn simulate_transfer(
-    req: HttpRequest,
-    state: State,
-    path: web::Path<String>,
-    payload: web::Payload,
-) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    require_test_mode(&p)?;
+async fn simulate_transfer(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     intent_action(
+        TEST_HELPER,
         req,
         state,
         payload,
-        p,
-        &path,
-        |f| {
-            Ok(Action::SimulateTransfer {
-                amount: f.amount("amount", 1)?,
-            })
-        },
-        SIMULATE_TRANSFER_FIELDS,
+        |b: SimulateTransferRequest| Action::SimulateTransfer { amount: b.amount },
     )
     .await
 }

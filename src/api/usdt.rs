@@ -15,17 +15,14 @@ use kobo_actors::usdt::service::{
 use kobo_actors::usdt::{settings_of, CryptoPayoutView, Network, SANDBOX_OTP};
 use kobo_actors::{DomainError, Mode};
 
+use super::body::{self as body};
 use super::body::{Fields, Query};
+use super::components::{
+    BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
+};
+use super::endpoint::{Call, Endpoint};
 use super::fx::{parse_preview, ListQuery, PreviewQuery, LIST_PARAMS};
-use super::openapi::{
-    BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, Forbidden, IdempotencyKey,
-    IdempotencyKeyReused, InternalError, NotFound, NotFoundReplayable, PayloadTooLarge,
-    Unauthorized,
-};
-use super::{
-    authenticate, idempotent, json_response, parse_id, read_body, resource, ApiError, ApiResult,
-    Reply, State,
-};
+use super::{json_response, parse_id, read_body, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/usdt").route(web::get().to(usdt)))
@@ -69,18 +66,17 @@ pub struct CryptoPayoutId {
     responses(
         (status = 200, description = "The USDT set-up.", body = UsdtView),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn usdt(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    Query::parse(req.query_string(), &[])?;
-    let view = service::usdt_view(&state.kobo, &p.merchant, p.mode)?;
-    Ok(json_response(
-        200,
-        &serde_json::to_value(view).expect("a USDT view serializes"),
-    ))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            Query::parse(req.query_string(), &[])?;
+            let view = service::usdt_view(&state.kobo, &p.merchant, p.mode)?;
+            Ok(serde_json::to_value(view).expect("a USDT view serializes"))
+        })
+        .await
 }
 
 /// Preview a USDT payout
@@ -98,41 +94,39 @@ async fn usdt(req: HttpRequest, state: State) -> ApiResult {
     responses(
         (status = 200, description = "The preview.", body = UsdtPreviewView),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn preview(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let (usd_amount, brand) = parse_preview(&state, &p, req.query_string())?;
-    let view = service::preview(&state.kobo, &p.merchant, p.mode, brand, usd_amount)?;
-    Ok(json_response(
-        200,
-        &serde_json::to_value(view).expect("a preview serializes"),
-    ))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let (usd_amount, brand) = parse_preview(&state, &p, req.query_string())?;
+            let view = service::preview(&state.kobo, &p.merchant, p.mode, brand, usd_amount)?;
+            Ok(serde_json::to_value(view).expect("a preview serializes"))
+        })
+        .await
 }
 
-/// The fields `POST /v1/usdt/payouts` accepts: [`CreateCryptoPayoutRequest`]'s.
-pub const PAYOUT_FIELDS: &[&str] = &["usd_amount", "wallet", "brand", "otp"];
-
 // The body of `POST /v1/usdt/payouts`, for the OpenAPI document; a unit
-// test keeps these fields and [`PAYOUT_FIELDS`] equal.
 /// The body that sends dollars as USDT. No other fields are allowed.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = CreateCryptoPayout)]
-#[allow(dead_code)]
 pub struct CreateCryptoPayoutRequest {
     /// Cents taken from USD `available`; the fee and its VAT come out of it.
     #[schema(minimum = 1, maximum = 1_000_000_000_000_i64)]
+    #[serde(deserialize_with = "body::amount::<_, 1>")]
     usd_amount: i64,
     /// One of this mode's wallets (`GET /v1/usdt`); unknown or cleared: 404.
+    #[serde(deserialize_with = "body::required_uuid")]
     wallet: Uuid,
     /// Whose dollars (default: the default brand); unknown: 404.
+    #[serde(deserialize_with = "body::uuid")]
     brand: Option<Uuid>,
     /// The one-time code: required in live mode; in test mode optional, and
     /// when sent it must be `123456` (else 400 `incorrect_otp`).
     #[schema(max_length = 32)]
+    #[serde(deserialize_with = "otp")]
     otp: Option<String>,
 }
 
@@ -147,18 +141,20 @@ fn ensure_usdt(p: &Principal) -> ApiResult<()> {
 /// The one-time code rule: live mode needs one (checked by the live
 /// one-time-code service, which comes with the live partner); test mode
 /// checks it only when sent, against the sandbox's `123456`.
-fn check_otp(mode: Mode, f: &Fields) -> Result<(), DomainError> {
-    let otp = match f.raw("otp") {
-        None => None,
-        Some(Value::String(s)) if s.len() <= 32 => Some(s.clone()),
-        Some(Value::Number(n)) if n.is_u64() => Some(n.to_string()),
-        Some(_) => {
-            return Err(DomainError::invalid(
-                "otp",
-                "otp is the one-time code, a string of digits",
-            ))
-        }
-    };
+/// `otp`: a string of at most 32 characters, or a whole number.
+fn otp<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        None => Ok(None),
+        Some(Value::String(s)) if s.len() <= 32 => Ok(Some(s)),
+        Some(Value::Number(n)) if n.is_u64() => Ok(Some(n.to_string())),
+        Some(_) => Err(body::tunnel(DomainError::invalid(
+            body::FIELD,
+            "otp is the one-time code, a string of digits",
+        ))),
+    }
+}
+
+fn check_otp(mode: Mode, otp: Option<String>) -> Result<(), DomainError> {
     match (mode, otp) {
         (Mode::Live, None) => Err(DomainError::missing("otp")),
         (Mode::Test, Some(code)) if code.trim() != SANDBOX_OTP => Err(DomainError::request(
@@ -187,47 +183,45 @@ fn check_otp(mode: Mode, f: &Fields) -> Result<(), DomainError> {
     params(IdempotencyKey),
     request_body(content = CreateCryptoPayoutRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The crypto payout, `queued`.", body = CryptoPayoutView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 201, description = "The crypto payout, `queued`.", body = CryptoPayoutView),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFoundReplayable),
         (status = 409, response = ConflictReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn create_payout(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    ensure_usdt(&p)?;
-    let body = read_body(payload).await?;
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, body, |save| async move {
-        let f = Fields::parse(body, PAYOUT_FIELDS)?;
-        let usd_amount = f.required_amount("usd_amount", 1)?;
-        let wallet = f
-            .uuid("wallet")?
-            .ok_or_else(|| DomainError::missing("wallet"))?;
-        let brand = f.uuid("brand")?;
-        check_otp(p.mode, &f)?;
-        let payout = service::create_payout(
-            &state.kobo,
-            &p.merchant,
-            p.mode,
-            CreateCryptoPayout {
-                usd_amount,
-                wallet,
-                brand,
-                automatic: false,
+    const CREATE: Endpoint = Endpoint::secret_key(201).gate(ensure_usdt).saves_itself();
+    CREATE
+        .post(
+            req,
+            state,
+            payload,
+            |c, body: CreateCryptoPayoutRequest| async move {
+                let (state, p, save) = (&c.state, &c.p, c.idem());
+                let CreateCryptoPayoutRequest {
+                    usd_amount,
+                    wallet,
+                    brand,
+                    otp,
+                } = body;
+                check_otp(p.mode, otp)?;
+                let payout = service::create_payout(
+                    &state.kobo,
+                    &p.merchant,
+                    p.mode,
+                    CreateCryptoPayout {
+                        usd_amount,
+                        wallet,
+                        brand,
+                        automatic: false,
+                    },
+                    Some(&save),
+                )
+                .await?;
+                Ok(Reply::saved(201, payout.to_api()))
             },
-            Some(&save),
         )
-        .await?;
-        Ok(Reply::saved(201, payout.to_api()))
-    })
-    .await
+        .await
 }
 
 /// List crypto payouts
@@ -242,21 +236,23 @@ async fn create_payout(req: HttpRequest, state: State, payload: web::Payload) ->
     responses(
         (status = 200, description = "The crypto payouts, newest first.", body = ListView<CryptoPayoutRef>),
         (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list_payouts(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let q = Query::parse(req.query_string(), LIST_PARAMS)?;
-    let page = service::list_payouts(
-        &state.kobo,
-        p.merchant.id,
-        p.mode,
-        q.limit()?,
-        q.uuid("starting_after")?,
-    )?;
-    Ok(json_response(200, &page.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            let q = Query::parse(req.query_string(), LIST_PARAMS)?;
+            let page = service::list_payouts(
+                &state.kobo,
+                p.merchant.id,
+                p.mode,
+                q.limit()?,
+                q.uuid("starting_after")?,
+            )?;
+            Ok(page.to_api())
+        })
+        .await
 }
 
 /// Retrieve a crypto payout
@@ -268,20 +264,20 @@ async fn list_payouts(req: HttpRequest, state: State) -> ApiResult {
     params(CryptoPayoutId),
     responses(
         (status = 200, description = "The crypto payout.", body = CryptoPayoutView),
-        (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
-        (status = 500, response = InternalError),
     )
 )]
 async fn retrieve_payout(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let id = parse_id(&path, "crypto_payout")?;
-    match service::load_payout(&state.kobo, id)? {
-        Some(po) if po.merchant == p.merchant.id && po.mode == p.mode => {
-            Ok(json_response(200, &po.to_api()))
-        }
-        _ => Err(ApiError(DomainError::not_found("crypto_payout", id))),
-    }
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { state, p, .. } = c;
+            let id = parse_id(&path, "crypto_payout")?;
+            match service::load_payout(&state.kobo, id)? {
+                Some(po) if po.merchant == p.merchant.id && po.mode == p.mode => Ok(po.to_api()),
+                _ => Err(ApiError(DomainError::not_found("crypto_payout", id))),
+            }
+        })
+        .await
 }
 
 /// The fields of `POST /admin/v1/merchants/{id}/usdt_wallets`.
@@ -377,26 +373,35 @@ mod tests {
             .keys()
             .cloned()
             .collect();
-        let accepted: BTreeSet<String> = PAYOUT_FIELDS.iter().map(|s| s.to_string()).collect();
+        let accepted: BTreeSet<String> = super::body::fields_of::<CreateCryptoPayoutRequest>()
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         assert_eq!(documented, accepted);
         assert_eq!(v["required"], serde_json::json!(["usd_amount", "wallet"]));
     }
 
     #[test]
     fn the_one_time_code_is_required_live_and_checked_when_sent_in_test_mode() {
-        let f = |body: &str| Fields::parse(body.as_bytes(), PAYOUT_FIELDS).unwrap();
-        assert!(check_otp(Mode::Test, &f("{}")).is_ok());
-        assert!(check_otp(Mode::Test, &f(r#"{"otp": "123456"}"#)).is_ok());
-        assert!(check_otp(Mode::Test, &f(r#"{"otp": 123456}"#)).is_ok());
-        let e = check_otp(Mode::Test, &f(r#"{"otp": "000000"}"#)).unwrap_err();
+        let f = |body: &str| {
+            let mut b = serde_json::from_str::<serde_json::Map<String, Value>>(body).unwrap();
+            b.insert("usd_amount".into(), 1.into());
+            b.insert("wallet".into(), uuid::Uuid::nil().to_string().into());
+            super::body::from_map::<CreateCryptoPayoutRequest>(b).map(|r| r.otp)
+        };
+        let f = |mode: Mode, body: &str| f(body).and_then(|otp| check_otp(mode, otp));
+        assert!(f(Mode::Test, "{}").is_ok());
+        assert!(f(Mode::Test, r#"{"otp": "123456"}"#).is_ok());
+        assert!(f(Mode::Test, r#"{"otp": 123456}"#).is_ok());
+        let e = f(Mode::Test, r#"{"otp": "000000"}"#).unwrap_err();
         assert_eq!(
             (e.code.as_str(), e.param.as_deref()),
             ("incorrect_otp", Some("otp"))
         );
-        let e = check_otp(Mode::Live, &f("{}")).unwrap_err();
+        let e = f(Mode::Live, "{}").unwrap_err();
         assert_eq!(e.code, "parameter_missing");
-        assert!(check_otp(Mode::Live, &f(r#"{"otp": "482913"}"#)).is_ok());
-        let e = check_otp(Mode::Test, &f(r#"{"otp": {"code": 1}}"#)).unwrap_err();
+        assert!(f(Mode::Live, r#"{"otp": "482913"}"#).is_ok());
+        let e = f(Mode::Test, r#"{"otp": {"code": 1}}"#).unwrap_err();
         assert_eq!(e.code, "parameter_invalid");
     }
 }

@@ -14,15 +14,11 @@ use kobo_actors::webhook::{
 };
 use kobo_actors::DomainError;
 
-use super::body::{Fields, Query};
-use super::openapi::{
-    BadRequestReplayable, IdempotencyKey, IdempotencyKeyReused, InternalError, NotFoundReplayable,
-    PayloadTooLarge, Unauthorized, WebhookEndpointRef,
-};
-use super::payment_intents::{NoFields, NO_FIELDS};
-use super::{
-    authenticate, idempotent, json_response, read_body, resource, ApiResult, Reply, State,
-};
+use super::body::Query;
+use super::body::{self as body, NoFields};
+use super::components::{IdempotencyKey, NotFoundReplayable, WebhookEndpointRef};
+use super::endpoint::{Call, Endpoint};
+use super::{resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -35,22 +31,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(resource("/v1/webhook_endpoints/{id}/delete").route(web::post().to(delete)));
 }
 
-/// The fields [`parse_create`] accepts: [`CreateWebhookEndpointRequest`]'s.
-pub const CREATE_FIELDS: &[&str] = &["url", "events"];
-
 // The body of `POST /v1/webhook_endpoints`, for the OpenAPI document; a unit
-// test keeps these fields and [`CREATE_FIELDS`] equal.
 /// The body that creates a webhook endpoint.
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = CreateWebhookEndpoint)]
-#[allow(dead_code)]
 pub struct CreateWebhookEndpointRequest {
     /// HTTPS, port 443 or 8443, a public host name (not an IP address).
     #[schema(format = "uri", max_length = 2048)]
+    #[serde(deserialize_with = "body::required_string::<_, 2048>")]
     url: String,
     /// The event types to send; omitted or empty means every type.
     #[schema(schema_with = event_types)]
+    #[serde(deserialize_with = "event_types_list")]
     events: Option<Vec<String>>,
 }
 
@@ -75,37 +68,40 @@ pub struct WebhookEndpointId {
     id: Uuid,
 }
 
-fn parse_create(body: &[u8]) -> Result<(String, Vec<String>), DomainError> {
-    let f = Fields::parse(body, CREATE_FIELDS)?;
-    let url = f
-        .string("url", webhook::MAX_URL_LEN)?
-        .ok_or_else(|| DomainError::missing("url"))?;
-    let url = webhook::validate_url(&url)?;
-    let events = match f.raw("events") {
-        None => Vec::new(),
-        Some(Value::Array(items)) => {
-            let mut types = Vec::with_capacity(items.len());
-            for item in items {
-                match item {
-                    Value::String(s) => types.push(s.clone()),
-                    _ => {
-                        return Err(DomainError::invalid(
-                            "events",
-                            "`events` is an array of event types",
-                        ))
-                    }
-                }
-            }
-            webhook::validate_event_types(&types)?
-        }
-        Some(_) => {
-            return Err(DomainError::invalid(
-                "events",
-                "`events` is an array of event types",
-            ))
-        }
+/// `events`: an array of event types (strings).
+fn event_types_list<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<String>>, D::Error> {
+    let not_types = || {
+        body::tunnel(DomainError::invalid(
+            body::FIELD,
+            "`events` is an array of event types",
+        ))
     };
-    Ok((url, events))
+    match Option::<Value>::deserialize(d)? {
+        None => Ok(None),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .map(|item| match item {
+                Value::String(s) => Ok(s),
+                _ => Err(not_types()),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(not_types()),
+    }
+}
+
+impl CreateWebhookEndpointRequest {
+    /// The checked URL and event types.
+    fn into_parts(self) -> Result<(String, Vec<String>), DomainError> {
+        let url = webhook::validate_url(&self.url)?;
+        let events = match self.events {
+            None => Vec::new(),
+            Some(types) => webhook::validate_event_types(&types)?,
+        };
+        Ok((url, events))
+    }
 }
 
 /// Create a webhook endpoint
@@ -120,35 +116,35 @@ fn parse_create(body: &[u8]) -> Result<(String, Vec<String>), DomainError> {
     params(IdempotencyKey),
     request_body(content = CreateWebhookEndpointRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new endpoint, with its `secret`.", body = WebhookEndpointView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
+        (status = 201, description = "The new endpoint, with its `secret`.", body = WebhookEndpointView),
     )
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let body = read_body(payload).await?;
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, body, |save| async move {
-        let (url, events) = parse_create(body)?;
-        let view = state
-            .kobo
-            .webhooks
-            .command(Command::Create {
-                merchant: p.merchant.id,
-                mode: p.mode,
-                url,
-                events,
-                idem: Some(save),
-            })
-            .await?;
-        Ok(Reply::saved(201, view))
-    })
-    .await
+    Endpoint::secret_key(201)
+        .saves_itself()
+        .post(
+            req,
+            state,
+            payload,
+            |c, body: CreateWebhookEndpointRequest| async move {
+                let (state, p) = (&c.state, &c.p);
+                let save = c.idem();
+                let (url, events) = body.into_parts()?;
+                let view = state
+                    .kobo
+                    .webhooks
+                    .command(Command::Create {
+                        merchant: p.merchant.id,
+                        mode: p.mode,
+                        url,
+                        events,
+                        idem: Some(save),
+                    })
+                    .await?;
+                Ok(Reply::saved(201, view))
+            },
+        )
+        .await
 }
 
 /// List webhook endpoints
@@ -162,15 +158,17 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
     tag = "webhooks",
     responses(
         (status = 200, description = "The endpoints, newest first.", body = ListView<WebhookEndpointRef>),
-        (status = 401, response = Unauthorized),
-        (status = 500, response = InternalError),
     )
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    Query::parse(req.query_string(), LIST_PARAMS)?;
-    let page = webhook_query::list_endpoints(&state.kobo, p.merchant.id, p.mode)?;
-    Ok(json_response(200, &page.to_api()))
+    Endpoint::secret_key(200)
+        .get(req, state, |c| async move {
+            let Call { req, state, p, .. } = c;
+            Query::parse(req.query_string(), LIST_PARAMS)?;
+            let page = webhook_query::list_endpoints(&state.kobo, p.merchant.id, p.mode)?;
+            Ok(page.to_api())
+        })
+        .await
 }
 
 async fn change(
@@ -180,27 +178,27 @@ async fn change(
     payload: web::Payload,
     change: EndpointChange,
 ) -> ApiResult {
-    let p = authenticate(&req, &state)?;
-    let body = read_body(payload).await?;
-    let (state, p, body) = (&state, &p, &body);
-    idempotent(&req, state, p, body, |save| async move {
-        Fields::parse(body, NO_FIELDS)?;
-        let id = Uuid::try_parse(raw_id)
-            .map_err(|_| DomainError::not_found("webhook_endpoint", raw_id))?;
-        let view = state
-            .kobo
-            .webhooks
-            .command(Command::Change {
-                merchant: p.merchant.id,
-                mode: p.mode,
-                id,
-                change,
-                idem: Some(save),
-            })
-            .await?;
-        Ok(Reply::saved(200, view))
-    })
-    .await
+    Endpoint::secret_key(200)
+        .saves_itself()
+        .post(req, state, payload, |c, _: NoFields| async move {
+            let (state, p) = (&c.state, &c.p);
+            let save = c.idem();
+            let id = Uuid::try_parse(raw_id)
+                .map_err(|_| DomainError::not_found("webhook_endpoint", raw_id))?;
+            let view = state
+                .kobo
+                .webhooks
+                .command(Command::Change {
+                    merchant: p.merchant.id,
+                    mode: p.mode,
+                    id,
+                    change,
+                    idem: Some(save),
+                })
+                .await?;
+            Ok(Reply::saved(200, view))
+        })
+        .await
 }
 
 /// Disable a webhook endpoint
@@ -215,14 +213,8 @@ async fn change(
     params(WebhookEndpointId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The endpoint, `disabled`.", body = WebhookEndpointView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The endpoint, `disabled`.", body = WebhookEndpointView),
         (status = 404, response = NotFoundReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn disable(
@@ -246,14 +238,8 @@ async fn disable(
     params(WebhookEndpointId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The endpoint, `enabled`.", body = WebhookEndpointView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The endpoint, `enabled`.", body = WebhookEndpointView),
         (status = 404, response = NotFoundReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn enable(
@@ -277,14 +263,8 @@ async fn enable(
     params(WebhookEndpointId, IdempotencyKey),
     request_body(content = Option<NoFields>, content_type = "application/json"),
     responses(
-        (status = 200, description = "The deleted endpoint.", body = DeletedEndpointView,
-            headers(("Idempotent-Replayed" = String, description = "`true` when this is the saved response of an earlier request with the same Idempotency-Key"))),
-        (status = 400, response = BadRequestReplayable),
-        (status = 401, response = Unauthorized),
+        (status = 200, description = "The deleted endpoint.", body = DeletedEndpointView),
         (status = 404, response = NotFoundReplayable),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = IdempotencyKeyReused),
-        (status = 500, response = InternalError),
     )
 )]
 async fn delete(
@@ -294,6 +274,11 @@ async fn delete(
     payload: web::Payload,
 ) -> ApiResult {
     change(req, state, &path, payload, EndpointChange::Delete).await
+}
+
+#[cfg(test)]
+fn parse_create(bytes: &[u8]) -> Result<(String, Vec<String>), DomainError> {
+    body::parse::<CreateWebhookEndpointRequest>(bytes)?.into_parts()
 }
 
 #[cfg(test)]
