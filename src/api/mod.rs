@@ -8,11 +8,13 @@ pub mod balance;
 pub mod body;
 pub mod brands;
 pub mod cards;
+pub mod docs;
 pub mod events;
 pub mod fx;
 pub mod limits;
 pub mod mandates;
 pub mod openapi;
+pub mod openapi_admin;
 pub mod ops;
 pub mod payment_intents;
 pub mod payouts;
@@ -522,6 +524,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     events::configure(cfg);
     stream::configure(cfg);
     admin::configure(cfg);
+    docs::configure(cfg);
     ops::configure(cfg);
 }
 

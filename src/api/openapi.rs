@@ -173,10 +173,11 @@ pub fn document_json() -> &'static str {
         (status = 200, description = "The OpenAPI document.", content_type = "application/json", body = Object),
     )
 )]
-pub async fn serve() -> HttpResponse {
+pub async fn serve(state: super::State) -> HttpResponse {
+    // With `servers` (the base URL) and curl examples: super::docs.
     HttpResponse::Ok()
         .content_type("application/json")
-        .body(document_json())
+        .body(super::docs::public_document(&state))
 }
 
 /// Adds the security schemes and makes the document's own operation need no

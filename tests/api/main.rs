@@ -3,6 +3,7 @@
 
 mod contract;
 mod helpers;
+mod receiver;
 
 mod auth;
 mod balance;
@@ -13,6 +14,7 @@ mod crash;
 mod credentials;
 mod fx;
 mod idempotency;
+mod listen;
 mod mandates;
 mod payment_intents;
 mod payouts;
