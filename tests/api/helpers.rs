@@ -494,6 +494,16 @@ impl TestApp {
             let writer = store.start_writer(WriterMetrics::new());
             writer.commit(batch).await.unwrap();
         }
+        // The writer's thread lets go of the store's lock a moment after
+        // the last handle is dropped; kobo refuses a locked data directory.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while Store::open(&self.data_dir()).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the store stayed locked"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         self.start(&[]);
     }
 
