@@ -141,7 +141,8 @@ fn annotate(path: &str, method: &str, op: &mut Value, base: &str, admin: bool) {
     });
     let idem_key = format!("docs-{}-1", id.replace('_', "-"));
     let mut needs_idem = false;
-    if let Some(params) = op["parameters"].as_array_mut() {
+    // `get_mut`, never `op[..]` on the mutable value: that inserts nulls.
+    if let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) {
         for p in params {
             if p["in"] == "header" && p["name"] == "Idempotency-Key" {
                 p["example"] = json!(idem_key);
@@ -151,7 +152,12 @@ fn annotate(path: &str, method: &str, op: &mut Value, base: &str, admin: bool) {
     }
     let body = body_example(&id);
     if let Some(b) = &body {
-        if let Some(media) = op["requestBody"]["content"]["application/json"].as_object_mut() {
+        if let Some(media) = op
+            .get_mut("requestBody")
+            .and_then(|b| b.get_mut("content"))
+            .and_then(|c| c.get_mut("application/json"))
+            .and_then(Value::as_object_mut)
+        {
             media.insert("example".into(), b.clone());
         }
     }
@@ -275,6 +281,19 @@ mod tests {
                 }
             }
             assert_eq!(seen, if admin { 5 } else { 3 });
+        }
+        // Nothing but the examples and servers is added (no nulls).
+        let plain: Value = serde_json::from_str(super::super::openapi::document_json()).unwrap();
+        for (path, item) in plain["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let done = &doc["paths"][path][method];
+                for (k, v) in done.as_object().unwrap() {
+                    if !matches!(k.as_str(), "description" | "x-codeSamples") {
+                        assert!(!v.is_null(), "{method} {path}: {k}");
+                        assert!(op.get(k).is_some(), "{method} {path}: {k} added");
+                    }
+                }
+            }
         }
         // The document itself needs no key.
         let own = doc["paths"]["/v1/openapi.json"]["get"]["x-codeSamples"][0]["source"]
