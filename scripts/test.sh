@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
 # The test command (README): on a fresh machine it installs what the tests
-# need (Debian's Chromium and chromedriver for the checkout page's browser
-# test; rustfmt and clippy; schemathesis from PyPI into .venv-fuzz/), then
+# need (Debian's Chromium and chromedriver for the browser tests, python3,
+# nodejs and php-cli for the signature examples, curl; rustfmt and clippy;
+# schemathesis from PyPI into .venv-fuzz/), then
 # runs formatting, lints, every unit, property and black-box test of the
 # workspace, and the API fuzz run (scripts/fuzz.sh, about two minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
-if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
-  # tests/api/browser.rs fails (never skips) without them.
+# Debian packages the tests need, installed when missing: Chromium and
+# chromedriver (tests/api/browser.rs and docs.rs drive them), and the
+# interpreters that run the signature examples of docs/examples/
+# (tests/api/listen.rs). The tests fail (never skip) without them.
+missing=()
+{ [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; } || missing+=(chromium chromium-driver)
+command -v python3 >/dev/null || missing+=(python3)
+command -v node >/dev/null || missing+=(nodejs)
+command -v php >/dev/null || missing+=(php-cli)
+command -v curl >/dev/null || missing+=(curl)
+if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update
-  $SUDO apt-get install -y --no-install-recommends chromium chromium-driver
+  $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings

@@ -6,9 +6,11 @@
 //! - [`api`]: routes, errors, authentication and idempotency.
 //! - [`telemetry`]: logs with request ids, Prometheus metrics.
 //! - [`keyfile`]: server keys kept as files in the data directory.
+//! - [`cli`]: the client subcommands (`kobo listen`, `kobo admin`).
 
 mod api;
 mod checkout;
+mod cli;
 mod keyfile;
 mod metrics;
 mod routes;
@@ -34,6 +36,10 @@ struct Cli {
 enum Command {
     /// Run the service.
     Serve(ServeArgs),
+    /// Forward a merchant's events, signed like webhooks, to a local URL.
+    Listen(cli::listen::ListenArgs),
+    /// Operator calls (create merchants, roll keys, FX rates, the clock).
+    Admin(cli::admin::AdminArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -146,5 +152,7 @@ fn main() {
             };
             std::process::exit(code);
         }
+        Command::Listen(args) => std::process::exit(cli::run(cli::listen::run(args))),
+        Command::Admin(args) => std::process::exit(cli::run(cli::admin::run(args))),
     }
 }

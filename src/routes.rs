@@ -27,5 +27,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     api::events::configure(cfg);
     api::stream::configure(cfg);
     api::admin::configure(cfg);
+    api::docs::configure(cfg);
     api::ops::configure(cfg);
 }

@@ -309,6 +309,11 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     out.flush()?;
     drop(out);
     tracing::info!(%addr, data = %args.data.display(), clock = ?args.clock, "kobo started");
+    if args.admin_token.is_none() {
+        // Where the operator token is kept (never the token itself).
+        let path = args.data.join(ADMIN_TOKEN_FILE);
+        tracing::info!(path = %path.display(), "admin token file (kobo admin reads it)");
+    }
 
     running.await?;
     tracing::info!("kobo stopped");

@@ -160,10 +160,15 @@ pub fn document_json() -> &'static str {
         (status = 200, description = "The OpenAPI document.", content_type = "application/json", body = Object),
     )
 )]
-pub async fn serve() -> HttpResponse {
+pub async fn serve(state: Option<super::State>) -> HttpResponse {
+    // With `servers` (the base URL) and curl examples: super::docs.
+    let body = match &state {
+        Some(state) => super::docs::public_document(state),
+        None => document_json(),
+    };
     HttpResponse::Ok()
         .content_type("application/json")
-        .body(document_json())
+        .body(body)
 }
 
 /// Adds the security schemes and makes the document's own operation need no

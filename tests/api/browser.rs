@@ -34,7 +34,7 @@ fn screenshots() -> PathBuf {
 }
 
 /// chromedriver, stopped on drop.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     url: String,
     http: reqwest::Client,
@@ -48,7 +48,7 @@ impl Drop for Driver {
     }
 }
 
-struct Session<'a> {
+pub(crate) struct Session<'a> {
     driver: &'a Driver,
     id: String,
 }
@@ -56,7 +56,7 @@ struct Session<'a> {
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 impl Driver {
-    async fn start() -> Driver {
+    pub(crate) async fn start() -> Driver {
         for (path, what) in [(CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")] {
             assert!(
                 Path::new(path).exists(),
@@ -103,7 +103,7 @@ impl Driver {
         driver
     }
 
-    async fn session(&self) -> Session<'_> {
+    pub(crate) async fn session(&self) -> Session<'_> {
         let args = vec![
             "--headless=new".to_string(),
             "--no-sandbox".into(),
@@ -149,7 +149,12 @@ impl Driver {
 }
 
 impl Session<'_> {
-    async fn cmd(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+    pub(crate) async fn cmd(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Value {
         let url = format!("{}/session/{}{}", self.driver.url, self.id, path);
         let mut req = self.driver.http.request(method, url);
         if let Some(b) = body {
@@ -162,12 +167,12 @@ impl Session<'_> {
         r["value"].clone()
     }
 
-    async fn goto(&self, url: &str) {
+    pub(crate) async fn goto(&self, url: &str) {
         self.cmd(reqwest::Method::POST, "/url", Some(json!({"url": url})))
             .await;
     }
 
-    async fn url(&self) -> String {
+    pub(crate) async fn url(&self) -> String {
         self.cmd(reqwest::Method::GET, "/url", None)
             .await
             .as_str()
@@ -175,7 +180,7 @@ impl Session<'_> {
             .to_string()
     }
 
-    async fn script(&self, script: &str, args: Value) -> Value {
+    pub(crate) async fn script(&self, script: &str, args: Value) -> Value {
         self.cmd(
             reqwest::Method::POST,
             "/execute/sync",
@@ -184,7 +189,7 @@ impl Session<'_> {
         .await
     }
 
-    async fn find(&self, css: &str) -> String {
+    pub(crate) async fn find(&self, css: &str) -> String {
         let v = self
             .cmd(
                 reqwest::Method::POST,
@@ -196,7 +201,7 @@ impl Session<'_> {
     }
 
     /// Waits until `css` matches an element that is shown.
-    async fn wait_shown(&self, css: &str) -> String {
+    pub(crate) async fn wait_shown(&self, css: &str) -> String {
         let started = Instant::now();
         loop {
             let shown = self
@@ -222,7 +227,7 @@ impl Session<'_> {
     }
 
     /// Waits until the text of `css` satisfies `ok`.
-    async fn wait_text(&self, css: &str, ok: impl Fn(&str) -> bool) -> String {
+    pub(crate) async fn wait_text(&self, css: &str, ok: impl Fn(&str) -> bool) -> String {
         let started = Instant::now();
         loop {
             let t = self
@@ -243,7 +248,7 @@ impl Session<'_> {
         }
     }
 
-    async fn click(&self, css: &str) {
+    pub(crate) async fn click(&self, css: &str) {
         let e = self.wait_shown(css).await;
         self.cmd(
             reqwest::Method::POST,
@@ -253,7 +258,7 @@ impl Session<'_> {
         .await;
     }
 
-    async fn type_into(&self, css: &str, text: &str) {
+    pub(crate) async fn type_into(&self, css: &str, text: &str) {
         let e = self.wait_shown(css).await;
         self.cmd(
             reqwest::Method::POST,
@@ -263,7 +268,7 @@ impl Session<'_> {
         .await;
     }
 
-    async fn screenshot(&self, name: &str) -> PathBuf {
+    pub(crate) async fn screenshot(&self, name: &str) -> PathBuf {
         let b64 = self.cmd(reqwest::Method::GET, "/screenshot", None).await;
         let png = base64::engine::general_purpose::STANDARD
             .decode(b64.as_str().unwrap())
@@ -274,7 +279,7 @@ impl Session<'_> {
         path
     }
 
-    async fn wait_url(&self, prefix: &str) -> String {
+    pub(crate) async fn wait_url(&self, prefix: &str) -> String {
         let started = Instant::now();
         loop {
             let u = self.url().await;
@@ -286,7 +291,7 @@ impl Session<'_> {
         }
     }
 
-    async fn close(self) {
+    pub(crate) async fn close(self) {
         self.cmd(reqwest::Method::DELETE, "", None).await;
     }
 }

@@ -3,6 +3,7 @@
 
 mod contract;
 mod helpers;
+mod receiver;
 
 mod auth;
 mod balance;
@@ -11,8 +12,10 @@ mod cards;
 mod conventions;
 mod crash;
 mod credentials;
+mod docs;
 mod fx;
 mod idempotency;
+mod listen;
 mod mandates;
 mod payment_intents;
 mod payouts;

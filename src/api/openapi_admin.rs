@@ -1,0 +1,478 @@
+//! `GET /admin/v1/openapi.json`: the OpenAPI 3.1 document of the operator
+//! API (`/admin/v1`, bearer: the admin token). The document itself needs no
+//! token. It is built with utoipa's builders; the objects it answers with
+//! are the schemas of the code's own view types (`Merchant`, `Settings`,
+//! `Payout`, `UsdtWallet`, `FxRate`, `Error`), and a unit test checks that
+//! every `/admin/v1` route the server registers is in it.
+
+use std::sync::OnceLock;
+
+use actix_web::HttpResponse;
+use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn};
+use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::schema::{AdditionalProperties, ComponentsBuilder, ObjectBuilder, Type};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{
+    ContentBuilder, InfoBuilder, LicenseBuilder, OpenApi, OpenApiBuilder, Paths, Ref, RefOr,
+    Required, ResponseBuilder, Schema,
+};
+use utoipa::ToSchema;
+
+use kobo_actors::fx::FxRateView;
+use kobo_actors::merchant::{MerchantView, Settings};
+use kobo_actors::payout::PayoutView;
+use kobo_actors::usdt::{DeletedWalletView, UsdtWalletView};
+
+use super::State;
+
+/// Where the document is served.
+pub const PATH: &str = "/admin/v1/openapi.json";
+/// The admin-token security scheme.
+const ADMIN: &str = "admin_token";
+
+fn schema_ref<T: ToSchema>() -> RefOr<Schema> {
+    RefOr::Ref(Ref::from_schema_name(T::name()))
+}
+
+fn add<T: ToSchema>(out: &mut Vec<(String, RefOr<Schema>)>) {
+    out.push((T::name().into_owned(), T::schema()));
+    T::schemas(out);
+}
+
+fn string(description: &str) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(description))
+}
+
+fn closed(b: ObjectBuilder) -> RefOr<Schema> {
+    b.schema_type(Type::Object)
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        .into()
+}
+
+/// The Merchant as created: its two secret keys, shown this once.
+fn merchant_with_keys() -> RefOr<Schema> {
+    let mut merchant = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "The Merchant, with both secret keys (shown only here and on a roll).",
+        ));
+    for (name, description) in [
+        ("id", "The merchant's id."),
+        ("object", "`merchant`."),
+        ("name", "The merchant's name."),
+        ("created_at", "RFC 3339."),
+        ("test_secret_key", "`svc_test_...`: test mode."),
+        ("live_secret_key", "`svc_live_...`: live mode."),
+    ] {
+        merchant = merchant.property(name, string(description)).required(name);
+    }
+    merchant
+        .property("settings", schema_ref::<Settings>())
+        .required("settings")
+        .into()
+}
+
+struct Op {
+    method: HttpMethod,
+    path: &'static str,
+    id: &'static str,
+    summary: &'static str,
+    description: &'static str,
+    body: Option<RefOr<Schema>>,
+    ok: (&'static str, &'static str, RefOr<Schema>),
+    /// Error statuses besides 401 and 500.
+    errors: &'static [&'static str],
+}
+
+fn error_description(status: &str) -> &'static str {
+    match status {
+        "400" => "`parameter_missing`, `parameter_invalid` or `parameter_unknown`; `param` names the field.",
+        "401" => "No admin token, or a wrong one.",
+        "404" => "No such merchant or payout (`resource_missing`).",
+        "409" => "The object is not in a state that allows it.",
+        "413" => "The body is too large.",
+        "500" => "An internal error.",
+        _ => "An error.",
+    }
+}
+
+fn operations() -> Vec<Op> {
+    let id_body = |props: Vec<(&str, ObjectBuilder, bool)>| {
+        let mut b = ObjectBuilder::new();
+        for (name, schema, required) in props {
+            b = b.property(name, schema);
+            if required {
+                b = b.required(name);
+            }
+        }
+        closed(b)
+    };
+    let settings_body = || {
+        closed(
+            ObjectBuilder::new()
+                .property("settings", schema_ref::<Settings>())
+                .required("settings"),
+        )
+    };
+    let clock = || {
+        closed(
+            ObjectBuilder::new()
+                .property("object", string("`clock`."))
+                .required("object")
+                .property("now", string("The service clock, RFC 3339."))
+                .required("now")
+                .property(
+                    "manual",
+                    ObjectBuilder::new()
+                        .schema_type(Type::Boolean)
+                        .description(Some("Whether the server runs `--clock manual`.")),
+                )
+                .required("manual"),
+        )
+    };
+    let integer = |d: &str| {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .description(Some(d))
+    };
+    vec![
+        Op {
+            method: HttpMethod::Post,
+            path: "/admin/v1/merchants",
+            id: "create_merchant",
+            summary: "Create a merchant",
+            description: "A merchant with a default brand in each mode and a secret key for each mode, returned this once. `settings` (optional) is a partial Settings object over the defaults.",
+            body: Some(id_body(vec![
+                ("name", string("The merchant's name (at most 200 characters).").max_length(Some(200)), true),
+                ("settings", ObjectBuilder::new().schema_type(Type::Object).description(Some("Settings to change from the defaults (see the Settings schema).")), false),
+            ])),
+            ok: ("201", "The merchant, with both secret keys.", merchant_with_keys()),
+            errors: &["400", "413"],
+        },
+        Op {
+            method: HttpMethod::Get,
+            path: "/admin/v1/merchants/{id}",
+            id: "retrieve_merchant",
+            summary: "Retrieve a merchant",
+            description: "The merchant and its settings (never its keys).",
+            body: None,
+            ok: ("200", "The merchant.", schema_ref::<MerchantView>()),
+            errors: &["400", "404"],
+        },
+        Op {
+            method: HttpMethod::Post,
+            path: "/admin/v1/merchants/{id}",
+            id: "update_merchant",
+            summary: "Update a merchant's settings",
+            description: "`settings` is partial: only the fields given change (`{\"settings\": {\"live_approved\": true}}` approves live payments).",
+            body: Some(settings_body()),
+            ok: ("200", "The merchant.", schema_ref::<MerchantView>()),
+            errors: &["400", "404", "413"],
+        },
+        Op {
+            method: HttpMethod::Post,
+            path: "/admin/v1/merchants/{id}/roll_keys",
+            id: "roll_keys",
+            summary: "Roll a secret key",
+            description: "Replaces the merchant's secret key of `mode`; the old one is refused (401) from then on. The new key is shown this once.",
+            body: Some(id_body(vec![(
+                "mode",
+                string("`test` or `live`.").enum_values(Some(["test", "live"])),
+                true,
+            )])),
+            ok: (
+                "200",
+                "The new key.",
+                closed(
+                    ObjectBuilder::new()
+                        .property("object", string("`merchant_key`."))
+                        .required("object")
+                        .property("mode", string("`test` or `live`."))
+                        .required("mode")
+                        .property("secret_key", string("The new secret key."))
+                        .required("secret_key"),
+                ),
+            ),
+            errors: &["400", "404"],
+        },
+        Op {
+            method: HttpMethod::Post,
+            path: "/admin/v1/merchants/{id}/usdt_wallets",
+            id: "add_usdt_wallet",
+            summary: "Add a USDT wallet",
+            description: "A wallet the merchant's USDT payouts can go to. The same network and address again in that mode answers 200 with the existing wallet.",
+            body: Some(id_body(vec![
+                ("address", string("The wallet address (TRC20: `T` + 33 base58 characters; ERC20: `0x` + 40 hex digits)."), true),
+                ("network", string("`TRC20` or `ERC20`.").enum_values(Some(["TRC20", "ERC20"])), true),
+                ("label", string("A label for people."), false),
+                ("mode", string("`test` (default) or `live`.").enum_values(Some(["test", "live"])), false),
+            ])),
+            ok: ("201", "The new wallet (200: it existed).", schema_ref::<UsdtWalletView>()),
+            errors: &["400", "404", "413"],
+        },
+        Op {
+            method: HttpMethod::Delete,
+            path: "/admin/v1/merchants/{id}/usdt_wallets/{wallet}",
+            id: "delete_usdt_wallet",
+            summary: "Delete a USDT wallet",
+            description: "Payouts can no longer go to it; payouts already made keep it.",
+            body: None,
+            ok: ("200", "The deleted wallet.", schema_ref::<DeletedWalletView>()),
+            errors: &["400", "404"],
+        },
+        Op {
+            method: HttpMethod::Post,
+            path: "/admin/v1/fx_rates",
+            id: "publish_fx_rate",
+            summary: "Publish the dollar rate",
+            description: "Kobo per US dollar (160000 is ₦1,600 to the dollar); current from now on for previews and conversions.",
+            body: Some(id_body(vec![("rate", integer("Kobo per US dollar.").minimum(Some(1)), true)])),
+            ok: ("201", "The rate.", schema_ref::<FxRateView>()),
+            errors: &["400", "413"],
+        },
+        Op {
+            method: HttpMethod::Post,
+            path: "/admin/v1/payouts/{id}/approve",
+            id: "approve_payout",
+            summary: "Approve a payout",
+            description: "A payout above the merchant's `payout_approval_threshold` waits in `pending_approval` until approved (it then goes to the bank) or rejected.",
+            body: None,
+            ok: ("200", "The payout.", schema_ref::<PayoutView>()),
+            errors: &["400", "404", "409"],
+        },
+        Op {
+            method: HttpMethod::Post,
+            path: "/admin/v1/payouts/{id}/reject",
+            id: "reject_payout",
+            summary: "Reject a payout",
+            description: "The payout fails and its money returns to the available balance.",
+            body: None,
+            ok: ("200", "The payout.", schema_ref::<PayoutView>()),
+            errors: &["400", "404", "409"],
+        },
+        Op {
+            method: HttpMethod::Get,
+            path: "/admin/v1/clock",
+            id: "get_clock",
+            summary: "The service clock",
+            description: "What time the service thinks it is, and whether the clock is manual.",
+            body: None,
+            ok: ("200", "The clock.", clock()),
+            errors: &[],
+        },
+        Op {
+            method: HttpMethod::Post,
+            path: "/admin/v1/clock/advance",
+            id: "advance_clock",
+            summary: "Advance the manual clock",
+            description: "Moves a `--clock manual` server's clock forward by `seconds` (0 to ten years) or to `to` (RFC 3339), running every timer that falls due on the way (abandonment, settlement releases, payouts, retries) before answering. Never moves back.",
+            body: Some(id_body(vec![
+                ("seconds", integer("Seconds to move forward.").minimum(Some(0)), false),
+                ("to", string("An RFC 3339 date-time to move to."), false),
+            ])),
+            ok: ("200", "The clock after the move.", clock()),
+            errors: &["400", "409"],
+        },
+        Op {
+            method: HttpMethod::Get,
+            path: "/admin/v1/actors",
+            id: "actor_health",
+            summary: "Actor health",
+            description: "Live actors, activations, passivations and restarts by kind; the store writer's queue; webhook delivery counters.",
+            body: None,
+            ok: (
+                "200",
+                "The health report (`object: actor_health`).",
+                ObjectBuilder::new()
+                    .schema_type(Type::Object)
+                    .property("object", string("`actor_health`."))
+                    .required("object")
+                    .into(),
+            ),
+            errors: &[],
+        },
+    ]
+}
+
+fn path_parameter(name: &str) -> ParameterBuilder {
+    let description = match name {
+        "wallet" => "The wallet's id.",
+        _ => "The object's id (a UUID).",
+    };
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(ParameterIn::Path)
+        .required(Required::True)
+        .description(Some(description))
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String).format(
+            Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                utoipa::openapi::KnownFormat::Uuid,
+            )),
+        )))
+}
+
+/// The document (without `servers`, which comes from the base URL).
+pub fn document() -> OpenApi {
+    let mut paths = Paths::new();
+    for op in operations() {
+        let mut b = OperationBuilder::new()
+            .operation_id(Some(op.id))
+            .summary(Some(op.summary))
+            .description(Some(op.description))
+            .tag("operator");
+        for segment in op.path.split('/') {
+            if let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                b = b.parameter(path_parameter(name));
+            }
+        }
+        if let Some(body) = op.body {
+            b = b.request_body(Some(
+                RequestBodyBuilder::new()
+                    .required(Some(Required::True))
+                    .content(
+                        "application/json",
+                        ContentBuilder::new().schema(Some(body)).build(),
+                    )
+                    .build(),
+            ));
+        }
+        b = b.response(
+            op.ok.0,
+            ResponseBuilder::new().description(op.ok.1).content(
+                "application/json",
+                ContentBuilder::new().schema(Some(op.ok.2)).build(),
+            ),
+        );
+        for status in op.errors.iter().chain(&["401", "500"]) {
+            b = b.response(
+                *status,
+                ResponseBuilder::new()
+                    .description(error_description(status))
+                    .content(
+                        "application/json",
+                        ContentBuilder::new()
+                            .schema(Some(schema_ref::<super::ErrorBody>()))
+                            .build(),
+                    ),
+            );
+        }
+        paths.add_path_operation(op.path, vec![op.method], b.build());
+    }
+    let mut schemas = Vec::new();
+    add::<super::ErrorBody>(&mut schemas);
+    add::<MerchantView>(&mut schemas);
+    add::<Settings>(&mut schemas);
+    add::<PayoutView>(&mut schemas);
+    add::<UsdtWalletView>(&mut schemas);
+    add::<DeletedWalletView>(&mut schemas);
+    add::<FxRateView>(&mut schemas);
+    let components = ComponentsBuilder::new()
+        .schemas_from_iter(schemas)
+        .security_scheme(
+            ADMIN,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "The admin token: `--admin-token` / `KOBO_ADMIN_TOKEN`, else the one kobo generated in `<data>/admin-token`.",
+                    ))
+                    .build(),
+            ),
+        )
+        .build();
+    OpenApiBuilder::new()
+        .info(
+            InfoBuilder::new()
+                .title("kobo operator API")
+                .version(env!("CARGO_PKG_VERSION"))
+                .description(Some(
+                    "The operator API under `/admin/v1`: merchants and their settings, keys, FX rates, USDT wallets, payout approval, the manual clock, actor health. Bearer: the admin token. POSTs here need no `Idempotency-Key`.",
+                ))
+                .license(Some(LicenseBuilder::new().name("MIT").build())),
+        )
+        .paths(paths)
+        .components(Some(components))
+        .security(Some([SecurityRequirement::new(ADMIN, Vec::<String>::new())]))
+        .build()
+}
+
+/// The document as served (with `servers` and curl examples).
+pub fn document_json(base: &str) -> String {
+    let json = document()
+        .to_json()
+        .expect("the operator OpenAPI document serializes");
+    super::docs::finish_document(&json, base, true)
+}
+
+/// `GET /admin/v1/openapi.json` (no token needed: it holds no secret).
+pub async fn serve(state: State) -> HttpResponse {
+    static DOC: OnceLock<String> = OnceLock::new();
+    let doc = DOC.get_or_init(|| document_json(&state.kobo.config.base_url));
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(doc.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::Value;
+
+    use super::*;
+
+    /// Every `/admin/v1` route the code registers (read from the sources of
+    /// the modules that register them), by method.
+    fn registered() -> BTreeSet<(String, String)> {
+        let sources = [
+            include_str!("admin.rs"),
+            include_str!("fx.rs"),
+            include_str!("payouts.rs"),
+            include_str!("usdt.rs"),
+        ];
+        let mut out = BTreeSet::new();
+        for src in sources {
+            for chunk in src.split("resource(\"").skip(1) {
+                let path = &chunk[..chunk.find('"').unwrap()];
+                if !path.starts_with("/admin/v1/") {
+                    continue;
+                }
+                let rest = &chunk[..chunk.find(";").unwrap_or(chunk.len())];
+                let until_next = rest.split("resource(").next().unwrap();
+                for m in ["get", "post", "delete"] {
+                    if until_next.contains(&format!("web::{m}()")) {
+                        out.insert((m.to_string(), path.to_string()));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_operator_route_is_documented() {
+        let doc: Value = serde_json::from_str(&document_json("http://x")).unwrap();
+        let mut documented = BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for method in item.as_object().unwrap().keys() {
+                documented.insert((method.clone(), path.clone()));
+            }
+        }
+        let registered = registered();
+        assert!(registered.len() >= 12, "{registered:?}");
+        assert_eq!(registered, documented);
+        assert_eq!(doc["servers"][0]["url"], "http://x");
+        for name in [
+            "Merchant",
+            "Settings",
+            "Payout",
+            "UsdtWallet",
+            "FxRate",
+            "Error",
+        ] {
+            assert!(doc["components"]["schemas"][name].is_object(), "{name}");
+        }
+    }
+}
