@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use kobo_storage::{decode, ReadTxn, Table};
 
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{scope_key, Mode};
 use crate::ledger::{balance_prefix, line_key, BalanceRow, Bucket, EntryType, LedgerLine};
@@ -20,56 +21,8 @@ use crate::merchant::{key_hash, secret_key_mode, ApiKey, Brand, Merchant};
 use crate::money::Currency;
 use crate::payment_intent::service::{attempt_key, customer_prefix, status_prefix};
 use crate::payment_intent::{ChargeAttempt, PaymentIntent, Status};
-use crate::runtime::Kobo;
 
-/// Which credential a call was made with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Caller {
-    /// The merchant's secret key (`svc_test_` / `svc_live_`).
-    SecretKey,
-    /// A payment intent's `client_secret` (from the create response): acts
-    /// on that one intent only.
-    ClientSecret(Uuid),
-    /// The hosted checkout page's credential
-    /// ([`crate::credential::CheckoutKey`]): acts on that one intent only.
-    Checkout(Uuid),
-}
-
-impl Caller {
-    /// The one payment intent a client secret or checkout caller may act on;
-    /// `None` for a secret key.
-    pub fn intent(self) -> Option<Uuid> {
-        match self {
-            Caller::SecretKey => None,
-            Caller::ClientSecret(id) | Caller::Checkout(id) => Some(id),
-        }
-    }
-
-    /// Whether this is the hosted checkout, kobo's own page (which needs no
-    /// `card_api_enabled` in live mode).
-    pub fn is_checkout(self) -> bool {
-        matches!(self, Caller::Checkout(_))
-    }
-}
-
-/// What rate limits count calls by: the merchant and mode for secret
-/// keys; the payment intent for the credentials that act on one intent
-/// (its client secret and its checkout credential share it, so a second
-/// credential buys no extra allowance).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RateLimitKey {
-    Merchant(Uuid, Mode),
-    PaymentIntent(Uuid),
-}
-
-impl std::fmt::Display for RateLimitKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RateLimitKey::Merchant(m, mode) => write!(f, "merchant:{m}:{}", mode.as_str()),
-            RateLimitKey::PaymentIntent(id) => write!(f, "payment_intent:{id}"),
-        }
-    }
-}
+pub use crate::auth::{Caller, RateLimitKey};
 
 /// Who is calling.
 #[derive(Debug, Clone)]
@@ -93,7 +46,7 @@ impl Principal {
 /// Resolves a bearer token: a secret key, a payment intent's client secret,
 /// or a hosted checkout credential (verified with `checkout`).
 pub fn authenticate(
-    kobo: &Kobo,
+    kobo: &Env,
     bearer: &str,
     checkout: &crate::credential::CheckoutKey,
 ) -> DomainResult<Principal> {
@@ -146,7 +99,7 @@ pub fn authenticate(
 }
 
 pub fn payment_intent(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     id: Uuid,
@@ -211,7 +164,7 @@ pub struct IntentFilter {
 /// (creation sequence) is fixed, so pages never skip or repeat an item even
 /// while new intents are created.
 pub fn list_payment_intents(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     f: &IntentFilter,
@@ -272,7 +225,7 @@ pub fn list_payment_intents(
     Ok(Page { data, has_more })
 }
 
-pub fn charge_attempts(kobo: &Kobo, intent: &PaymentIntent) -> DomainResult<Page> {
+pub fn charge_attempts(kobo: &Env, intent: &PaymentIntent) -> DomainResult<Page> {
     let read = kobo.store.read()?;
     let mut data = Vec::new();
     read.scan_prefix(
@@ -291,7 +244,7 @@ pub fn charge_attempts(kobo: &Kobo, intent: &PaymentIntent) -> DomainResult<Page
     })
 }
 
-pub fn brand(kobo: &Kobo, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<Brand> {
+pub fn brand(kobo: &Env, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<Brand> {
     let read = kobo.store.read()?;
     match read.get_decoded::<Brand>(Table::Brands, id.as_bytes())? {
         Some(b) if b.merchant == merchant && b.mode == mode => Ok(b),
@@ -340,12 +293,7 @@ pub struct BalanceView {
 }
 
 /// `GET /v1/balance`, as JSON.
-pub fn balance(
-    kobo: &Kobo,
-    merchant: Uuid,
-    mode: Mode,
-    brand: Option<Uuid>,
-) -> DomainResult<Value> {
+pub fn balance(kobo: &Env, merchant: Uuid, mode: Mode, brand: Option<Uuid>) -> DomainResult<Value> {
     let view = balance_view(kobo, merchant, mode, brand)?;
     Ok(serde_json::to_value(view).expect("a balance view serializes"))
 }
@@ -353,7 +301,7 @@ pub fn balance(
 /// `GET /v1/balance`: every bucket, one entry per currency, zeros included;
 /// a brand's own money, or the whole business (sum of brands).
 pub fn balance_view(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     brand: Option<Uuid>,
@@ -470,7 +418,7 @@ fn scan_lines(
 }
 
 pub fn balance_transactions(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     f: &LineFilter,
@@ -494,7 +442,7 @@ pub fn balance_transactions(
 /// Up to `max` matching lines, oldest first, and whether more matched
 /// (the oldest are then left out: narrow the dates for them).
 pub fn statement_lines(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     f: &LineFilter,
@@ -517,7 +465,7 @@ pub fn statement_lines(
 
 /// A merchant's brands in one mode, newest first.
 pub fn list_brands(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     limit: usize,
@@ -628,14 +576,14 @@ pub struct ReserveView {
 }
 
 /// `GET /v1/reserve`, as JSON.
-pub fn reserve(kobo: &Kobo, merchant: &Merchant, mode: Mode) -> DomainResult<Value> {
+pub fn reserve(kobo: &Env, merchant: &Merchant, mode: Mode) -> DomainResult<Value> {
     let view = reserve_view(kobo, merchant, mode)?;
     Ok(serde_json::to_value(view).expect("a reserve view serializes"))
 }
 
 /// `GET /v1/reserve`: the terms, what is held and when it is released.
-pub fn reserve_view(kobo: &Kobo, merchant: &Merchant, mode: Mode) -> DomainResult<ReserveView> {
-    use crate::settlement::{release_prefix, ScheduledRelease};
+pub fn reserve_view(kobo: &Env, merchant: &Merchant, mode: Mode) -> DomainResult<ReserveView> {
+    use crate::ledger::release::{release_prefix, ScheduledRelease};
     let read = kobo.store.read()?;
     let mut held: BTreeMap<Currency, ReserveHeldView> = BTreeMap::new();
     let mut releases: BTreeMap<(NaiveDate, Currency), i64> = BTreeMap::new();
@@ -701,7 +649,7 @@ fn reserve_from(
 
 /// A brand's `available` balance in `currency`, from a snapshot.
 pub fn available(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     brand: Uuid,
@@ -724,7 +672,7 @@ pub fn available(
 /// of the API.
 #[allow(clippy::too_many_arguments)]
 pub fn page_by_index<T: DeserializeOwned>(
-    kobo: &Kobo,
+    kobo: &Env,
     objects: Table,
     index: Table,
     merchant: Uuid,
@@ -752,7 +700,7 @@ pub fn page_by_index<T: DeserializeOwned>(
 /// [`page_by_index`] over an index keyed `within|seq`.
 #[allow(clippy::too_many_arguments)]
 pub fn page_within<T: DeserializeOwned>(
-    kobo: &Kobo,
+    kobo: &Env,
     objects: Table,
     index: Table,
     within: &[u8],

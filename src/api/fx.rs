@@ -199,7 +199,7 @@ async fn create_conversion(req: HttpRequest, state: State, payload: web::Payload
             .ok_or_else(|| DomainError::missing("rate_id"))?;
         let brand = f.uuid("brand")?;
         let c = fx::convert(
-            &state.kobo,
+            &state.kobo.fx,
             &p.merchant,
             p.mode,
             Convert {
@@ -285,7 +285,7 @@ async fn publish_rate(req: HttpRequest, state: State, payload: web::Payload) -> 
                 DomainError::invalid("rate", "rate is an integer of kobo per US dollar")
             })?,
     };
-    let r = fx::publish_rate(&state.kobo, rate).await?;
+    let r = fx::publish_rate(&state.kobo.fx, rate).await?;
     Ok(json_response(201, &r.to_api()))
 }
 

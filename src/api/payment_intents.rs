@@ -303,11 +303,7 @@ pub async fn act(
         action,
         idem: save,
     };
-    state
-        .kobo
-        .payment_intents
-        .send(&state.kobo, id, msg)
-        .await?
+    state.kobo.payment_intents.send(id, msg).await?
 }
 
 /// A POST on one intent that takes no body: idempotent, then the action.

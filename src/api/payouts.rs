@@ -144,6 +144,7 @@ async fn add_bank_account(req: HttpRequest, state: State, payload: web::Payload)
         let number = f.required_string("account_number", 10)?;
         let (view, created) = banks::add(
             &state.kobo,
+            &state.kobo.rails,
             p.merchant.id,
             p.mode,
             &bank_code,
@@ -262,7 +263,7 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
             .ok_or_else(|| DomainError::missing("bank_account_id"))?;
         let brand = f.uuid("brand")?;
         let payout = service::create(
-            &state.kobo,
+            state.kobo.payouts.deps(),
             &p.merchant,
             p.mode,
             CreatePayout {
@@ -433,7 +434,6 @@ async fn send(
         .kobo
         .payouts
         .send(
-            &state.kobo,
             id,
             PayoutMessage {
                 merchant,

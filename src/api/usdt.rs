@@ -213,7 +213,7 @@ async fn create_payout(req: HttpRequest, state: State, payload: web::Payload) ->
         let brand = f.uuid("brand")?;
         check_otp(p.mode, &f)?;
         let payout = service::create_payout(
-            &state.kobo,
+            &state.kobo.crypto_payouts,
             &p.merchant,
             p.mode,
             CreateCryptoPayout {
@@ -324,7 +324,6 @@ async fn add_wallet(
         .kobo
         .usdt_wallets
         .send(
-            &state.kobo,
             merchant,
             WalletChange(WalletCommand::Add {
                 mode,
@@ -351,11 +350,7 @@ async fn delete_wallet(
     let (view, _) = state
         .kobo
         .usdt_wallets
-        .send(
-            &state.kobo,
-            merchant,
-            WalletChange(WalletCommand::Delete { wallet }),
-        )
+        .send(merchant, WalletChange(WalletCommand::Delete { wallet }))
         .await??;
     Ok(json_response(200, &view))
 }

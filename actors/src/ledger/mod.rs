@@ -8,6 +8,7 @@
 //! `balance_after` computed in one place.
 
 pub mod actor;
+pub mod release;
 
 use std::collections::HashMap;
 

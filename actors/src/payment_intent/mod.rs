@@ -8,6 +8,7 @@
 
 pub mod actor;
 pub mod card;
+pub mod provider;
 pub mod service;
 
 use std::collections::BTreeMap;

@@ -1,7 +1,5 @@
 //! Creating payouts, the payout quote, limits, and automatic settlement.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -10,6 +8,7 @@ use uuid::Uuid;
 use kobo_storage::{Batch, Table};
 
 use crate::banks::{self, BankAccount};
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, scope_key, Mode};
@@ -17,9 +16,9 @@ use crate::ledger::actor::{stored_usage, PostEntry, UsageChange};
 use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
 use crate::merchant::{Merchant, PayoutTier};
 use crate::money::{payout_fee, Currency};
+use crate::payout::actor::PayoutDeps;
 use crate::payout::{Payout, PayoutStatus};
-use crate::runtime::Kobo;
-use crate::timers::{Timer, TimerKind};
+use crate::timer::{Timer, TimerKind};
 
 /// The smallest payout: ₦1.
 pub const MIN_PAYOUT: i64 = 100;
@@ -75,7 +74,7 @@ pub fn payout_list_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {
     scope_key(merchant, mode).u64(seq).build()
 }
 
-pub fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Payout>> {
+pub fn load(kobo: &Env, id: Uuid) -> DomainResult<Option<Payout>> {
     Ok(kobo
         .store
         .read()?
@@ -156,7 +155,7 @@ pub struct PayoutQuoteView {
 /// `GET /v1/payouts/quote`, as JSON. Reads the balance and the day's usage;
 /// reserves nothing.
 pub fn quote(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: &Merchant,
     mode: Mode,
     amount: i64,
@@ -169,7 +168,7 @@ pub fn quote(
 /// `GET /v1/payouts/quote`. Reads the balance and the day's usage; reserves
 /// nothing.
 pub fn quote_view(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: &Merchant,
     mode: Mode,
     amount: i64,
@@ -242,7 +241,7 @@ pub struct CreatePayout {
 /// `available` to `payout_in_flight` commit together, through the merchant's
 /// ledger, which checks the balance and the day's limit in the same step.
 pub async fn create(
-    kobo: &Arc<Kobo>,
+    kobo: &PayoutDeps,
     merchant: &Merchant,
     mode: Mode,
     req: CreatePayout,
@@ -340,7 +339,6 @@ pub async fn create(
     };
     kobo.ledgers
         .send(
-            kobo,
             (merchant.id, mode),
             PostEntry {
                 entry,
@@ -371,7 +369,7 @@ pub async fn create(
 
 /// Newest first, with a cursor.
 pub fn list(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     limit: usize,
@@ -395,7 +393,7 @@ pub fn list(
 /// settlement account when it is above the minimum. Only what is available
 /// at this moment is paid, so a second run the same morning finds nothing.
 pub async fn auto_settle(
-    kobo: &Arc<Kobo>,
+    kobo: &PayoutDeps,
     merchant: &Merchant,
     mode: Mode,
 ) -> DomainResult<Vec<Uuid>> {

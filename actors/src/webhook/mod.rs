@@ -42,11 +42,11 @@ use uuid::Uuid;
 use kobo_storage::KeyBuf;
 
 use crate::clock::micros;
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::event::EVENT_TYPES;
 use crate::idempotency::IdempotencySave;
 use crate::ids::{scope_key, Mode};
-use crate::runtime::Kobo;
 
 /// Endpoints per merchant and mode (spec: Limits).
 pub const MAX_ENDPOINTS_PER_MODE: usize = 10;
@@ -451,6 +451,7 @@ pub struct StatsView {
 
 /// How kobo reaches the webhook supervisor and the event stream.
 pub struct Hub {
+    pub env: Arc<Env>,
     tx: mpsc::UnboundedSender<Msg>,
     rx: Mutex<Option<mpsc::UnboundedReceiver<Msg>>>,
     stream: broadcast::Sender<Arc<StreamItem>>,
@@ -462,18 +463,13 @@ pub struct Hub {
 /// store.
 pub const STREAM_BUFFER: usize = 4096;
 
-impl Default for Hub {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Hub {
-    pub fn new() -> Hub {
+    pub fn new(env: Arc<Env>) -> Hub {
         let (tx, rx) = mpsc::unbounded_channel();
         let (stream, _) = broadcast::channel(STREAM_BUFFER);
         let (closing, _) = tokio::sync::watch::channel(false);
         Hub {
+            env,
             tx,
             rx: Mutex::new(Some(rx)),
             stream,
@@ -539,10 +535,10 @@ impl Hub {
 /// clock, the clock is moved to `limit` first, so attempts carry that
 /// time). Returns once they are dispatched; attempts may still be in
 /// flight. Returns at once when the supervisor is not running.
-pub async fn run_due(kobo: &Arc<Kobo>, limit: DateTime<Utc>) {
-    kobo.clock.set(limit);
+pub async fn run_due(hub: &Hub, limit: DateTime<Utc>) {
+    hub.env.clock.set(limit);
     let (tx, rx) = oneshot::channel();
-    if kobo.webhooks.tx.send(Msg::Pump(tx)).is_ok() {
+    if hub.tx.send(Msg::Pump(tx)).is_ok() {
         let _ = rx.await;
     }
 }

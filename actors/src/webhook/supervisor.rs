@@ -38,7 +38,7 @@ use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, scope_key, Mode};
-use crate::runtime::Kobo;
+use crate::webhook::Hub;
 
 use super::dispatcher::{self, Attempt, ClientConfig, Dispatcher, Job, Outcome};
 use super::{
@@ -76,26 +76,25 @@ pub struct WebhookConfig {
 }
 
 /// Starts the dispatchers and the supervisor (once per process).
-pub fn start(kobo: &Arc<Kobo>, cfg: WebhookConfig) -> Result<(), String> {
-    let rx = kobo
-        .webhooks
+pub fn start(hub: &Arc<Hub>, cfg: WebhookConfig) -> Result<(), String> {
+    let rx = hub
         .take_receiver()
         .ok_or("the webhook supervisor is already running")?;
     let client = dispatcher::build_client(&cfg.client)?;
-    let report = kobo.webhooks.sender();
+    let report = hub.sender();
     let mut dispatchers = Vec::new();
     let mut arbiters = Vec::new();
     for _ in 0..cfg.dispatchers.max(1) {
         let arbiter = Arbiter::new();
-        let (client, clock, report) = (client.clone(), kobo.clock.clone(), report.clone());
+        let (client, clock, report) = (client.clone(), hub.env.clock.clone(), report.clone());
         dispatchers.push(Dispatcher::start_in_arbiter(&arbiter.handle(), move |_| {
             Dispatcher::new(client, clock, report)
         }));
         arbiters.push(arbiter);
     }
-    let outbox = kobo.writer.watch(Table::EventOutbox);
+    let outbox = hub.env.writer.watch(Table::EventOutbox);
     let supervisor = Supervisor {
-        kobo: kobo.clone(),
+        hub: hub.clone(),
         rx,
         outbox,
         dispatchers,
@@ -183,7 +182,7 @@ struct After {
 }
 
 struct Supervisor {
-    kobo: Arc<Kobo>,
+    hub: Arc<Hub>,
     rx: mpsc::UnboundedReceiver<Msg>,
     outbox: Arc<Notify>,
     dispatchers: Vec<Addr<Dispatcher>>,
@@ -234,11 +233,7 @@ impl Supervisor {
                     // report to no claim and are made again (at least once).
                     self.claims.clear();
                     self.sched = Sched::default();
-                    self.kobo
-                        .webhooks
-                        .stats
-                        .in_flight
-                        .store(0, Ordering::Relaxed);
+                    self.hub.stats.in_flight.store(0, Ordering::Relaxed);
                     if let Err(e) = self.rebuild() {
                         tracing::error!(error = %e, "webhook queue scan failed");
                     }
@@ -249,15 +244,15 @@ impl Supervisor {
 
     /// Whether a pass could dispatch something right now.
     fn due_now(&self) -> bool {
-        let now = micros(self.kobo.clock.now());
+        let now = micros(self.hub.env.clock.now());
         self.sched.total < IN_FLIGHT_MAX && self.sched.wake.first().is_some_and(|(d, _)| *d <= now)
     }
 
     fn idle_sleep(&self) -> Duration {
-        if self.kobo.clock.is_manual() {
+        if self.hub.env.clock.is_manual() {
             return Duration::from_secs(3600);
         }
-        let now = micros(self.kobo.clock.now());
+        let now = micros(self.hub.env.clock.now());
         match self.sched.wake.first() {
             Some((d, _)) => Duration::from_micros(d.saturating_sub(now)).min(IDLE_WAKE),
             None => IDLE_WAKE,
@@ -282,7 +277,7 @@ impl Supervisor {
         }
         let mut batch = Batch::new();
         let mut after = After::default();
-        let read = self.kobo.store.read()?;
+        let read = self.hub.env.store.read()?;
         self.record_outcomes(&read, &mut batch, outcomes, &mut after)?;
         let more = if outbox_dirty {
             self.fan_out(&read, &mut batch, &mut after)?
@@ -312,7 +307,7 @@ impl Supervisor {
 
     async fn commit(&mut self, batch: Batch, after: After) -> DomainResult<()> {
         if !batch.is_empty() {
-            match self.kobo.writer.commit(batch).await {
+            match self.hub.env.writer.commit(batch).await {
                 Ok(()) => {}
                 Err(CommitError::Conflict { table, .. }) => {
                     // Webhook batches carry no preconditions.
@@ -334,7 +329,7 @@ impl Supervisor {
         for (ep, due) in after.notes {
             self.sched.note(ep, due);
         }
-        let stats = &self.kobo.webhooks.stats;
+        let stats = &self.hub.stats;
         stats.in_flight.store(self.sched.total, Ordering::Relaxed);
         stats
             .delivered
@@ -344,7 +339,7 @@ impl Supervisor {
             .fetch_add(after.failed_attempts, Ordering::Relaxed);
         stats.dropped.fetch_add(after.dropped, Ordering::Relaxed);
         for item in after.announce {
-            self.kobo.webhooks.announce(item);
+            self.hub.announce(item);
         }
         Ok(())
     }
@@ -352,7 +347,7 @@ impl Supervisor {
     /// Rebuilds the schedule from the durable queue (start-up): the first
     /// row of each endpoint's range.
     fn rebuild(&mut self) -> DomainResult<()> {
-        let read = self.kobo.store.read()?;
+        let read = self.hub.env.store.read()?;
         let mut cursor: Option<Vec<u8>> = None;
         loop {
             let mut first = None;
@@ -474,7 +469,7 @@ impl Supervisor {
             Ok(true)
         })?;
         let more = rows.len() >= OUTBOX_SLICE;
-        let now = self.kobo.clock.now();
+        let now = self.hub.env.clock.now();
         for (key, id) in rows {
             batch.delete(Table::EventOutbox, key);
             let Some(event) = read.get_decoded::<Event>(Table::Events, id.as_bytes())? else {
@@ -517,7 +512,7 @@ impl Supervisor {
                 );
                 after.notes.push((ep.id, micros(now)));
             }
-            let pos = self.kobo.seq.next();
+            let pos = self.hub.env.seq.next();
             batch
                 .put_raw(
                     Table::EventStream,
@@ -540,9 +535,9 @@ impl Supervisor {
     /// wake order, within the concurrency bounds. Deliveries whose endpoint
     /// was disabled or deleted since they were queued are dropped here.
     async fn pass(&mut self) -> DomainResult<()> {
-        let now = self.kobo.clock.now();
+        let now = self.hub.env.clock.now();
         let now_us = micros(now);
-        let read = self.kobo.store.read()?;
+        let read = self.hub.env.store.read()?;
         let mut drops = Batch::new();
         let mut dropped = 0u64;
         let mut jobs: Vec<Job> = Vec::new();
@@ -651,7 +646,7 @@ impl Supervisor {
             self.next_dispatcher = self.next_dispatcher.wrapping_add(1);
             d.do_send(Attempt(job));
         }
-        let stats = &self.kobo.webhooks.stats;
+        let stats = &self.hub.stats;
         stats.attempts.fetch_add(attempts, Ordering::Relaxed);
         stats.in_flight.store(self.sched.total, Ordering::Relaxed);
         if !drops.is_empty() {
@@ -702,7 +697,7 @@ impl Supervisor {
         events: Vec<String>,
         idem: Option<IdempotencySave>,
     ) -> DomainResult<Value> {
-        let read = self.kobo.store.read()?;
+        let read = self.hub.env.store.read()?;
         let existing = self.scope(&read, merchant, mode)?;
         drop(read);
         if existing.len() >= MAX_ENDPOINTS_PER_MODE {
@@ -714,8 +709,8 @@ impl Supervisor {
                 ),
             ));
         }
-        let now = self.kobo.clock.now();
-        let seq = self.kobo.seq.next();
+        let now = self.hub.env.clock.now();
+        let seq = self.hub.env.seq.next();
         let endpoint = WebhookEndpoint {
             id: new_id(now),
             merchant,
@@ -766,13 +761,13 @@ impl Supervisor {
         change: EndpointChange,
         idem: Option<IdempotencySave>,
     ) -> DomainResult<Value> {
-        let read = self.kobo.store.read()?;
+        let read = self.hub.env.store.read()?;
         let mut ep = match Self::endpoint(&read, id)? {
             Some(e) if e.merchant == merchant && e.mode == mode && e.deleted_at.is_none() => e,
             _ => return Err(DomainError::not_found("webhook_endpoint", id)),
         };
         drop(read);
-        let now = self.kobo.clock.now();
+        let now = self.hub.env.clock.now();
         let mut drop_waiting = false;
         match change {
             EndpointChange::Disable => {
@@ -787,7 +782,7 @@ impl Supervisor {
                 validate_url(&ep.url)?;
                 if ep.status == EndpointStatus::Disabled {
                     ep.status = EndpointStatus::Enabled;
-                    ep.enabled_seq = self.kobo.seq.next();
+                    ep.enabled_seq = self.hub.env.seq.next();
                 }
             }
             EndpointChange::Delete => {
@@ -854,7 +849,7 @@ impl Supervisor {
         batch: &mut Batch,
         after: &mut After,
     ) -> DomainResult<usize> {
-        let read = self.kobo.store.read()?;
+        let read = self.hub.env.store.read()?;
         let mut rows = Vec::new();
         let claims = &self.claims;
         read.scan_prefix(Table::DeliveryQueue, ep.as_bytes(), None, |k, _| {
@@ -889,14 +884,14 @@ impl Supervisor {
         event_id: Uuid,
         idem: Option<IdempotencySave>,
     ) -> DomainResult<Value> {
-        let read = self.kobo.store.read()?;
+        let read = self.hub.env.store.read()?;
         let event = match read.get_decoded::<Event>(Table::Events, event_id.as_bytes())? {
             Some(e) if e.merchant == merchant && e.mode == mode => e,
             _ => return Err(DomainError::not_found("event", event_id)),
         };
         // An event still in the outbox gets its deliveries from the fan-out.
         let endpoints = self.scope(&read, merchant, mode)?;
-        let now = self.kobo.clock.now();
+        let now = self.hub.env.clock.now();
         let mut batch = Batch::new();
         let mut after = After::default();
         let mut queued = 0u32;
