@@ -25,8 +25,8 @@ use crate::error::{DomainError, DomainResult};
 use crate::ids::{scope_key, Mode};
 use crate::ledger::release::ScheduledRelease;
 use crate::ledger::{
-    balance_prefix, balance_store_key, post_all, BalanceKey, BalanceRow, Bucket, EntrySpec,
-    EntryType, LedgerLine, LineSpec,
+    assert_loaded_balances, balance_prefix, balance_store_key, post_all, BalanceKey, BalanceRow,
+    Bucket, EntrySpec, EntryType, LedgerLine, LineSpec, LOAD_CHECK_LINES,
 };
 use crate::registry::{Activation, Registry, VirtualActor};
 use std::sync::Arc;
@@ -133,6 +133,28 @@ pub fn load_balances(
             Ok(true)
         },
     )?;
+    // The newest lines, until every bucket has been seen or the bound.
+    let mut newest = Vec::new();
+    let mut unseen: HashSet<BalanceKey> = out.keys().copied().collect();
+    let mut complete = true;
+    read.scan_prefix_rev(
+        Table::LedgerLines,
+        &scope_key(merchant, mode).build(),
+        None,
+        |_, v| {
+            if newest.len() == LOAD_CHECK_LINES {
+                complete = false;
+                return Ok(false);
+            }
+            let line: LedgerLine = decode(v)?;
+            unseen.remove(&(line.brand, line.currency, line.bucket));
+            newest.push(line);
+            Ok(!unseen.is_empty())
+        },
+    )?;
+    // Stopping once every bucket is seen checks each bucket's newest line;
+    // a bucket with no line at all is only known after the whole history.
+    assert_loaded_balances(&out, &newest, complete);
     Ok(out)
 }
 
@@ -150,7 +172,18 @@ impl LedgerActor {
         let kobo = self.activation.deps.clone();
         let (merchant, mode) = self.activation.key;
         if self.balances.is_none() {
-            self.balances = Some(load_balances(&kobo, merchant, mode)?);
+            // A broken invariant in the loaded balances panics: the ledger
+            // stays unloaded (each message retries the load) and says so.
+            let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                load_balances(&kobo, merchant, mode)
+            }));
+            match loaded {
+                Ok(balances) => self.balances = Some(balances?),
+                Err(_) => {
+                    self.activation.record_restart();
+                    return Err(DomainError::internal("the ledger failed to load"));
+                }
+            }
         }
         let usage_after = match usage {
             None => None,
@@ -187,7 +220,9 @@ impl LedgerActor {
         let posting = match posting {
             Ok(p) => p?,
             Err(_) => {
-                // Nothing was applied: the posting works on a copy.
+                // A broken ledger invariant (an entry that does not balance,
+                // a line that does not follow): nothing was applied, the
+                // posting works on a copy.
                 self.activation.record_restart();
                 return Err(DomainError::internal("the ledger failed to post an entry"));
             }
