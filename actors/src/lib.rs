@@ -25,6 +25,7 @@ pub mod calendar;
 pub mod clock;
 pub mod credential;
 pub mod customer;
+pub mod direct_debit;
 pub mod env;
 pub mod error;
 pub mod event;

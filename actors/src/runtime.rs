@@ -11,12 +11,12 @@ use kobo_storage::{Store, Writer};
 
 use crate::admin::MerchantActor;
 use crate::clock::Clock;
+use crate::direct_debit::MandateProviders;
 use crate::env::Env;
 use crate::error::DomainResult;
 use crate::fx::{Fx, RateGate};
 use crate::ledger::actor::Ledgers;
 use crate::mandate::actor::{MandateActor, MandateDeps};
-use crate::mandate::provider::MandateProviders;
 use crate::payment_intent::actor::{PaymentIntentActor, PaymentIntentDeps};
 use crate::payment_intent::provider::Providers;
 use crate::payout::actor::{PayoutActor, PayoutDeps};

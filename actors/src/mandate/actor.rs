@@ -11,11 +11,11 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::direct_debit::MandateProviders;
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::idempotency::IdempotencySave;
 use crate::ids::Mode;
-use crate::mandate::provider::MandateProviders;
 use crate::mandate::service::status_prefix;
 use crate::mandate::{decide, service, Command, Effect, Mandate, MandateStatus};
 use crate::merchant::Merchant;
@@ -128,7 +128,7 @@ async fn process(
     let pending = m.status == MandateStatus::Pending;
     let command = match msg.action {
         MandateAction::Refresh if pending => Command::Checked {
-            answer: provider.check(m).await?,
+            answer: provider.check(m.check()).await?,
             periodic: false,
         },
         // Settled: nothing to ask.
@@ -158,7 +158,7 @@ async fn process(
                 return finish(kobo, m, m.clone(), Vec::new(), batch, None).await;
             }
             Command::Checked {
-                answer: provider.check(m).await?,
+                answer: provider.check(m.check()).await?,
                 periodic: true,
             }
         }
@@ -168,7 +168,7 @@ async fn process(
                 return finish(kobo, m, m.clone(), Vec::new(), batch, None).await;
             }
             Command::ExpiryDue {
-                answer: provider.check(m).await?,
+                answer: provider.check(m.check()).await?,
             }
         }
     };

@@ -12,13 +12,12 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::direct_debit::{Debit, DebitOutcome, DebitStatus, MandateProviders};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::idempotency::IdempotencySave;
 use crate::ids::Mode;
 use crate::ledger::actor::Ledgers;
-use crate::mandate::provider::MandateProviders;
-use crate::mandate::provider::{Debit, DebitOutcome, DebitStatus};
 use crate::money::Channel;
 use crate::payment_intent::card::{AuthInput, CardDetails, Secret};
 use crate::payment_intent::provider::Providers;
