@@ -33,7 +33,7 @@ use crate::ledger::actor::{Ledgers, PostEntry};
 use crate::ledger::{balance_prefix, BalanceRow, Bucket, EntrySpec, EntryType, LineSpec};
 use crate::merchant::Merchant;
 use crate::money::Currency;
-use crate::query::Page;
+use crate::paging::Page;
 
 /// Orders rate publishes (exclusive) against conversions (shared, from
 /// their rate check to their commit). It guards no state: rates and
@@ -191,7 +191,7 @@ fn no_rate() -> DomainError {
     )
 }
 
-pub use crate::query::available;
+pub use crate::ledger::query::available;
 
 /// The brands holding available dollars, with the amounts.
 pub fn brands_with_dollars(
@@ -224,7 +224,7 @@ pub fn resolve_brand(
     brand: Option<Uuid>,
 ) -> DomainResult<Uuid> {
     match brand {
-        Some(b) => Ok(crate::query::brand(kobo, merchant.id, mode, b)
+        Some(b) => Ok(crate::merchant::query::brand(kobo, merchant.id, mode, b)
             .map_err(|e| e.with_param("brand"))?
             .id),
         None => Ok(merchant.default_brand(mode)),
@@ -475,7 +475,7 @@ pub fn list_conversions(
     limit: usize,
     starting_after: Option<Uuid>,
 ) -> DomainResult<Page> {
-    crate::query::page_by_index::<FxConversion>(
+    crate::paging::page_by_index::<FxConversion>(
         kobo,
         Table::FxConversions,
         Table::FxConversionIndex,

@@ -16,7 +16,7 @@ use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{new_id, scope_key, Mode};
 use crate::money::Currency;
-use crate::query::{ListObject, ListView};
+use crate::paging::{ListObject, ListView};
 
 pub mod rail;
 

@@ -8,7 +8,9 @@
 //! `balance_after` computed in one place.
 
 pub mod actor;
+pub mod query;
 pub mod release;
+pub mod reserve;
 
 use std::collections::HashMap;
 

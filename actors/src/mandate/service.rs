@@ -11,7 +11,7 @@ use crate::error::{DomainError, DomainResult};
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, random_base62, scope_key, Mode};
 use crate::mandate::{approval_window, check_interval, Mandate, MandateStatus};
-use crate::query::Page;
+use crate::paging::Page;
 use crate::timer::{Timer, TimerKind};
 
 /// A validated create request.

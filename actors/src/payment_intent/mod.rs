@@ -9,6 +9,7 @@
 pub mod actor;
 pub mod card;
 pub mod provider;
+pub mod query;
 pub mod service;
 
 use std::collections::BTreeMap;

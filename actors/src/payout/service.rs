@@ -174,7 +174,7 @@ pub fn quote_view(
     amount: i64,
     brand: Uuid,
 ) -> DomainResult<PayoutQuoteView> {
-    let available = crate::query::available(kobo, merchant.id, mode, brand, Currency::NGN)?;
+    let available = crate::ledger::query::available(kobo, merchant.id, mode, brand, Currency::NGN)?;
     let day = kobo.calendar.lagos_date(kobo.clock.now());
     let used_today = stored_usage(kobo, merchant.id, mode, day)?;
     Ok(quote_from(
@@ -253,7 +253,7 @@ pub async fn create(
         })?;
     let brand = match req.brand {
         Some(b) => {
-            crate::query::brand(kobo, merchant.id, mode, b)
+            crate::merchant::query::brand(kobo, merchant.id, mode, b)
                 .map_err(|e| e.with_param("brand"))?
                 .id
         }
@@ -374,8 +374,8 @@ pub fn list(
     mode: Mode,
     limit: usize,
     starting_after: Option<Uuid>,
-) -> DomainResult<crate::query::Page> {
-    crate::query::page_by_index::<Payout>(
+) -> DomainResult<crate::paging::Page> {
+    crate::paging::page_by_index::<Payout>(
         kobo,
         Table::Payouts,
         Table::PayoutIndex,
@@ -414,13 +414,14 @@ pub async fn auto_settle(
     let l = limits(merchant);
     let day = kobo.calendar.lagos_date(kobo.clock.now());
     let mut made = Vec::new();
-    let page = crate::query::list_brands(kobo, merchant.id, mode, 100, None)?;
+    let page = crate::merchant::query::list_brands(kobo, merchant.id, mode, 100, None)?;
     for brand in page.data {
         let brand: Uuid = brand["id"]
             .as_str()
             .and_then(|s| Uuid::try_parse(s).ok())
             .expect("brand id");
-        let available = crate::query::available(kobo, merchant.id, mode, brand, Currency::NGN)?;
+        let available =
+            crate::ledger::query::available(kobo, merchant.id, mode, brand, Currency::NGN)?;
         let used = stored_usage(kobo, merchant.id, mode, day)?;
         let amount = max_for_balance(available)
             .min(l.per_payout)

@@ -7,7 +7,7 @@ use kobo_storage::Table;
 use crate::env::Env;
 use crate::error::DomainResult;
 use crate::ids::{scope_key, Mode};
-use crate::query::{page_by_index, page_within, Page};
+use crate::paging::{page_by_index, page_within, Page};
 use crate::refund::{Dispute, Refund, RefundStatus};
 
 pub fn refund_list_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {

@@ -14,7 +14,7 @@ use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::event::{event_type_schema, type_byte, Event, EventData, EventObject};
 use crate::ids::{scope_key, Mode};
-use crate::query::Page;
+use crate::paging::Page;
 
 use super::{stream_key, Delivery, DeliveryView, StreamItem, WebhookEndpoint};
 

@@ -16,6 +16,8 @@ use crate::error::{DomainError, DomainResult};
 use crate::ids::{random_base62, sha256_hex, Mode};
 use crate::money::{default_pricing, Channel, Currency, FeeRule, Pricing, MAX_AMOUNT};
 
+pub mod query;
+
 /// Upper bounds of the merchant settings (docs/api.md, "Bounds of merchant
 /// settings"). Amounts are minor units.
 pub mod bounds {
