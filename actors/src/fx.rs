@@ -374,6 +374,8 @@ fn rate_changed(current: &FxRate) -> DomainError {
 /// rate. Checks in order: brand (404), rate (404 `rate_id`), the rate is
 /// current (409 `rate_changed`), the amount gives at least one kobo (400),
 /// the dollars (409 `insufficient_funds`, in the ledger actor).
+// Long: one conversion in order (rate checks under the gate, the object, its batch, the
+// ledger entry); the gate guard must span it all.
 pub async fn convert(
     kobo: &Fx,
     merchant: &Merchant,

@@ -65,6 +65,8 @@ impl std::ops::Deref for Kobo {
 }
 
 impl Kobo {
+    // Long: the assembly, bottom up, each registry built with its handles: a flat list on
+    // purpose.
     pub fn new(
         store: Store,
         writer: Writer,

@@ -192,6 +192,7 @@ pub struct DollarSettlement {
 /// a second run the same morning finds nothing. What cannot be done (no
 /// rate, no wallet, USDT off) is skipped with a warning and the dollars are
 /// kept.
+// Long: one match over the merchant's dollar settlement choice, an arm per choice.
 pub async fn settle_dollars(
     kobo: &Settlement,
     merchant: &Merchant,

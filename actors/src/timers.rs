@@ -29,6 +29,8 @@ use crate::usdt::actor::{CryptoAction, CryptoPayoutMessage};
 
 pub use crate::timer::{timers_due, META_MANUAL_CLOCK};
 
+// Long: one match over timer kinds, an arm per kind (the actor it goes to), then one
+// retry policy for all.
 async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
     let outcome: DomainResult<()> = match timer.kind {
         TimerKind::ReleasePending | TimerKind::ReleaseReserve => {

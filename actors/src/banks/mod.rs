@@ -206,6 +206,8 @@ pub fn load(kobo: &Env, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<Op
 
 /// Adds a bank account after name enquiry. Answers the account and whether
 /// it was newly created (false: it existed and is returned as it is).
+// Long: the checks, the account-name lookup on the rail and one batch, in the order they
+// must run.
 pub async fn add(
     kobo: &Env,
     rails: &Rails,

@@ -163,6 +163,8 @@ type Submitted = (Vec<LedgerLine>, oneshot::Receiver<Result<(), CommitError>>);
 impl LedgerActor {
     /// Checks and applies `entries` in memory, adds their lines and balances
     /// to `batch` and submits it. All entries or none.
+    // Long: the load, the daily-limit check and the posting share the actor's state and
+    // must be one step (all entries or none).
     fn post_and_submit(
         &mut self,
         entries: &[EntrySpec],
@@ -448,6 +450,8 @@ pub struct PaymentMoney {
 impl Handler<PaymentMoney> for LedgerActor {
     type Result = ResponseActFuture<Self, DomainResult<Vec<LedgerLine>>>;
 
+    // Long: the payment's pending release is read, then the entry and the release row
+    // changes that must commit together are built.
     fn handle(&mut self, msg: PaymentMoney, _ctx: &mut Context<Self>) -> Self::Result {
         self.activation.touch();
         let kobo = self.activation.deps.clone();

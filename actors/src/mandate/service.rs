@@ -67,6 +67,8 @@ pub fn by_authorization_reference(kobo: &Env, reference: &str) -> DomainResult<O
 /// Creates a pending mandate (and, for `customer_email`, its customer):
 /// the mandate, its list indexes, its periodic-check and expiry timers and
 /// the saved response in one batch.
+// Long: one mandate's batch in commit order (customer, object, indexes, timers, saved
+// response).
 pub async fn create(
     kobo: &super::actor::MandateDeps,
     merchant: Uuid,

@@ -263,6 +263,8 @@ impl Settings {
 
     /// Checks every setting against its bounds ([`bounds`]); an error
     /// names the nested field (`settings.settlement_delay_days.NGN`).
+    // Long: one bound check per settings field, in field order: a flat list, nothing to
+    // factor.
     pub fn validate(&self) -> DomainResult<()> {
         use bounds::*;
         for (currency, rules) in &self.pricing {

@@ -180,6 +180,8 @@ impl Handler<IntentMessage> for PaymentIntentActor {
     }
 }
 
+// Long: one match over the actor's actions, an arm each (provider call, then decide); the
+// commit after it is shared.
 async fn process(
     kobo: &PaymentIntentDeps,
     intent: &PaymentIntent,

@@ -110,6 +110,8 @@ pub async fn create_mandate_charge(
 pub const CHECKOUT_CODE_LEN: usize = 22;
 
 /// A new intent in `created` and its client secret.
+// Long: the checks of the create parameters, then the new intent's struct literal, a
+// field a line.
 fn new_intent(
     kobo: &Env,
     merchant: &Merchant,
@@ -192,6 +194,8 @@ fn new_intent(
 /// Commits a new intent: the object, its list indexes, the reference claim,
 /// the checkout link, what its first decision asks for (`effects`: charge
 /// attempts, the debit timer) and the saved response, in one batch.
+// Long: one new intent's batch in commit order (object, indexes, customer, effects,
+// reference, saved response).
 async fn commit_new(
     kobo: &Env,
     intent: &PaymentIntent,
@@ -332,6 +336,8 @@ pub fn precheck_capture(
 
 /// [`commit_decision`]; a capture uses `settings` when given (from
 /// [`precheck_capture`]), else the merchant's settings at commit time.
+// Long: a match arm per effect adding its rows to the one batch, then one commit (through
+// the ledger when money moves).
 pub async fn commit_decision_with(
     kobo: &PaymentIntentDeps,
     before: &PaymentIntent,

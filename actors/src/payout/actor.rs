@@ -165,6 +165,8 @@ async fn process(
     finish(kobo, p, after, effects, batch, msg.idem.as_ref(), now).await
 }
 
+// Long: a match arm per effect adding its rows (and at most one ledger entry) to the one
+// batch, then one commit.
 async fn finish(
     kobo: &PayoutDeps,
     before: &Payout,

@@ -240,6 +240,8 @@ pub struct CreatePayout {
 /// Creates a payout: the record and the move of amount + fee + VAT from
 /// `available` to `payout_in_flight` commit together, through the merchant's
 /// ledger, which checks the balance and the day's limit in the same step.
+// Long: one payout in order (checks, the object and its batch, the ledger entry that
+// holds the money); the struct literal is a field a line.
 pub async fn create(
     kobo: &PayoutDeps,
     merchant: &Merchant,

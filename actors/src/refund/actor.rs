@@ -107,6 +107,8 @@ impl Handler<AftercareMessage> for AftercareActor {
     }
 }
 
+// Long: one match over aftercare actions (refunds, disputes), an arm each; the batch,
+// saved response and ledger call after it are shared.
 async fn process(
     kobo: Arc<AftercareDeps>,
     payment: Uuid,

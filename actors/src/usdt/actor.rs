@@ -206,6 +206,8 @@ fn line(p: &CryptoPayout, bucket: Bucket, amount: i64) -> LineSpec {
     }
 }
 
+// Long: a match arm per effect adding its rows (and at most one ledger entry) to the one
+// batch, then one commit.
 async fn finish(
     kobo: &UsdtDeps,
     before: &CryptoPayout,

@@ -309,6 +309,8 @@ pub struct CreateCryptoPayout {
 /// (403), the amount leaves something after fee and VAT (400
 /// `usd_amount`), wallet (404 `wallet`), brand (404 `brand`), a partner for the mode
 /// (409 `provider_not_configured`), the dollars (409 `insufficient_funds`).
+// Long: one crypto payout in order (checks, the object and its batch, the timer, the
+// ledger entry); the struct literal is a field a line.
 pub async fn create_payout(
     payouts: &CryptoPayouts,
     merchant: &Merchant,

@@ -94,6 +94,8 @@ impl Supervisor {
         Ok(view)
     }
 
+    // Long: one endpoint change in order (load, apply, view, batch, commit), then the
+    // waiting deliveries it drops, in slices.
     pub(super) async fn change(
         &mut self,
         merchant: Uuid,
@@ -218,6 +220,8 @@ impl Supervisor {
         Ok(n)
     }
 
+    // Long: one redelivery: a delivery per subscribed endpoint into one batch, the view,
+    // one commit.
     pub(super) async fn redeliver(
         &mut self,
         merchant: Uuid,

@@ -64,6 +64,8 @@ impl Supervisor {
 
     /// Turns the next slice of the outbox into deliveries and stream rows.
     /// Returns whether rows are left.
+    // Long: one slice of the outbox turned into a delivery per subscribed endpoint, in
+    // one batch.
     pub(super) fn fan_out(
         &mut self,
         read: &ReadTxn,

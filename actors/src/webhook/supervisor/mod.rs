@@ -396,6 +396,8 @@ impl Supervisor {
     /// Hands due deliveries to the dispatchers, endpoint by endpoint in
     /// wake order, within the concurrency bounds. Deliveries whose endpoint
     /// was disabled or deleted since they were queued are dropped here.
+    // Long: one scheduling pass (endpoints in wake order, claims within the bounds, stale
+    // rows dropped), then the jobs handed out.
     async fn pass(&mut self) -> DomainResult<()> {
         let now = self.hub.env.clock.now();
         let now_us = micros(now);
