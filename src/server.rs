@@ -250,12 +250,12 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     };
 
     kobo_actors::settlement::ensure_daily_run(&kobo).await?;
-    kobo_actors::usdt::service::start(&kobo).map_err(|e| anyhow::anyhow!(e))?;
-    let resumed = kobo_actors::refund::service::resume_confirmations(&kobo)?;
+    kobo_actors::usdt::service::start(&kobo.crypto_payouts).map_err(|e| anyhow::anyhow!(e))?;
+    let resumed = kobo_actors::refund::service::resume_confirmations(kobo.aftercare.deps())?;
     if resumed > 0 {
         tracing::info!(resumed, "asked again about refunds awaiting confirmation");
     }
-    kobo_actors::webhook::supervisor::start(&kobo, webhook_config(&args)?)
+    kobo_actors::webhook::supervisor::start(&kobo.webhooks, webhook_config(&args)?)
         .map_err(|e| anyhow::anyhow!(e))?;
     let timers = TimerSupervisor::new(kobo.clone()).start();
     let metrics = Metrics::new(&writer_metrics);

@@ -10,11 +10,11 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{scope_key, Mode};
 use crate::merchant::{key_hash, new_secret_key, ApiKey, Brand, Merchant, Settings};
-use crate::registry::{run_once, Activation, Registry, VirtualActor};
-use crate::runtime::Kobo;
+use crate::registry::{run_once, Activation, VirtualActor};
 
 pub fn brand_index_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {
     scope_key(merchant, mode).u64(seq).build()
@@ -33,7 +33,7 @@ fn add_brand(batch: &mut Batch, brand: &Brand) {
 
 /// Creates a brand of a merchant in one mode.
 pub async fn create_brand(
-    kobo: &Arc<Kobo>,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     name: String,
@@ -64,11 +64,7 @@ pub async fn create_brand(
 
 /// Creates a merchant. Returns the operator view with both secret keys (the
 /// only time they are shown, besides a roll).
-pub async fn create_merchant(
-    kobo: &Arc<Kobo>,
-    name: String,
-    settings: Settings,
-) -> DomainResult<Value> {
+pub async fn create_merchant(kobo: &Env, name: String, settings: Settings) -> DomainResult<Value> {
     let now = kobo.clock.now();
     let id = crate::ids::new_id(now);
     let test_key = new_secret_key(Mode::Test);
@@ -127,7 +123,7 @@ pub async fn create_merchant(
     Ok(view)
 }
 
-pub fn load_merchant(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Merchant>> {
+pub fn load_merchant(kobo: &Env, id: Uuid) -> DomainResult<Option<Merchant>> {
     Ok(kobo
         .store
         .read()?
@@ -136,7 +132,7 @@ pub fn load_merchant(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Merchant>> {
 
 /// Serializes changes to one merchant.
 pub struct MerchantActor {
-    activation: Activation<Uuid>,
+    activation: Activation<Self>,
 }
 
 #[derive(Debug, Clone)]
@@ -155,15 +151,13 @@ impl Actor for MerchantActor {
 
 impl VirtualActor for MerchantActor {
     type Key = Uuid;
+    type Deps = Env;
     const KIND: &'static str = "merchant";
-    fn activate(activation: Activation<Uuid>) -> Self {
+    fn activate(activation: Activation<Self>) -> Self {
         MerchantActor { activation }
     }
-    fn activation(&self) -> &Activation<Uuid> {
+    fn activation(&self) -> &Activation<Self> {
         &self.activation
-    }
-    fn registry(kobo: &Kobo) -> &Registry<Self> {
-        &kobo.merchants
     }
 }
 
@@ -171,13 +165,13 @@ impl Handler<ChangeMerchant> for MerchantActor {
     type Result = AtomicResponse<Self, DomainResult<Value>>;
     fn handle(&mut self, msg: ChangeMerchant, _: &mut Context<Self>) -> Self::Result {
         self.activation.touch();
-        let kobo = self.activation.kobo.clone();
+        let kobo = self.activation.deps.clone();
         let id = self.activation.key;
         run_once(self, change(kobo, id, msg.0))
     }
 }
 
-async fn change(kobo: Arc<Kobo>, id: Uuid, change: MerchantChange) -> DomainResult<Value> {
+async fn change(kobo: Arc<Env>, id: Uuid, change: MerchantChange) -> DomainResult<Value> {
     let mut merchant =
         load_merchant(&kobo, id)?.ok_or_else(|| DomainError::not_found("merchant", id))?;
     let now = kobo.clock.now();

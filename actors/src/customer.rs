@@ -11,9 +11,9 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{scope_key, Mode};
-use crate::runtime::Kobo;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Customer {
@@ -78,7 +78,7 @@ impl Customer {
 }
 
 /// The merchant's customer `id` in `mode` (404 otherwise).
-pub fn load(kobo: &Kobo, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<Customer> {
+pub fn load(kobo: &Env, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<Customer> {
     let c: Option<Customer> = kobo
         .store
         .read()?

@@ -116,7 +116,7 @@ impl Event {
     /// Records an event of `event_type` about `object` (as it is at `now`,
     /// the time of the change) in `batch`, the batch of that change.
     pub fn record(
-        kobo: &crate::runtime::Kobo,
+        kobo: &crate::env::Env,
         (merchant, mode): (Uuid, Mode),
         event_type: &str,
         object: Value,
@@ -146,7 +146,7 @@ impl Event {
             .put_raw(
                 Table::EventTypeIndex,
                 scope_key(self.merchant, self.mode)
-                    .u8(crate::webhook::query::type_byte(&self.event_type))
+                    .u8(type_byte(&self.event_type))
                     .u64(self.seq)
                     .build(),
                 self.id.as_bytes().to_vec(),
@@ -158,6 +158,17 @@ impl Event {
             )
             .note_seq(self.seq);
     }
+}
+
+/// The byte of an event type in `event_type_index` keys: its place in
+/// [`EVENT_TYPES`] plus one (the list only ever grows at its end; 0 for an
+/// unknown type).
+pub fn type_byte(event_type: &str) -> u8 {
+    EVENT_TYPES
+        .iter()
+        .position(|t| *t == event_type)
+        .map(|i| i as u8 + 1)
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -190,5 +201,14 @@ mod tests {
                 assert_eq!(e.to_api(), old);
             }
         }
+    }
+
+    #[test]
+    fn every_event_type_has_its_own_index_byte() {
+        let mut bytes: Vec<u8> = EVENT_TYPES.iter().map(|t| type_byte(t)).collect();
+        assert!(bytes.iter().all(|b| *b > 0));
+        bytes.dedup();
+        assert_eq!(bytes.len(), EVENT_TYPES.len());
+        assert_eq!(type_byte("no.such"), 0);
     }
 }

@@ -25,15 +25,15 @@ use uuid::Uuid;
 
 use kobo_storage::{decode, Batch, KeyBuf, Table};
 
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, scope_key, Mode};
-use crate::ledger::actor::PostEntry;
+use crate::ledger::actor::{Ledgers, PostEntry};
 use crate::ledger::{balance_prefix, BalanceRow, Bucket, EntrySpec, EntryType, LineSpec};
-use crate::merchant::{Merchant, UsdSettlement};
+use crate::merchant::Merchant;
 use crate::money::Currency;
-use crate::query::Page;
-use crate::runtime::Kobo;
+use crate::paging::Page;
 
 /// Orders rate publishes (exclusive) against conversions (shared, from
 /// their rate check to their commit). It guards no state: rates and
@@ -41,6 +41,21 @@ use crate::runtime::Kobo;
 /// publish waits only for the conversions already running.
 #[derive(Default)]
 pub struct RateGate(tokio::sync::RwLock<()>);
+
+/// What publishing and converting reach: the environment, the rate gate
+/// and the merchants' ledgers.
+pub struct Fx {
+    pub env: Arc<Env>,
+    pub gate: RateGate,
+    pub ledgers: Ledgers,
+}
+
+impl std::ops::Deref for Fx {
+    type Target = Env;
+    fn deref(&self) -> &Env {
+        &self.env
+    }
+}
 
 /// The largest rate accepted: ₦1,000,000 per dollar.
 pub const MAX_RATE: i64 = 100_000_000;
@@ -117,14 +132,14 @@ fn rate_index_key(seq: u64) -> Vec<u8> {
 }
 
 /// Publishes a rate; it is current from its commit.
-pub async fn publish_rate(kobo: &Kobo, rate: i64) -> DomainResult<FxRate> {
+pub async fn publish_rate(kobo: &Fx, rate: i64) -> DomainResult<FxRate> {
     if !(1..=MAX_RATE).contains(&rate) {
         return Err(DomainError::invalid(
             "rate",
             format!("rate is an integer of kobo per US dollar, from 1 to {MAX_RATE}"),
         ));
     }
-    let _exclusive = kobo.fx_gate.0.write().await;
+    let _exclusive = kobo.gate.0.write().await;
     let now = kobo.clock.now();
     let r = FxRate {
         id: new_id(now),
@@ -149,7 +164,7 @@ pub async fn publish_rate(kobo: &Kobo, rate: i64) -> DomainResult<FxRate> {
 }
 
 /// The newest rate.
-pub fn current_rate(kobo: &Kobo) -> DomainResult<Option<FxRate>> {
+pub fn current_rate(kobo: &Env) -> DomainResult<Option<FxRate>> {
     let read = kobo.store.read()?;
     let mut id = None;
     read.scan_prefix_rev(Table::FxRateIndex, &[], None, |_, v| {
@@ -162,7 +177,7 @@ pub fn current_rate(kobo: &Kobo) -> DomainResult<Option<FxRate>> {
     }
 }
 
-pub fn load_rate(kobo: &Kobo, id: Uuid) -> DomainResult<Option<FxRate>> {
+pub fn load_rate(kobo: &Env, id: Uuid) -> DomainResult<Option<FxRate>> {
     Ok(kobo
         .store
         .read()?
@@ -176,11 +191,11 @@ fn no_rate() -> DomainError {
     )
 }
 
-pub use crate::query::available;
+pub use crate::ledger::query::available;
 
 /// The brands holding available dollars, with the amounts.
 pub fn brands_with_dollars(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
 ) -> DomainResult<Vec<(Uuid, i64)>> {
@@ -203,13 +218,13 @@ pub fn brands_with_dollars(
 /// The brand a call acts for: the named one (404 `brand` when it is not
 /// this merchant's in this mode), else the default brand.
 pub fn resolve_brand(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: &Merchant,
     mode: Mode,
     brand: Option<Uuid>,
 ) -> DomainResult<Uuid> {
     match brand {
-        Some(b) => Ok(crate::query::brand(kobo, merchant.id, mode, b)
+        Some(b) => Ok(crate::merchant::query::brand(kobo, merchant.id, mode, b)
             .map_err(|e| e.with_param("brand"))?
             .id),
         None => Ok(merchant.default_brand(mode)),
@@ -245,7 +260,7 @@ pub struct FxPreviewView {
 
 /// `GET /v1/fx`. No rate yet: 409 `no_fx_rate`.
 pub fn preview(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     brand: Uuid,
@@ -359,8 +374,10 @@ fn rate_changed(current: &FxRate) -> DomainError {
 /// rate. Checks in order: brand (404), rate (404 `rate_id`), the rate is
 /// current (409 `rate_changed`), the amount gives at least one kobo (400),
 /// the dollars (409 `insufficient_funds`, in the ledger actor).
+// Long: one conversion in order (rate checks under the gate, the object, its batch, the
+// ledger entry); the gate guard must span it all.
 pub async fn convert(
-    kobo: &Arc<Kobo>,
+    kobo: &Fx,
     merchant: &Merchant,
     mode: Mode,
     req: Convert,
@@ -370,7 +387,7 @@ pub async fn convert(
     let rate = load_rate(kobo, req.rate_id)?
         .ok_or_else(|| DomainError::not_found("fx_rate", req.rate_id).with_param("rate_id"))?;
     // Held until the entry commits (see the module's notes).
-    let _shared = kobo.fx_gate.0.read().await;
+    let _shared = kobo.gate.0.read().await;
     let current = current_rate(kobo)?.ok_or_else(no_rate)?;
     if current.id != rate.id {
         return Err(rate_changed(&current));
@@ -434,7 +451,6 @@ pub async fn convert(
     };
     kobo.ledgers
         .send(
-            kobo,
             (merchant.id, mode),
             PostEntry {
                 entry,
@@ -446,7 +462,7 @@ pub async fn convert(
     Ok(c)
 }
 
-pub fn load_conversion(kobo: &Kobo, id: Uuid) -> DomainResult<Option<FxConversion>> {
+pub fn load_conversion(kobo: &Env, id: Uuid) -> DomainResult<Option<FxConversion>> {
     Ok(kobo
         .store
         .read()?
@@ -455,13 +471,13 @@ pub fn load_conversion(kobo: &Kobo, id: Uuid) -> DomainResult<Option<FxConversio
 
 /// `GET /v1/fx/conversions`: newest first.
 pub fn list_conversions(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     limit: usize,
     starting_after: Option<Uuid>,
 ) -> DomainResult<Page> {
-    crate::query::page_by_index::<FxConversion>(
+    crate::paging::page_by_index::<FxConversion>(
         kobo,
         Table::FxConversions,
         Table::FxConversionIndex,
@@ -472,104 +488,6 @@ pub fn list_conversions(
         |c| (c.merchant, c.mode, c.seq),
         FxConversion::to_api,
     )
-}
-
-/// What dollar settlement did for one merchant and mode.
-#[derive(Debug, Clone, Default)]
-pub struct DollarSettlement {
-    pub conversions: Vec<Uuid>,
-    pub crypto_payouts: Vec<Uuid>,
-}
-
-/// Dollar settlement (`auto_settlement.usd`), at the daily run before the
-/// naira settlement, for merchants with automatic settlement enabled: each
-/// brand's available dollars are kept, converted to naira at the current
-/// rate (which then joins that morning's naira settlement), or sent as USDT
-/// to `usdt.settle_wallet`. Only what is available at that moment moves, so
-/// a second run the same morning finds nothing. What cannot be done (no
-/// rate, no wallet, USDT off) is skipped with a warning and the dollars are
-/// kept.
-pub async fn settle_dollars(
-    kobo: &Arc<Kobo>,
-    merchant: &Merchant,
-    mode: Mode,
-) -> DomainResult<DollarSettlement> {
-    let mut done = DollarSettlement::default();
-    let Some(auto) = merchant
-        .settings
-        .auto_settlement
-        .as_ref()
-        .filter(|a| a.enabled)
-    else {
-        return Ok(done);
-    };
-    match auto.usd {
-        UsdSettlement::Keep => {}
-        UsdSettlement::Convert => {
-            for (brand, usd) in brands_with_dollars(kobo, merchant.id, mode)? {
-                // A rate published between the read and the conversion is
-                // taken on the next try.
-                for _ in 0..3 {
-                    let Some(rate) = current_rate(kobo)? else {
-                        tracing::warn!(merchant = %merchant.id, "dollar settlement: no rate published; dollars kept");
-                        return Ok(done);
-                    };
-                    if ngn_for(usd, rate.rate) < 1 {
-                        break;
-                    }
-                    let req = Convert {
-                        usd_amount: usd,
-                        rate_id: rate.id,
-                        brand: Some(brand),
-                        automatic: true,
-                    };
-                    match convert(kobo, merchant, mode, req, None).await {
-                        Ok(c) => {
-                            done.conversions.push(c.id);
-                            break;
-                        }
-                        Err(e) if e.code == "rate_changed" => continue,
-                        Err(e) => {
-                            tracing::warn!(merchant = %merchant.id, %brand, error = %e, "dollar settlement: conversion skipped");
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        UsdSettlement::Usdt => {
-            let settings = crate::usdt::settings_of(&merchant.settings.usdt);
-            let wallet = match settings.settle_wallet {
-                Some(w) if settings.enabled => crate::usdt::service::load_wallet(kobo, w)?
-                    .filter(|w| w.merchant == merchant.id && w.mode == mode && w.is_active()),
-                _ => None,
-            };
-            let Some(wallet) = wallet else {
-                if !brands_with_dollars(kobo, merchant.id, mode)?.is_empty() {
-                    tracing::warn!(merchant = %merchant.id, ?mode, "dollar settlement: USDT is off or usdt.settle_wallet names no wallet of this mode; dollars kept");
-                }
-                return Ok(done);
-            };
-            for (brand, usd) in brands_with_dollars(kobo, merchant.id, mode)? {
-                if crate::usdt::quote(usd, settings.fee_bps).usdt_amount < 1 {
-                    continue;
-                }
-                let req = crate::usdt::service::CreateCryptoPayout {
-                    usd_amount: usd,
-                    wallet: wallet.id,
-                    brand: Some(brand),
-                    automatic: true,
-                };
-                match crate::usdt::service::create_payout(kobo, merchant, mode, req, None).await {
-                    Ok(p) => done.crypto_payouts.push(p.id),
-                    Err(e) => {
-                        tracing::warn!(merchant = %merchant.id, %brand, error = %e, "dollar settlement: USDT payout skipped")
-                    }
-                }
-            }
-        }
-    }
-    Ok(done)
 }
 
 #[cfg(test)]

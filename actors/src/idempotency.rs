@@ -17,9 +17,9 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, KeyBuf, ReadTxn, StoreError, Table};
 
+use crate::auth::Caller;
 use crate::clock::micros;
 use crate::ids::{scope_key, Mode};
-use crate::query::Caller;
 
 /// How long a key is remembered.
 pub fn retention() -> Duration {

@@ -19,11 +19,14 @@
 //! - [`clock`], [`provider`], [`runtime`], [`error`], [`ids`]: plumbing.
 
 pub mod admin;
+pub mod auth;
 pub mod banks;
 pub mod calendar;
 pub mod clock;
 pub mod credential;
 pub mod customer;
+pub mod direct_debit;
+pub mod env;
 pub mod error;
 pub mod event;
 pub mod fx;
@@ -33,18 +36,22 @@ pub mod ledger;
 pub mod mandate;
 pub mod merchant;
 pub mod money;
+pub mod paging;
 pub mod payment_intent;
 pub mod payout;
-pub mod provider;
+pub use payment_intent::provider;
+pub mod principal;
 pub mod query;
 pub mod refund;
 pub mod registry;
 pub mod runtime;
 pub mod settlement;
+pub mod timer;
 pub mod timers;
 pub mod usdt;
 pub mod webhook;
 
+pub use env::{Config, Env};
 pub use error::{DomainError, DomainResult, ErrorKind};
 pub use ids::Mode;
-pub use runtime::{Config, Kobo};
+pub use runtime::Kobo;

@@ -14,6 +14,8 @@
 //!   messages already queued is refused with `overloaded` (HTTP 503 +
 //!   Retry-After) instead of queueing without limit.
 //! - The registry lock guards only the address map, never domain state.
+//! - A registry is built at assembly with the handles its actors receive
+//!   (`VirtualActor::Deps`); an actor reaches nothing else.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -27,34 +29,38 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use crate::error::{DomainError, DomainResult};
-use crate::runtime::Kobo;
 
 /// How often an actor checks whether it has been idle long enough to stop.
 pub const IDLE_CHECK: Duration = Duration::from_secs(1);
 
 pub trait VirtualActor: Actor<Context = Context<Self>> {
     type Key: Copy + Eq + Hash + Send + Sync + fmt::Debug + Unpin + 'static;
+    /// The handles every activation of this kind is given.
+    type Deps: Send + Sync + 'static;
     const KIND: &'static str;
-    fn activate(activation: Activation<Self::Key>) -> Self;
-    fn activation(&self) -> &Activation<Self::Key>;
-    fn registry(kobo: &Kobo) -> &Registry<Self>;
+    fn activate(activation: Activation<Self>) -> Self;
+    fn activation(&self) -> &Activation<Self>;
     /// False while the actor has work the store has not confirmed.
     fn can_passivate(&self) -> bool {
         true
     }
 }
 
-/// What every activation knows about itself.
-pub struct Activation<K> {
-    pub key: K,
+/// What every activation knows about itself, and the handles it was given.
+pub struct Activation<A: VirtualActor> {
+    pub key: A::Key,
     pub generation: u64,
-    pub kobo: Arc<Kobo>,
+    pub deps: Arc<A::Deps>,
     queued: Arc<AtomicUsize>,
     stats: Arc<KindStats>,
     last_active: std::cell::Cell<Instant>,
+    /// Idle this long, the actor passivates.
+    idle: Duration,
+    /// The registry's address map, to leave it when passivating.
+    slots: Arc<Slots<A>>,
 }
 
-impl<K> Activation<K> {
+impl<A: VirtualActor> Activation<A> {
     /// Call at the start of every message.
     pub fn touch(&mut self) {
         self.queued.fetch_sub(1, Ordering::AcqRel);
@@ -73,16 +79,37 @@ impl<K> Activation<K> {
 }
 
 /// Starts the idle watch of a freshly started actor.
-pub fn watch_idle<A: VirtualActor>(ctx: &mut Context<A>) {
+fn watch_idle<A: VirtualActor>(ctx: &mut Context<A>) {
     ctx.run_interval(IDLE_CHECK, |act: &mut A, ctx: &mut Context<A>| {
         let a = act.activation();
-        if a.last_active.get().elapsed() < a.kobo.config.actor_idle || !act.can_passivate() {
+        if a.last_active.get().elapsed() < a.idle || !act.can_passivate() {
             return;
         }
-        if A::registry(&a.kobo).try_passivate(a.key, a.generation) {
+        if try_passivate(&a.slots, &a.stats, a.key, a.generation) {
             actix::ActorContext::stop(ctx);
         }
     });
+}
+
+type Slots<A> = Mutex<HashMap<<A as VirtualActor>::Key, Slot<A>>>;
+
+/// Removes the activation if it is still `generation` and nothing is
+/// queued for it. The caller stops the actor when this returns true.
+fn try_passivate<A: VirtualActor>(
+    slots: &Slots<A>,
+    stats: &KindStats,
+    key: A::Key,
+    generation: u64,
+) -> bool {
+    let mut slots = slots.lock();
+    match slots.get(&key) {
+        Some(slot) if slot.generation == generation && slot.queued.load(Ordering::Acquire) == 0 => {
+            slots.remove(&key);
+            stats.passivations.fetch_add(1, Ordering::Relaxed);
+            true
+        }
+        _ => false,
+    }
 }
 
 #[derive(Default)]
@@ -115,10 +142,12 @@ impl Drop for InFlight {
 type Lease<A> = (Addr<A>, u64, Arc<AtomicUsize>, InFlight);
 
 pub struct Registry<A: VirtualActor> {
-    slots: Mutex<HashMap<A::Key, Slot<A>>>,
+    slots: Arc<Slots<A>>,
     next_generation: AtomicU64,
     stats: Arc<KindStats>,
     mailbox_capacity: usize,
+    idle: Duration,
+    deps: Arc<A::Deps>,
 }
 
 /// One kind's health, for `/admin/v1/actors` and `/metrics`.
@@ -136,24 +165,38 @@ pub struct KindSnapshot {
 }
 
 impl<A: VirtualActor> Registry<A> {
-    pub fn new(mailbox_capacity: usize) -> Self {
+    /// A registry whose actors are given `deps`, passivate after `idle`
+    /// and queue at most `mailbox_capacity` messages.
+    pub fn new(deps: Arc<A::Deps>, mailbox_capacity: usize, idle: Duration) -> Self {
         Registry {
-            slots: Mutex::new(HashMap::new()),
+            slots: Arc::new(Mutex::new(HashMap::new())),
             next_generation: AtomicU64::new(1),
             stats: Arc::new(KindStats::default()),
             mailbox_capacity,
+            idle,
+            deps,
         }
+    }
+
+    /// A registry whose actors' handles include (weakly) this registry
+    /// itself: for an actor that delivers later answers to its own kind.
+    pub fn new_cyclic(
+        mailbox_capacity: usize,
+        idle: Duration,
+        deps: impl FnOnce(std::sync::Weak<Registry<A>>) -> A::Deps,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Registry::new(Arc::new(deps(me.clone())), mailbox_capacity, idle))
+    }
+
+    /// The handles this kind's actors are given (its services use them too).
+    pub fn deps(&self) -> &Arc<A::Deps> {
+        &self.deps
     }
 
     /// Leases the actor for `key` (activating it if needed). With `busy`,
     /// an actor that has any message in flight is refused with that error
     /// instead of queueing behind it.
-    fn lease(
-        &self,
-        kobo: &Arc<Kobo>,
-        key: A::Key,
-        busy: Option<fn() -> DomainError>,
-    ) -> DomainResult<Lease<A>> {
+    fn lease(&self, key: A::Key, busy: Option<fn() -> DomainError>) -> DomainResult<Lease<A>> {
         let mut slots = self.slots.lock();
         if let Some(slot) = slots.get(&key) {
             if slot.addr.connected() {
@@ -182,10 +225,12 @@ impl<A: VirtualActor> Registry<A> {
         let activation = Activation {
             key,
             generation,
-            kobo: kobo.clone(),
+            deps: self.deps.clone(),
             queued: queued.clone(),
             stats: self.stats.clone(),
             last_active: std::cell::Cell::new(Instant::now()),
+            idle: self.idle,
+            slots: self.slots.clone(),
         };
         let capacity = self.mailbox_capacity;
         let addr = A::create(move |ctx| {
@@ -207,14 +252,14 @@ impl<A: VirtualActor> Registry<A> {
     }
 
     /// Sends `msg` to the actor for `key`, activating it if needed.
-    pub async fn send<M>(&self, kobo: &Arc<Kobo>, key: A::Key, msg: M) -> DomainResult<M::Result>
+    pub async fn send<M>(&self, key: A::Key, msg: M) -> DomainResult<M::Result>
     where
         M: Message + Send + Clone + 'static,
         M::Result: Send,
         A: Handler<M>,
         A::Context: actix::dev::ToEnvelope<A, M>,
     {
-        self.send_with(kobo, key, msg, None).await
+        self.send_with(key, msg, None).await
     }
 
     /// Like [`Registry::send`], but refused with `busy()` (nothing sent)
@@ -222,7 +267,6 @@ impl<A: VirtualActor> Registry<A> {
     /// that should not wait behind another one on the same object.
     pub async fn send_if_idle<M>(
         &self,
-        kobo: &Arc<Kobo>,
         key: A::Key,
         msg: M,
         busy: fn() -> DomainError,
@@ -233,12 +277,11 @@ impl<A: VirtualActor> Registry<A> {
         A: Handler<M>,
         A::Context: actix::dev::ToEnvelope<A, M>,
     {
-        self.send_with(kobo, key, msg, Some(busy)).await
+        self.send_with(key, msg, Some(busy)).await
     }
 
     async fn send_with<M>(
         &self,
-        kobo: &Arc<Kobo>,
         key: A::Key,
         msg: M,
         busy: Option<fn() -> DomainError>,
@@ -250,7 +293,7 @@ impl<A: VirtualActor> Registry<A> {
         A::Context: actix::dev::ToEnvelope<A, M>,
     {
         for _ in 0..3 {
-            let (addr, generation, queued, _in_flight) = self.lease(kobo, key, busy)?;
+            let (addr, generation, queued, _in_flight) = self.lease(key, busy)?;
             match addr.send(msg.clone()).await {
                 Ok(result) => return Ok(result),
                 Err(MailboxError::Closed) => {
@@ -271,17 +314,7 @@ impl<A: VirtualActor> Registry<A> {
     /// Removes the activation if it is still `generation` and nothing is
     /// queued for it. The caller stops the actor when this returns true.
     pub fn try_passivate(&self, key: A::Key, generation: u64) -> bool {
-        let mut slots = self.slots.lock();
-        match slots.get(&key) {
-            Some(slot)
-                if slot.generation == generation && slot.queued.load(Ordering::Acquire) == 0 =>
-            {
-                slots.remove(&key);
-                self.stats.passivations.fetch_add(1, Ordering::Relaxed);
-                true
-            }
-            _ => false,
-        }
+        try_passivate(&self.slots, &self.stats, key, generation)
     }
 
     fn forget(&self, key: A::Key, generation: u64) {
@@ -319,9 +352,9 @@ impl<A: VirtualActor> Registry<A> {
 pub trait ObjectActor: VirtualActor<Key = uuid::Uuid> {
     type Object: Clone + Send + Unpin + 'static;
     fn object(&mut self) -> &mut Option<Self::Object>;
-    fn activation_mut(&mut self) -> &mut Activation<uuid::Uuid>;
+    fn activation_mut(&mut self) -> &mut Activation<Self>;
     /// The object's last durable snapshot.
-    fn load(kobo: &Kobo, id: uuid::Uuid) -> DomainResult<Option<Self::Object>>;
+    fn load(deps: &Self::Deps, id: uuid::Uuid) -> DomainResult<Option<Self::Object>>;
     /// The merchant and mode the object belongs to.
     fn scope(object: &Self::Object) -> (uuid::Uuid, crate::ids::Mode);
 }
@@ -339,24 +372,24 @@ pub fn run_command<A, F, Fut>(
 ) -> actix::AtomicResponse<A, DomainResult<serde_json::Value>>
 where
     A: ObjectActor,
-    F: FnOnce(Arc<Kobo>, A::Object) -> Fut + 'static,
+    F: FnOnce(Arc<A::Deps>, A::Object) -> Fut + 'static,
     Fut: std::future::Future<Output = DomainResult<(A::Object, serde_json::Value)>> + 'static,
 {
     use actix::{ActorFutureExt, WrapFuture};
     use futures_util::FutureExt;
     act.activation_mut().touch();
-    let kobo = act.activation().kobo.clone();
+    let deps = act.activation().deps.clone();
     let id = act.activation().key;
     let current = match act.object() {
         Some(o) => Ok(Some(o.clone())),
-        None => A::load(&kobo, id),
+        None => A::load(&deps, id),
     };
     let work = async move {
         let object = match current? {
             Some(o) if A::scope(&o) == (merchant, mode) => o,
             _ => return Err(DomainError::not_found(A::KIND, id)),
         };
-        let outcome = command(kobo, object.clone()).await;
+        let outcome = command(deps, object.clone()).await;
         Ok((object, outcome))
     };
     actix::AtomicResponse::new(Box::pin(

@@ -1,120 +1,167 @@
-//! The shared context every actor and handler reaches: store, writer, clock,
-//! sequences, registries, providers and configuration.
+//! Assembly: builds the environment, then each resource's registry with
+//! the handles its actors are given, bottom up (ledgers first; each
+//! resource receives only the handles below it). `Kobo` is the assembled
+//! system the HTTP layer and the timer supervisor hold; no resource
+//! imports it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kobo_storage::{writer::u64_from, writer::META_SEQ_HIGH_WATER, Store, Table, Writer};
+use kobo_storage::{Store, Writer};
 
 use crate::admin::MerchantActor;
-use crate::calendar::Calendar;
 use crate::clock::Clock;
+use crate::direct_debit::MandateProviders;
+use crate::env::Env;
 use crate::error::DomainResult;
-use crate::ledger::actor::LedgerActor;
-use crate::payment_intent::actor::PaymentIntentActor;
-use crate::provider::Providers;
-use crate::registry::{KindSnapshot, Registry};
+use crate::fx::{Fx, RateGate};
+use crate::ledger::actor::Ledgers;
+use crate::mandate::actor::{MandateActor, MandateDeps};
+use crate::payment_intent::actor::{PaymentIntentActor, PaymentIntentDeps};
+use crate::payment_intent::provider::Providers;
+use crate::payout::actor::{PayoutActor, PayoutDeps};
+use crate::payout::rail::{Rails, SandboxRail, UnconfiguredRail};
+use crate::refund::actor::{AftercareActor, AftercareDeps};
+use crate::registry::{KindSnapshot, Registry, VirtualActor};
+use crate::settlement::Settlement;
+use crate::usdt::actor::{CryptoPayoutActor, UsdtDeps, UsdtWalletsActor};
+use crate::usdt::partner::UsdtHub;
+use crate::webhook::Hub;
 
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Prefix of checkout and other links.
-    pub base_url: String,
-    /// An actor idle this long is passivated.
-    pub actor_idle: Duration,
-    /// Queued messages per actor before senders get 503.
-    pub mailbox_capacity: usize,
-    /// Business days and public holidays (settlement).
-    pub calendar: Calendar,
-    /// Added to every sandbox card call (rehearses a real processor's
-    /// latency; 0 by default).
-    pub sandbox_card_latency: Duration,
+pub use crate::env::{Config, Sequence};
+
+/// The assembled system. Derefs to its [`Env`] (store, writer, clock,
+/// sequence, calendar, configuration).
+pub struct Kobo {
+    pub env: Arc<Env>,
+    pub payment_intents: Arc<Registry<PaymentIntentActor>>,
+    pub ledgers: Ledgers,
+    pub merchants: Arc<Registry<MerchantActor>>,
+    pub payouts: Arc<Registry<PayoutActor>>,
+    pub aftercare: Arc<Registry<AftercareActor>>,
+    /// Name enquiry and payout rails, per mode.
+    pub rails: Arc<Rails>,
+    /// Webhook supervisor mailbox and the event stream.
+    pub webhooks: Arc<Hub>,
+    pub crypto_payouts: Arc<Registry<CryptoPayoutActor>>,
+    pub usdt_wallets: Arc<Registry<UsdtWalletsActor>>,
+    /// USDT partners, per mode, and their confirmations.
+    pub usdt: Arc<UsdtHub>,
+    /// Rates and conversions (the rate gate orders them; see [`crate::fx`]).
+    pub fx: Arc<Fx>,
+    /// Direct-debit mandates, one actor each.
+    pub mandates: Arc<Registry<MandateActor>>,
+    /// Direct-debit providers, per mode.
+    pub mandate_providers: Arc<MandateProviders>,
+    /// The daily settlement run's handles.
+    pub settlement: Arc<Settlement>,
 }
 
-/// One increasing sequence for object order and ledger line ids. Its high
-/// water mark is persisted by the writer with every batch that uses it.
-pub struct Sequence(AtomicU64);
-
-impl Sequence {
-    pub fn next(&self) -> u64 {
-        self.0.fetch_add(1, Ordering::Relaxed) + 1
+impl std::ops::Deref for Kobo {
+    type Target = Env;
+    fn deref(&self) -> &Env {
+        &self.env
     }
 }
 
-pub struct Kobo {
-    pub calendar: Calendar,
-    pub store: Store,
-    pub writer: Writer,
-    pub clock: Clock,
-    pub seq: Sequence,
-    pub config: Config,
-    pub providers: Providers,
-    pub payment_intents: Registry<PaymentIntentActor>,
-    pub ledgers: Registry<LedgerActor>,
-    pub merchants: Registry<MerchantActor>,
-    pub payouts: Registry<crate::payout::actor::PayoutActor>,
-    pub aftercare: Registry<crate::refund::actor::AftercareActor>,
-    /// Name enquiry and payout rails, per mode.
-    pub rails: crate::payout::rail::Rails,
-    /// Webhook supervisor mailbox and the event stream.
-    pub webhooks: crate::webhook::Hub,
-    pub crypto_payouts: Registry<crate::usdt::actor::CryptoPayoutActor>,
-    pub usdt_wallets: Registry<crate::usdt::actor::UsdtWalletsActor>,
-    /// USDT partners, per mode, and their confirmations.
-    pub usdt: crate::usdt::partner::UsdtHub,
-    /// Orders rate publishes against conversions (see [`crate::fx`]).
-    pub fx_gate: crate::fx::RateGate,
-    /// Direct-debit mandates, one actor each.
-    pub mandates: Registry<crate::mandate::actor::MandateActor>,
-    /// Direct-debit providers, per mode.
-    pub mandate_providers: crate::mandate::provider::MandateProviders,
-}
-
 impl Kobo {
+    // Long: the assembly, bottom up, each registry built with its handles: a flat list on
+    // purpose.
     pub fn new(
         store: Store,
         writer: Writer,
         clock: Clock,
         config: Config,
     ) -> DomainResult<Arc<Kobo>> {
-        let high_water = store
-            .read()?
-            .get(Table::Meta, META_SEQ_HIGH_WATER)?
-            .map(|v| u64_from(&v))
-            .unwrap_or(0);
-        let capacity = config.mailbox_capacity;
+        let (capacity, idle) = (config.mailbox_capacity, config.actor_idle);
         let providers = Providers::sandbox(config.sandbox_card_latency);
-        let (store_for_rail, writer_for_rail) = (store.clone(), writer.clone());
-        let usdt = crate::usdt::partner::UsdtHub::sandbox(store.clone(), writer.clone());
-        let mandate_providers =
-            crate::mandate::provider::MandateProviders::sandbox(store.clone(), writer.clone());
+        let env = Arc::new(Env::new(store, writer, clock, config)?);
+        let (store, writer) = (env.store.clone(), env.writer.clone());
+        fn registry<A: VirtualActor>(
+            deps: Arc<A::Deps>,
+            (cap, idle): (usize, Duration),
+        ) -> Arc<Registry<A>> {
+            Arc::new(Registry::new(deps, cap, idle))
+        }
+        let sizing = (capacity, idle);
+
+        let ledgers: Ledgers = registry(env.clone(), sizing);
+        let merchants = registry(env.clone(), sizing);
+        let usdt_wallets = registry(env.clone(), sizing);
+        let mandate_providers = Arc::new(MandateProviders::sandbox(store.clone(), writer.clone()));
+        let rails = Arc::new(Rails {
+            test: Box::new(SandboxRail {
+                store: store.clone(),
+                writer: writer.clone(),
+            }),
+            live: Box::new(UnconfiguredRail),
+        });
+        let usdt = Arc::new(UsdtHub::sandbox(store, writer));
+        let payment_intents = registry(
+            Arc::new(PaymentIntentDeps {
+                env: env.clone(),
+                ledgers: ledgers.clone(),
+                providers,
+                mandate_providers: mandate_providers.clone(),
+            }),
+            sizing,
+        );
+        let payouts = registry(
+            Arc::new(PayoutDeps {
+                env: env.clone(),
+                ledgers: ledgers.clone(),
+                rails: rails.clone(),
+            }),
+            sizing,
+        );
+        let aftercare = Registry::new_cyclic(capacity, idle, |aftercare| AftercareDeps {
+            env: env.clone(),
+            ledgers: ledgers.clone(),
+            aftercare,
+        });
+        let crypto_payouts = registry(
+            Arc::new(UsdtDeps {
+                env: env.clone(),
+                ledgers: ledgers.clone(),
+                usdt: usdt.clone(),
+            }),
+            sizing,
+        );
+        let mandates = registry(
+            Arc::new(MandateDeps {
+                env: env.clone(),
+                mandate_providers: mandate_providers.clone(),
+            }),
+            sizing,
+        );
+        let fx = Arc::new(Fx {
+            env: env.clone(),
+            gate: RateGate::default(),
+            ledgers: ledgers.clone(),
+        });
+        let settlement = Arc::new(Settlement {
+            env: env.clone(),
+            ledgers: ledgers.clone(),
+            payouts: payouts.clone(),
+            fx: fx.clone(),
+            crypto_payouts: crypto_payouts.clone(),
+        });
         Ok(Arc::new(Kobo {
-            calendar: config.calendar.clone(),
-            store,
-            writer,
-            clock,
-            seq: Sequence(AtomicU64::new(high_water)),
-            config,
-            providers,
-            payment_intents: Registry::new(capacity),
-            ledgers: Registry::new(capacity),
-            merchants: Registry::new(capacity),
-            payouts: Registry::new(capacity),
-            aftercare: Registry::new(capacity),
-            rails: crate::payout::rail::Rails {
-                test: Box::new(crate::payout::rail::SandboxRail {
-                    store: store_for_rail,
-                    writer: writer_for_rail,
-                }),
-                live: Box::new(crate::payout::rail::UnconfiguredRail),
-            },
-            webhooks: crate::webhook::Hub::new(),
-            crypto_payouts: Registry::new(capacity),
-            usdt_wallets: Registry::new(capacity),
+            webhooks: Arc::new(Hub::new(env.clone())),
+            env,
+            payment_intents,
+            ledgers,
+            merchants,
+            payouts,
+            aftercare,
+            rails,
+            crypto_payouts,
+            usdt_wallets,
             usdt,
-            fx_gate: crate::fx::RateGate::default(),
-            mandates: Registry::new(capacity),
+            fx,
+            mandates,
             mandate_providers,
+            settlement,
         }))
     }
 
@@ -145,7 +192,7 @@ pub fn for_tests(dir: &std::path::Path, now: &str) -> Arc<Kobo> {
             base_url: "http://localhost".into(),
             actor_idle: Duration::from_secs(30),
             mailbox_capacity: 16,
-            calendar: Calendar::nigeria(),
+            calendar: crate::calendar::Calendar::nigeria(),
             sandbox_card_latency: Duration::ZERO,
         },
     )

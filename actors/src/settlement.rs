@@ -1,220 +1,41 @@
-//! Settlement: when captured money becomes available.
-//!
-//! A capture schedules its releases in the same batch that posts it: one
-//! [`ScheduledRelease`] row per bucket it fills (`pending`, and `reserve`
-//! when the merchant has a rolling reserve), each with a durable timer due
-//! at the release instant (08:00 Lagos on the release date). When the timer
-//! fires, the merchant's ledger actor posts a `release` entry (bucket out,
-//! `available` in) and deletes the row and the timer in that same batch, so a
-//! second run — a restart, a late timer, the test helper — finds nothing left
-//! to release: nothing is ever released twice.
+//! Settlement: releasing scheduled money now, the daily 08:00 run
+//! (dollar settlement, then automatic naira payouts) and its schedule. The
+//! release rows themselves belong to the ledger ([`crate::ledger::release`]).
 
-use chrono::{DateTime, Days, Duration, NaiveDate, Utc};
-use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
-use kobo_storage::{Batch, KeyBuf, Table};
+use kobo_storage::{Batch, Table};
 
-use crate::calendar::{delay_out_of_range, Calendar, MAX_DELAY_DAYS};
 use crate::clock::micros;
+use crate::env::Env;
 use crate::error::DomainResult;
-use crate::ids::{scope_key, Mode};
-use crate::ledger::{Bucket, LineSpec};
-use crate::merchant::Settings;
-use crate::money::Currency;
-use crate::timers::{Timer, TimerKind};
+use crate::fx::{brands_with_dollars, convert, current_rate, ngn_for, Convert};
+use crate::ids::Mode;
+use crate::ledger::actor::Ledgers;
+use crate::ledger::release::release_prefix;
+use crate::ledger::Bucket;
+use crate::merchant::{Merchant, UsdSettlement};
+use crate::payout::actor::PayoutActor;
+use crate::registry::Registry;
+use crate::timer::{Timer, TimerKind};
 
-/// Money waiting in `pending` or `reserve` for its release instant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ScheduledRelease {
-    pub payment: Uuid,
-    pub merchant: Uuid,
-    pub mode: Mode,
-    pub brand: Uuid,
-    pub currency: Currency,
-    pub bucket: Bucket,
-    pub amount: i64,
-    pub due: DateTime<Utc>,
-    pub collected_at: DateTime<Utc>,
-}
-
-impl ScheduledRelease {
-    pub fn key(&self) -> Vec<u8> {
-        release_key(
-            self.merchant,
-            self.mode,
-            self.bucket,
-            self.due,
-            self.payment,
-        )
-    }
-
-    pub fn timer_kind(&self) -> TimerKind {
-        match self.bucket {
-            Bucket::Reserve => TimerKind::ReleaseReserve,
-            _ => TimerKind::ReleasePending,
-        }
-    }
-
-    pub fn timer_key(&self) -> Vec<u8> {
-        Timer::key(self.due, self.timer_kind(), self.payment)
-    }
-
-    /// Writes the row and its timer (and, for `pending`, the payment's
-    /// pointer to it, used by refunds and disputes).
-    pub fn schedule(&self, batch: &mut Batch) {
-        batch.put(Table::ScheduledReleases, self.key(), self);
-        if self.bucket == Bucket::Pending {
-            batch.put_raw(
-                Table::ReleasesByPayment,
-                by_payment_key(self.merchant, self.mode, self.payment),
-                self.key(),
-            );
-        }
-        Timer::new(self.timer_kind(), self.payment, self.merchant, self.mode)
-            .schedule(batch, self.due);
-    }
-
-    /// Deletes the row, its timer and pointer (the release happened, or
-    /// nothing is left to release).
-    pub fn unschedule(&self, batch: &mut Batch) {
-        batch
-            .delete(Table::ScheduledReleases, self.key())
-            .delete(Table::Timers, self.timer_key());
-        if self.bucket == Bucket::Pending {
-            batch.delete(
-                Table::ReleasesByPayment,
-                by_payment_key(self.merchant, self.mode, self.payment),
-            );
-        }
-    }
-}
-
-/// Key of a payment's pointer to its pending release row.
-pub fn by_payment_key(merchant: Uuid, mode: Mode, payment: Uuid) -> Vec<u8> {
-    scope_key(merchant, mode).bytes(payment.as_bytes()).build()
-}
-
-pub fn release_prefix(merchant: Uuid, mode: Mode, bucket: Bucket) -> KeyBuf {
-    scope_key(merchant, mode).u8(bucket.byte())
-}
-
-pub fn release_key(
-    merchant: Uuid,
-    mode: Mode,
-    bucket: Bucket,
-    due: DateTime<Utc>,
-    payment: Uuid,
-) -> Vec<u8> {
-    release_prefix(merchant, mode, bucket)
-        .u64(micros(due))
-        .bytes(payment.as_bytes())
-        .build()
-}
-
-/// The share of `net` a reserve of `bps` holds, rounded half up; 0 to
-/// `net` whatever `bps` says (a share over 100% holds all of it).
-pub fn reserve_share(net: i64, bps: i64) -> i64 {
-    if net <= 0 || bps <= 0 {
-        return 0;
-    }
-    let share = ((net as i128) * (bps.min(10_000) as i128) + 5000) / 10000;
-    share.min(net as i128) as i64
-}
-
-/// When reserved money is released: 08:00 Lagos on the Lagos date `days`
-/// after collection (calendar days). Over [`MAX_DELAY_DAYS`]: 409
-/// `settlement_delay_out_of_range`.
-pub fn reserve_release_instant(
-    cal: &Calendar,
-    collected_at: DateTime<Utc>,
-    days: u32,
-) -> DomainResult<DateTime<Utc>> {
-    if days > MAX_DELAY_DAYS {
-        return Err(delay_out_of_range(days));
-    }
-    let date: NaiveDate = cal
-        .lagos_date(collected_at)
-        .checked_add_days(Days::new(days as u64))
-        .ok_or_else(|| delay_out_of_range(days))?;
-    Ok(cal.settlement_instant(date))
-}
-
-/// What a capture posts and schedules: the ledger lines (net into
-/// `pending`, less the reserve's share into `reserve`) and the releases.
-pub struct CapturePlan {
-    pub lines: Vec<LineSpec>,
-    pub releases: Vec<ScheduledRelease>,
-}
-
-#[allow(clippy::too_many_arguments)]
-pub fn plan_capture(
-    cal: &Calendar,
-    settings: &Settings,
-    payment: Uuid,
-    merchant: Uuid,
-    mode: Mode,
-    brand: Uuid,
-    currency: Currency,
-    gross: i64,
-    fee: i64,
-    net: i64,
-    now: DateTime<Utc>,
-) -> DomainResult<CapturePlan> {
-    let reserve = settings
-        .reserve
-        .as_ref()
-        .map(|r| (reserve_share(net, r.percent_bps), r.days))
-        .unwrap_or((0, 0));
-    let pending = net - reserve.0; // 0 <= reserve.0 <= max(net, 0)
-    let mut lines = vec![LineSpec {
-        brand,
-        currency,
-        bucket: Bucket::Pending,
-        amount: pending,
-        gross: Some(gross),
-        fee: Some(fee),
-    }];
-    let delay = settings.settlement_delay_days.for_currency(currency);
-    let mut releases = vec![ScheduledRelease {
-        payment,
-        merchant,
-        mode,
-        brand,
-        currency,
-        bucket: Bucket::Pending,
-        amount: pending,
-        due: cal.release_instant(now, delay)?,
-        collected_at: now,
-    }];
-    if reserve.0 > 0 {
-        lines.push(LineSpec {
-            brand,
-            currency,
-            bucket: Bucket::Reserve,
-            amount: reserve.0,
-            gross: None,
-            fee: None,
-        });
-        releases.push(ScheduledRelease {
-            payment,
-            merchant,
-            mode,
-            brand,
-            currency,
-            bucket: Bucket::Reserve,
-            amount: reserve.0,
-            due: reserve_release_instant(cal, now, reserve.1)?,
-            collected_at: now,
-        });
-    }
-    Ok(CapturePlan { lines, releases })
+/// What the daily run reaches: the ledgers, payouts (automatic naira
+/// settlement), FX and crypto payouts (dollar settlement).
+pub struct Settlement {
+    pub env: Arc<Env>,
+    pub ledgers: Ledgers,
+    pub payouts: Arc<Registry<PayoutActor>>,
+    pub fx: Arc<crate::fx::Fx>,
+    pub crypto_payouts: crate::usdt::service::CryptoPayouts,
 }
 
 /// The keys of a merchant's scheduled releases from `bucket`, due at or
 /// before `until` when given, oldest first.
 pub fn scheduled_keys(
-    kobo: &crate::runtime::Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     bucket: Bucket,
@@ -240,17 +61,15 @@ pub fn scheduled_keys(
 /// chunks (each chunk one entry per payment, one commit). Answers how many
 /// payments' money was released.
 pub async fn release(
-    kobo: &std::sync::Arc<crate::runtime::Kobo>,
+    ledgers: &Ledgers,
     merchant: Uuid,
     mode: Mode,
     keys: Vec<Vec<u8>>,
 ) -> crate::error::DomainResult<usize> {
     let mut released = 0;
     for chunk in keys.chunks(RELEASE_CHUNK) {
-        released += kobo
-            .ledgers
+        released += ledgers
             .send(
-                kobo,
                 (merchant, mode),
                 crate::ledger::actor::ReleaseScheduled {
                     keys: chunk.to_vec(),
@@ -268,7 +87,7 @@ pub const RELEASE_CHUNK: usize = 500;
 pub const META_SETTLEMENT_RUN: &[u8] = b"settlement_run_due";
 
 /// Makes sure the daily settlement run is scheduled (once, at start-up).
-pub async fn ensure_daily_run(kobo: &crate::runtime::Kobo) -> crate::error::DomainResult<()> {
+pub async fn ensure_daily_run(kobo: &Env) -> crate::error::DomainResult<()> {
     // The run is scheduled when its timer row exists (the meta row says
     // when it is due).
     let read = kobo.store.read()?;
@@ -313,12 +132,9 @@ fn schedule_daily_run(batch: &mut Batch, due: DateTime<Utc>) {
 /// releases, which sort first): automatic settlement for every merchant
 /// that has it, then the next run is scheduled. A run interrupted by a crash
 /// runs again; it pays only what is available then, so nothing is paid twice.
-pub async fn run_daily(
-    kobo: &std::sync::Arc<crate::runtime::Kobo>,
-    timer_key: Vec<u8>,
-) -> crate::error::DomainResult<()> {
+pub async fn run_daily(kobo: &Settlement, timer_key: Vec<u8>) -> crate::error::DomainResult<()> {
     let merchants: Vec<crate::merchant::Merchant> = {
-        let read = kobo.store.read()?;
+        let read = kobo.env.store.read()?;
         let mut out = Vec::new();
         read.scan_prefix(Table::Merchants, &[], None, |_, v| {
             let m: crate::merchant::Merchant = kobo_storage::decode(v)?;
@@ -336,31 +152,145 @@ pub async fn run_daily(
     for m in &merchants {
         for mode in [Mode::Test, Mode::Live] {
             // Dollars first: converted naira join this morning's payout.
-            if let Err(e) = crate::fx::settle_dollars(kobo, m, mode).await {
+            if let Err(e) = settle_dollars(kobo, m, mode).await {
                 tracing::warn!(merchant = %m.id, error = %e, "dollar settlement skipped");
             }
-            if let Err(e) = crate::payout::service::auto_settle(kobo, m, mode).await {
+            if let Err(e) = crate::payout::service::auto_settle(kobo.payouts.deps(), m, mode).await
+            {
                 tracing::warn!(merchant = %m.id, error = %e, "automatic settlement skipped");
             }
         }
     }
-    let now = kobo.clock.now();
+    let now = kobo.env.clock.now();
     let mut batch = Batch::new();
     batch.delete(Table::Timers, timer_key);
     // Strictly after now: the next business day's 08:00.
     let next = kobo
+        .env
         .calendar
         .next_settlement_instant(now + Duration::seconds(1));
     schedule_daily_run(&mut batch, next);
-    kobo.writer
+    kobo.env
+        .writer
         .commit(batch)
         .await
         .map_err(|e| crate::error::DomainError::internal(e.to_string()))
 }
 
+/// What dollar settlement did for one merchant and mode.
+#[derive(Debug, Clone, Default)]
+pub struct DollarSettlement {
+    pub conversions: Vec<Uuid>,
+    pub crypto_payouts: Vec<Uuid>,
+}
+
+/// Dollar settlement (`auto_settlement.usd`), at the daily run before the
+/// naira settlement, for merchants with automatic settlement enabled: each
+/// brand's available dollars are kept, converted to naira at the current
+/// rate (which then joins that morning's naira settlement), or sent as USDT
+/// to `usdt.settle_wallet`. Only what is available at that moment moves, so
+/// a second run the same morning finds nothing. What cannot be done (no
+/// rate, no wallet, USDT off) is skipped with a warning and the dollars are
+/// kept.
+// Long: one match over the merchant's dollar settlement choice, an arm per choice.
+pub async fn settle_dollars(
+    kobo: &Settlement,
+    merchant: &Merchant,
+    mode: Mode,
+) -> DomainResult<DollarSettlement> {
+    let mut done = DollarSettlement::default();
+    let Some(auto) = merchant
+        .settings
+        .auto_settlement
+        .as_ref()
+        .filter(|a| a.enabled)
+    else {
+        return Ok(done);
+    };
+    match auto.usd {
+        UsdSettlement::Keep => {}
+        UsdSettlement::Convert => {
+            for (brand, usd) in brands_with_dollars(&kobo.env, merchant.id, mode)? {
+                // A rate published between the read and the conversion is
+                // taken on the next try.
+                for _ in 0..3 {
+                    let Some(rate) = current_rate(&kobo.env)? else {
+                        tracing::warn!(merchant = %merchant.id, "dollar settlement: no rate published; dollars kept");
+                        return Ok(done);
+                    };
+                    if ngn_for(usd, rate.rate) < 1 {
+                        break;
+                    }
+                    let req = Convert {
+                        usd_amount: usd,
+                        rate_id: rate.id,
+                        brand: Some(brand),
+                        automatic: true,
+                    };
+                    match convert(&kobo.fx, merchant, mode, req, None).await {
+                        Ok(c) => {
+                            done.conversions.push(c.id);
+                            break;
+                        }
+                        Err(e) if e.code == "rate_changed" => continue,
+                        Err(e) => {
+                            tracing::warn!(merchant = %merchant.id, %brand, error = %e, "dollar settlement: conversion skipped");
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        UsdSettlement::Usdt => {
+            let settings = crate::usdt::settings_of(&merchant.settings.usdt);
+            let wallet = match settings.settle_wallet {
+                Some(w) if settings.enabled => crate::usdt::service::load_wallet(&kobo.env, w)?
+                    .filter(|w| w.merchant == merchant.id && w.mode == mode && w.is_active()),
+                _ => None,
+            };
+            let Some(wallet) = wallet else {
+                if !brands_with_dollars(&kobo.env, merchant.id, mode)?.is_empty() {
+                    tracing::warn!(merchant = %merchant.id, ?mode, "dollar settlement: USDT is off or usdt.settle_wallet names no wallet of this mode; dollars kept");
+                }
+                return Ok(done);
+            };
+            for (brand, usd) in brands_with_dollars(&kobo.env, merchant.id, mode)? {
+                if crate::usdt::quote(usd, settings.fee_bps).usdt_amount < 1 {
+                    continue;
+                }
+                let req = crate::usdt::service::CreateCryptoPayout {
+                    usd_amount: usd,
+                    wallet: wallet.id,
+                    brand: Some(brand),
+                    automatic: true,
+                };
+                match crate::usdt::service::create_payout(
+                    &kobo.crypto_payouts,
+                    merchant,
+                    mode,
+                    req,
+                    None,
+                )
+                .await
+                {
+                    Ok(p) => done.crypto_payouts.push(p.id),
+                    Err(e) => {
+                        tracing::warn!(merchant = %merchant.id, %brand, error = %e, "dollar settlement: USDT payout skipped")
+                    }
+                }
+            }
+        }
+    }
+    Ok(done)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::calendar::{Calendar, MAX_DELAY_DAYS};
+    use crate::ledger::release::*;
+    use crate::merchant::Settings;
+    use crate::money::Currency;
 
     #[test]
     fn the_reserve_share_rounds_half_up_and_is_zero_without_terms() {
@@ -473,7 +403,7 @@ mod tests {
         assert_eq!(p.lines[1].amount, i64::MAX);
     }
 
-    fn scheduled(kobo: &crate::runtime::Kobo) -> Option<DateTime<Utc>> {
+    fn scheduled(kobo: &Env) -> Option<DateTime<Utc>> {
         let read = kobo.store.read().unwrap();
         let due = read.get(Table::Meta, META_SETTLEMENT_RUN).unwrap()?;
         let due = crate::clock::from_micros(kobo_storage::writer::u64_from(&due) as i64);

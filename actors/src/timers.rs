@@ -1,13 +1,10 @@
-//! Durable timers and the timer supervisor.
-//!
-//! A timer is a row `(due time, kind, id)` in table `timers`, written in the
-//! same batch as the change that needs it (and deleted in the batch of the
-//! change that makes it moot). The supervisor wakes on a tick (system clock)
-//! or when the manual clock is advanced, and sends each due timer to its
-//! actor, in due order; timers with the same due time run concurrently.
-//! With the manual clock, the clock is set to each due time before its timers
-//! run, so what they write carries that time. The supervisor also prunes
-//! idempotency keys older than 24 hours on every pass.
+//! The timer supervisor: the only place that knows every actor a timer
+//! fires. It wakes on a tick (system clock) or when the manual clock is
+//! advanced, and sends each due timer ([`crate::timer`]) to its actor, in due
+//! order; timers with the same due time run concurrently. With the manual
+//! clock, the clock is set to each due time before its timers run, so what
+//! they write carries that time. It also prunes idempotency keys older than
+//! 24 hours on every pass. Runtime layer: it sits above every resource.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,144 +12,25 @@ use std::time::Duration;
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
 use futures_util::future::join_all;
-use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
-use kobo_storage::{decode, Batch, KeyBuf, Table};
+use kobo_storage::{Batch, Table};
 
-use crate::clock::{from_micros, micros};
+use crate::clock::micros;
 use crate::error::{DomainError, DomainResult};
-use crate::ids::Mode;
 use crate::ledger::actor::ReleaseScheduled;
+use crate::ledger::release::release_key;
 use crate::ledger::Bucket;
+use crate::mandate::actor::{MandateAction, MandateMessage};
 use crate::payment_intent::actor::{Action, IntentMessage};
 use crate::payout::actor::{PayoutAction, PayoutMessage};
 use crate::runtime::Kobo;
-use crate::settlement::release_key;
+use crate::timer::{due_of, next_due_group, Timer, TimerKind, PRUNE_MAX};
+use crate::usdt::actor::{CryptoAction, CryptoPayoutMessage};
 
-/// How many timers of one due time are dispatched at once.
-pub const TIMER_FANOUT_MAX: usize = 512;
-/// How many expired idempotency keys one pass prunes.
-pub const PRUNE_MAX: usize = 10_000;
-/// The meta key holding the manual clock's time.
-pub const META_MANUAL_CLOCK: &[u8] = b"manual_clock";
+pub use crate::timer::{timers_due, META_MANUAL_CLOCK};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TimerKind {
-    PaymentIntentAbandon,
-    /// Release a capture's `pending` money to `available`.
-    ReleasePending,
-    /// Release a capture's reserved money to `available`.
-    ReleaseReserve,
-    /// The daily automatic-settlement run (08:00 Lagos, business days).
-    SettlementRun,
-    /// Send a queued payout to the rail.
-    PayoutSend,
-    /// Ask the bank about a payout in flight.
-    PayoutStatus,
-    /// Ask the USDT partner about an unconfirmed crypto payout.
-    CryptoPayoutCheck,
-    /// Ask the mandate provider whether a pending mandate was approved.
-    MandateCheck,
-    /// A pending mandate's 7 days are up.
-    MandateExpire,
-    /// Send a mandate charge's debit to the provider.
-    DirectDebitSend,
-    /// Ask the provider about a debit in flight.
-    DirectDebitStatus,
-}
-
-impl TimerKind {
-    /// Part of the timer's key: timers due at the same instant run by kind,
-    /// in this order (releases before anything that spends what they free).
-    fn byte(self) -> u8 {
-        match self {
-            TimerKind::PaymentIntentAbandon => 1,
-            TimerKind::ReleasePending => 2,
-            TimerKind::ReleaseReserve => 3,
-            TimerKind::SettlementRun => 4,
-            TimerKind::PayoutSend => 5,
-            TimerKind::PayoutStatus => 6,
-            TimerKind::CryptoPayoutCheck => 7,
-            TimerKind::MandateCheck => 8,
-            TimerKind::MandateExpire => 9,
-            TimerKind::DirectDebitSend => 10,
-            TimerKind::DirectDebitStatus => 11,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Timer {
-    pub kind: TimerKind,
-    pub target: Uuid,
-    pub merchant: Uuid,
-    pub mode: Mode,
-}
-
-impl Timer {
-    pub fn new(kind: TimerKind, target: Uuid, merchant: Uuid, mode: Mode) -> Self {
-        Timer {
-            kind,
-            target,
-            merchant,
-            mode,
-        }
-    }
-    pub fn key(due: DateTime<Utc>, kind: TimerKind, target: Uuid) -> Vec<u8> {
-        KeyBuf::new()
-            .u64(micros(due))
-            .u8(kind.byte())
-            .bytes(target.as_bytes())
-            .build()
-    }
-    pub fn schedule(&self, batch: &mut Batch, due: DateTime<Utc>) {
-        batch.put(Table::Timers, Timer::key(due, self.kind, self.target), self);
-    }
-}
-
-fn due_of(key: &[u8]) -> DateTime<Utc> {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&key[..8]);
-    from_micros(u64::from_be_bytes(b) as i64)
-}
-
-/// Timers sharing one due time and kind, with their store keys.
-type DueGroup = (DateTime<Utc>, Vec<(Vec<u8>, Timer)>);
-
-/// Timers due at or before `limit`, all sharing the earliest due time and,
-/// within it, the first kind.
-fn next_due_group(kobo: &Kobo, limit: DateTime<Utc>) -> DomainResult<Option<DueGroup>> {
-    let read = kobo.store.read()?;
-    let mut group: Vec<(Vec<u8>, Timer)> = Vec::new();
-    let mut first: Option<[u8; 9]> = None;
-    read.scan_prefix(Table::Timers, &[], None, |k, v| {
-        let due = due_of(k);
-        let head: [u8; 9] = k[..9].try_into().expect("timer keys start with due|kind");
-        if due > limit || first.is_some_and(|f| f != head) || group.len() >= TIMER_FANOUT_MAX {
-            return Ok(false);
-        }
-        first = Some(head);
-        group.push((k.to_vec(), decode(v)?));
-        Ok(true)
-    })?;
-    Ok(first.map(|f| (due_of(&f), group)))
-}
-
-pub fn timers_due(kobo: &Kobo, limit: DateTime<Utc>) -> DomainResult<u64> {
-    let read = kobo.store.read()?;
-    let mut n = 0;
-    read.scan_prefix(Table::Timers, &[], None, |k, _| {
-        if due_of(k) > limit {
-            return Ok(false);
-        }
-        n += 1;
-        Ok(true)
-    })?;
-    Ok(n)
-}
-
+// Long: one match over timer kinds, an arm per kind (the actor it goes to), then one
+// retry policy for all.
 async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
     let outcome: DomainResult<()> = match timer.kind {
         TimerKind::ReleasePending | TimerKind::ReleaseReserve => {
@@ -170,7 +48,6 @@ async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
             match kobo
                 .ledgers
                 .send(
-                    kobo,
                     (timer.merchant, timer.mode),
                     ReleaseScheduled { keys: vec![row] },
                 )
@@ -184,10 +61,23 @@ async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
                 Ok(Err(e)) | Err(e) => Err(e),
             }
         }
-        TimerKind::SettlementRun => crate::settlement::run_daily(kobo, key.clone()).await,
-        TimerKind::CryptoPayoutCheck => {
-            crate::usdt::actor::on_check_timer(kobo, key.clone(), &timer).await
+        TimerKind::SettlementRun => {
+            crate::settlement::run_daily(&kobo.settlement, key.clone()).await
         }
+        TimerKind::CryptoPayoutCheck => kobo
+            .crypto_payouts
+            .send(
+                timer.target,
+                CryptoPayoutMessage {
+                    merchant: timer.merchant,
+                    mode: timer.mode,
+                    action: CryptoAction::Reconcile {
+                        timer_key: Some(key.clone()),
+                    },
+                },
+            )
+            .await
+            .and_then(|r| r.map(|_| ())),
         TimerKind::PayoutSend | TimerKind::PayoutStatus => {
             let action = match timer.kind {
                 TimerKind::PayoutSend => PayoutAction::Dispatch {
@@ -199,7 +89,6 @@ async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
             };
             kobo.payouts
                 .send(
-                    kobo,
                     timer.target,
                     PayoutMessage {
                         merchant: timer.merchant,
@@ -212,7 +101,26 @@ async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
                 .and_then(|r| r.map(|_| ()))
         }
         TimerKind::MandateCheck | TimerKind::MandateExpire => {
-            crate::mandate::actor::on_timer(kobo, key.clone(), &timer).await
+            let action = match timer.kind {
+                TimerKind::MandateExpire => MandateAction::ExpireTimer {
+                    timer_key: key.clone(),
+                },
+                _ => MandateAction::CheckTimer {
+                    timer_key: key.clone(),
+                },
+            };
+            kobo.mandates
+                .send(
+                    timer.target,
+                    MandateMessage {
+                        merchant: timer.merchant,
+                        mode: timer.mode,
+                        action,
+                        idem: None,
+                    },
+                )
+                .await
+                .and_then(|r| r.map(|_| ()))
         }
         TimerKind::DirectDebitSend | TimerKind::DirectDebitStatus => {
             let action = match timer.kind {
@@ -225,7 +133,6 @@ async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
             };
             kobo.payment_intents
                 .send(
-                    kobo,
                     timer.target,
                     IntentMessage {
                         merchant: timer.merchant,
@@ -243,7 +150,6 @@ async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
             let merchant_name = String::new();
             kobo.payment_intents
                 .send(
-                    kobo,
                     timer.target,
                     IntentMessage {
                         merchant: timer.merchant,
@@ -301,7 +207,7 @@ pub async fn run_due(kobo: &Arc<Kobo>, limit: DateTime<Utc>) -> DomainResult<u64
         join_all(group.into_iter().map(|(k, t)| fire(kobo, k, t))).await;
     }
     // Webhook deliveries (first attempts and retries) due by `limit`.
-    crate::webhook::run_due(kobo, limit).await;
+    crate::webhook::run_due(&kobo.webhooks, limit).await;
     let read = kobo.store.read()?;
     let prune = crate::idempotency::prune_batch(&read, kobo.clock.now(), PRUNE_MAX)?;
     if !prune.is_empty() {

@@ -78,7 +78,7 @@ async fn change(state: &State, raw_id: &str, change: MerchantChange) -> ApiResul
     let view = state
         .kobo
         .merchants
-        .send(&state.kobo, id, ChangeMerchant(change))
+        .send(id, ChangeMerchant(change))
         .await??;
     Ok(json_response(200, &view))
 }

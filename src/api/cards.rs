@@ -87,7 +87,7 @@ async fn act_if_idle(
     state
         .kobo
         .payment_intents
-        .send_if_idle(&state.kobo, id, msg, payment_in_progress)
+        .send_if_idle(id, msg, payment_in_progress)
         .await?
 }
 

@@ -191,7 +191,7 @@ async fn create_conversion(req: HttpRequest, state: State, payload: web::Payload
                     brand,
                 } = body;
                 let c = fx::convert(
-                    &state.kobo,
+                    &state.kobo.fx,
                     &p.merchant,
                     p.mode,
                     Convert {
@@ -280,7 +280,7 @@ async fn publish_rate(req: HttpRequest, state: State, payload: web::Payload) -> 
                 DomainError::invalid("rate", "rate is an integer of kobo per US dollar")
             })?,
     };
-    let r = fx::publish_rate(&state.kobo, rate).await?;
+    let r = fx::publish_rate(&state.kobo.fx, rate).await?;
     Ok(json_response(201, &r.to_api()))
 }
 

@@ -184,7 +184,13 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
                     callback_url: body.callback_url,
                 };
                 direct_debit_enabled(p)?;
-                let m = service::create(&state.kobo, p.merchant.id, p.mode, request, Some(&save))
+                let m = service::create(
+                    state.kobo.mandates.deps(),
+                    p.merchant.id,
+                    p.mode,
+                    request,
+                    Some(&save),
+                )
                     .await?;
                 Ok(Reply::saved(201, m.to_api()))
             },
@@ -259,7 +265,6 @@ async fn send(
         .kobo
         .mandates
         .send(
-            &state.kobo,
             m.id,
             MandateMessage {
                 merchant: m.merchant,

@@ -255,11 +255,7 @@ pub async fn act(
         action,
         idem: save,
     };
-    state
-        .kobo
-        .payment_intents
-        .send(&state.kobo, id, msg)
-        .await?
+    state.kobo.payment_intents.send(id, msg).await?
 }
 
 /// A POST on the intent `{id}` whose body `B` makes the `action` sent to

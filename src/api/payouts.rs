@@ -135,6 +135,7 @@ async fn add_bank_account(req: HttpRequest, state: State, payload: web::Payload)
                 let (bank_code, number) = (body.bank_code, body.account_number);
                 let (view, created) = banks::add(
                     &state.kobo,
+                    &state.kobo.rails,
                     p.merchant.id,
                     p.mode,
                     &bank_code,
@@ -246,7 +247,7 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
                     ..
                 } = body;
                 let payout = service::create(
-                    &state.kobo,
+                    state.kobo.payouts.deps(),
                     &p.merchant,
                     p.mode,
                     CreatePayout {
@@ -427,7 +428,6 @@ async fn send(
         .kobo
         .payouts
         .send(
-            &state.kobo,
             id,
             PayoutMessage {
                 merchant,

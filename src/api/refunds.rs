@@ -74,7 +74,6 @@ async fn send(
         .kobo
         .aftercare
         .send(
-            &state.kobo,
             payment,
             AftercareMessage {
                 merchant: p.merchant.id,

@@ -119,7 +119,7 @@ async fn release_pending(req: HttpRequest, state: State, payload: web::Payload) 
             let kobo = &state.kobo;
             let keys =
                 settlement::scheduled_keys(kobo, p.merchant.id, p.mode, Bucket::Pending, None)?;
-            let released = settlement::release(kobo, p.merchant.id, p.mode, keys).await?;
+            let released = settlement::release(&kobo.ledgers, p.merchant.id, p.mode, keys).await?;
             let view = ReleasePendingView {
                 object: TestHelperResultObject::TestHelperResult,
                 livemode: false,
@@ -171,11 +171,13 @@ async fn run(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult
                     Some(now),
                 )?);
             }
-            let released = settlement::release(kobo, p.merchant.id, p.mode, keys).await?;
+            let released = settlement::release(&kobo.ledgers, p.merchant.id, p.mode, keys).await?;
             // Dollars first (auto_settlement.usd), as the 08:00 run does.
-            let dollars = kobo_actors::fx::settle_dollars(kobo, &p.merchant, p.mode).await?;
+            let dollars =
+                kobo_actors::settlement::settle_dollars(&kobo.settlement, &p.merchant, p.mode).await?;
             let mut payouts =
-                kobo_actors::payout::service::auto_settle(kobo, &p.merchant, p.mode).await?;
+                kobo_actors::payout::service::auto_settle(kobo.payouts.deps(), &p.merchant, p.mode)
+                    .await?;
             payouts.extend(dollars.crypto_payouts);
             let view = SettlementRunView {
                 object: TestHelperResultObject::TestHelperResult,

@@ -206,7 +206,7 @@ async fn create_payout(req: HttpRequest, state: State, payload: web::Payload) ->
                 } = body;
                 check_otp(p.mode, otp)?;
                 let payout = service::create_payout(
-                    &state.kobo,
+                    &state.kobo.crypto_payouts,
                     &p.merchant,
                     p.mode,
                     CreateCryptoPayout {
@@ -320,7 +320,6 @@ async fn add_wallet(
         .kobo
         .usdt_wallets
         .send(
-            &state.kobo,
             merchant,
             WalletChange(WalletCommand::Add {
                 mode,
@@ -347,11 +346,7 @@ async fn delete_wallet(
     let (view, _) = state
         .kobo
         .usdt_wallets
-        .send(
-            &state.kobo,
-            merchant,
-            WalletChange(WalletCommand::Delete { wallet }),
-        )
+        .send(merchant, WalletChange(WalletCommand::Delete { wallet }))
         .await??;
     Ok(json_response(200, &view))
 }

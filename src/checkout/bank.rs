@@ -208,7 +208,7 @@ async fn bank_answer(
     let outcome = match state
         .kobo
         .payment_intents
-        .send(&state.kobo, intent.id, msg)
+        .send(intent.id, msg)
         .await
     {
         Ok(r) => r,

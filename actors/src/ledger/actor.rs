@@ -20,20 +20,24 @@ use uuid::Uuid;
 
 use kobo_storage::{decode, Batch, CommitError, Table};
 
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{scope_key, Mode};
+use crate::ledger::release::ScheduledRelease;
 use crate::ledger::{
-    balance_prefix, balance_store_key, post_all, BalanceKey, BalanceRow, Bucket, EntrySpec,
-    EntryType, LedgerLine, LineSpec,
+    assert_loaded_balances, balance_prefix, balance_store_key, post_all, BalanceKey, BalanceRow,
+    Bucket, EntrySpec, EntryType, LedgerLine, LineSpec, LOAD_CHECK_LINES,
 };
 use crate::registry::{Activation, Registry, VirtualActor};
-use crate::runtime::Kobo;
-use crate::settlement::ScheduledRelease;
+use std::sync::Arc;
 
 pub type LedgerKey = (Uuid, Mode);
 
+/// The merchants' ledgers: the handle a resource that moves money is given.
+pub type Ledgers = Arc<Registry<LedgerActor>>;
+
 pub struct LedgerActor {
-    activation: Activation<LedgerKey>,
+    activation: Activation<Self>,
     balances: Option<HashMap<BalanceKey, i64>>,
     pending_commits: usize,
     /// Scheduled-release rows this actor changed in batches not yet
@@ -69,7 +73,7 @@ pub fn usage_key(merchant: Uuid, mode: Mode, day: NaiveDate) -> Vec<u8> {
 }
 
 /// The payout amount counted toward `day`'s limit, as stored.
-pub fn stored_usage(kobo: &Kobo, merchant: Uuid, mode: Mode, day: NaiveDate) -> DomainResult<i64> {
+pub fn stored_usage(kobo: &Env, merchant: Uuid, mode: Mode, day: NaiveDate) -> DomainResult<i64> {
     Ok(kobo
         .store
         .read()?
@@ -92,8 +96,9 @@ impl Actor for LedgerActor {
 
 impl VirtualActor for LedgerActor {
     type Key = LedgerKey;
+    type Deps = Env;
     const KIND: &'static str = "ledger";
-    fn activate(activation: Activation<LedgerKey>) -> Self {
+    fn activate(activation: Activation<Self>) -> Self {
         LedgerActor {
             activation,
             balances: None,
@@ -102,11 +107,8 @@ impl VirtualActor for LedgerActor {
             usage: HashMap::new(),
         }
     }
-    fn activation(&self) -> &Activation<LedgerKey> {
+    fn activation(&self) -> &Activation<Self> {
         &self.activation
-    }
-    fn registry(kobo: &Kobo) -> &Registry<Self> {
-        &kobo.ledgers
     }
     fn can_passivate(&self) -> bool {
         self.pending_commits == 0
@@ -115,7 +117,7 @@ impl VirtualActor for LedgerActor {
 
 /// Reads a merchant's balances in one mode.
 pub fn load_balances(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
 ) -> DomainResult<HashMap<BalanceKey, i64>> {
@@ -131,6 +133,28 @@ pub fn load_balances(
             Ok(true)
         },
     )?;
+    // The newest lines, until every bucket has been seen or the bound.
+    let mut newest = Vec::new();
+    let mut unseen: HashSet<BalanceKey> = out.keys().copied().collect();
+    let mut complete = true;
+    read.scan_prefix_rev(
+        Table::LedgerLines,
+        &scope_key(merchant, mode).build(),
+        None,
+        |_, v| {
+            if newest.len() == LOAD_CHECK_LINES {
+                complete = false;
+                return Ok(false);
+            }
+            let line: LedgerLine = decode(v)?;
+            unseen.remove(&(line.brand, line.currency, line.bucket));
+            newest.push(line);
+            Ok(!unseen.is_empty())
+        },
+    )?;
+    // Stopping once every bucket is seen checks each bucket's newest line;
+    // a bucket with no line at all is only known after the whole history.
+    assert_loaded_balances(&out, &newest, complete);
     Ok(out)
 }
 
@@ -139,16 +163,29 @@ type Submitted = (Vec<LedgerLine>, oneshot::Receiver<Result<(), CommitError>>);
 impl LedgerActor {
     /// Checks and applies `entries` in memory, adds their lines and balances
     /// to `batch` and submits it. All entries or none.
+    // Long: the load, the daily-limit check and the posting share the actor's state and
+    // must be one step (all entries or none).
     fn post_and_submit(
         &mut self,
         entries: &[EntrySpec],
         mut batch: Batch,
         usage: Option<UsageChange>,
     ) -> DomainResult<Submitted> {
-        let kobo = self.activation.kobo.clone();
+        let kobo = self.activation.deps.clone();
         let (merchant, mode) = self.activation.key;
         if self.balances.is_none() {
-            self.balances = Some(load_balances(&kobo, merchant, mode)?);
+            // A broken invariant in the loaded balances panics: the ledger
+            // stays unloaded (each message retries the load) and says so.
+            let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                load_balances(&kobo, merchant, mode)
+            }));
+            match loaded {
+                Ok(balances) => self.balances = Some(balances?),
+                Err(_) => {
+                    self.activation.record_restart();
+                    return Err(DomainError::internal("the ledger failed to load"));
+                }
+            }
         }
         let usage_after = match usage {
             None => None,
@@ -185,7 +222,9 @@ impl LedgerActor {
         let posting = match posting {
             Ok(p) => p?,
             Err(_) => {
-                // Nothing was applied: the posting works on a copy.
+                // A broken ledger invariant (an entry that does not balance,
+                // a line that does not follow): nothing was applied, the
+                // posting works on a copy.
                 self.activation.record_restart();
                 return Err(DomainError::internal("the ledger failed to post an entry"));
             }
@@ -250,7 +289,7 @@ impl Handler<PostEntry> for LedgerActor {
 
 impl LedgerActor {
     /// The current version of a scheduled-release row.
-    fn current_row(&self, kobo: &Kobo, key: &[u8]) -> DomainResult<Option<ScheduledRelease>> {
+    fn current_row(&self, kobo: &Env, key: &[u8]) -> DomainResult<Option<ScheduledRelease>> {
         if let Some((row, _)) = self.overlay.get(key) {
             return Ok(row.clone());
         }
@@ -300,7 +339,7 @@ impl Handler<ReleaseScheduled> for LedgerActor {
 
     fn handle(&mut self, msg: ReleaseScheduled, _ctx: &mut Context<Self>) -> Self::Result {
         self.activation.touch();
-        let kobo = self.activation.kobo.clone();
+        let kobo = self.activation.deps.clone();
         let mut rows = Vec::new();
         for key in &msg.keys {
             match self.current_row(&kobo, key) {
@@ -411,9 +450,11 @@ pub struct PaymentMoney {
 impl Handler<PaymentMoney> for LedgerActor {
     type Result = ResponseActFuture<Self, DomainResult<Vec<LedgerLine>>>;
 
+    // Long: the payment's pending release is read, then the entry and the release row
+    // changes that must commit together are built.
     fn handle(&mut self, msg: PaymentMoney, _ctx: &mut Context<Self>) -> Self::Result {
         self.activation.touch();
-        let kobo = self.activation.kobo.clone();
+        let kobo = self.activation.deps.clone();
         let (merchant, mode) = self.activation.key;
         let line = |bucket: Bucket, amount: i64| LineSpec {
             brand: msg.brand,
@@ -426,7 +467,7 @@ impl Handler<PaymentMoney> for LedgerActor {
         let pending_row = || -> DomainResult<Option<ScheduledRelease>> {
             let key = kobo.store.read()?.get(
                 Table::ReleasesByPayment,
-                &crate::settlement::by_payment_key(merchant, mode, msg.payment),
+                &crate::ledger::release::by_payment_key(merchant, mode, msg.payment),
             )?;
             match key {
                 Some(k) => self.current_row(&kobo, &k),

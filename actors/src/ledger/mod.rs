@@ -8,6 +8,12 @@
 //! `balance_after` computed in one place.
 
 pub mod actor;
+mod post;
+pub mod query;
+pub mod release;
+pub mod reserve;
+
+pub use post::*;
 
 use std::collections::HashMap;
 
@@ -301,187 +307,9 @@ pub struct BalanceRow {
     pub amount: i64,
 }
 
-/// The posted result of an entry: its lines and the balances they leave.
-#[derive(Debug, Clone)]
-pub struct Posting {
-    pub lines: Vec<LedgerLine>,
-    pub balances: Vec<(BalanceKey, i64)>,
-}
-
-/// Checks `entry` against `balances` and computes its lines. Pure.
-pub fn post(
-    balances: &HashMap<BalanceKey, i64>,
-    merchant: Uuid,
-    mode: Mode,
-    entry: &EntrySpec,
-    mut next_id: impl FnMut() -> u64,
-    now: DateTime<Utc>,
-) -> DomainResult<Posting> {
-    if entry.lines.is_empty() {
-        return Err(DomainError::internal(
-            "a ledger entry needs at least one line",
-        ));
-    }
-    if !entry.entry_type.crosses_the_boundary() {
-        for c in Currency::ALL {
-            // In i128: lines of extreme amounts cannot overflow the check.
-            let sum: i128 = entry
-                .lines
-                .iter()
-                .filter(|l| l.currency == c)
-                .map(|l| l.amount as i128)
-                .sum();
-            if sum != 0 {
-                return Err(DomainError::internal(format!(
-                    "a {} entry must balance; {} lines sum to {sum}",
-                    entry.entry_type.as_str(),
-                    c.as_str()
-                )));
-            }
-        }
-    }
-    let mut working: HashMap<BalanceKey, i64> = HashMap::new();
-    let mut lines = Vec::with_capacity(entry.lines.len());
-    for spec in &entry.lines {
-        let key = (spec.brand, spec.currency, spec.bucket);
-        let before = *working
-            .get(&key)
-            .unwrap_or_else(|| balances.get(&key).unwrap_or(&0));
-        let after = before
-            .checked_add(spec.amount)
-            .ok_or_else(|| DomainError::internal("balance overflow"))?;
-        if after < 0 && spec.amount < 0 && !entry.allow_negative {
-            return Err(DomainError::state(
-                "insufficient_funds",
-                format!(
-                    "the {} {} balance is {before}, short of {}",
-                    spec.currency.as_str(),
-                    spec.bucket.as_str(),
-                    -spec.amount
-                ),
-            ));
-        }
-        working.insert(key, after);
-        lines.push(LedgerLine {
-            id: next_id(),
-            merchant,
-            mode,
-            brand: spec.brand,
-            currency: spec.currency,
-            bucket: spec.bucket,
-            amount: spec.amount,
-            balance_after: after,
-            entry_type: entry.entry_type,
-            gross: spec.gross,
-            fee: spec.fee,
-            source: entry.source,
-            description: entry.description.clone(),
-            created_at: now,
-        });
-    }
-    Ok(Posting {
-        lines,
-        balances: working.into_iter().collect(),
-    })
-}
-
-/// Posts several entries in order, each seeing the balances the previous
-/// left; all or nothing. Pure.
-pub fn post_all(
-    balances: &HashMap<BalanceKey, i64>,
-    merchant: Uuid,
-    mode: Mode,
-    entries: &[EntrySpec],
-    mut next_id: impl FnMut() -> u64,
-    now: DateTime<Utc>,
-) -> DomainResult<Posting> {
-    let mut overlay: HashMap<BalanceKey, i64> = HashMap::new();
-    let mut lines = Vec::new();
-    for entry in entries {
-        let view = |k: &BalanceKey| overlay.get(k).or_else(|| balances.get(k)).copied();
-        let mut current: HashMap<BalanceKey, i64> = HashMap::new();
-        for l in &entry.lines {
-            let k = (l.brand, l.currency, l.bucket);
-            if let Some(v) = view(&k) {
-                current.insert(k, v);
-            }
-        }
-        let p = post(&current, merchant, mode, entry, &mut next_id, now)?;
-        lines.extend(p.lines);
-        overlay.extend(p.balances);
-    }
-    Ok(Posting {
-        lines,
-        balances: overlay.into_iter().collect(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn line(bucket: Bucket, amount: i64) -> LineSpec {
-        LineSpec {
-            brand: Uuid::nil(),
-            currency: Currency::NGN,
-            bucket,
-            amount,
-            gross: None,
-            fee: None,
-        }
-    }
-
-    fn entry(t: EntryType, lines: Vec<LineSpec>) -> EntrySpec {
-        EntrySpec {
-            entry_type: t,
-            source: Uuid::nil(),
-            description: String::new(),
-            lines,
-            allow_negative: false,
-        }
-    }
-
-    #[test]
-    fn balance_after_follows_each_line() {
-        let mut balances = HashMap::new();
-        balances.insert((Uuid::nil(), Currency::NGN, Bucket::Pending), 500);
-        let mut id = 0;
-        let p = post(
-            &balances,
-            Uuid::nil(),
-            Mode::Test,
-            &entry(
-                EntryType::Release,
-                vec![line(Bucket::Pending, -300), line(Bucket::Available, 300)],
-            ),
-            || {
-                id += 1;
-                id
-            },
-            Utc::now(),
-        )
-        .unwrap();
-        assert_eq!(p.lines[0].balance_after, 200);
-        assert_eq!(p.lines[1].balance_after, 300);
-        assert_eq!(p.lines[0].id + 1, p.lines[1].id);
-    }
-
-    #[test]
-    fn an_entry_that_would_overdraw_a_bucket_is_refused() {
-        let e = post(
-            &HashMap::new(),
-            Uuid::nil(),
-            Mode::Test,
-            &entry(
-                EntryType::Release,
-                vec![line(Bucket::Pending, -1), line(Bucket::Available, 1)],
-            ),
-            || 1,
-            Utc::now(),
-        )
-        .unwrap_err();
-        assert_eq!(e.code, "insufficient_funds");
-    }
 
     /// The view renders exactly what the `json!` rendering it replaced did.
     #[test]
@@ -559,55 +387,5 @@ mod tests {
                 .count();
             assert_eq!(n, 1, "{e:?}");
         }
-    }
-
-    #[test]
-    fn a_release_that_does_not_balance_is_a_programmer_error() {
-        let e = post(
-            &HashMap::new(),
-            Uuid::nil(),
-            Mode::Test,
-            &entry(EntryType::Release, vec![line(Bucket::Available, 1)]),
-            || 1,
-            Utc::now(),
-        )
-        .unwrap_err();
-        assert_eq!(e.code, "internal_error");
-    }
-
-    #[test]
-    fn extreme_lines_are_refused_never_wrapped_or_a_panic() {
-        // Lines whose sum overflows i64 (and does not balance) are refused.
-        let e = post(
-            &HashMap::new(),
-            Uuid::nil(),
-            Mode::Test,
-            &entry(
-                EntryType::Release,
-                vec![
-                    line(Bucket::Pending, i64::MAX),
-                    line(Bucket::Available, i64::MAX),
-                ],
-            ),
-            || 1,
-            Utc::now(),
-        )
-        .unwrap_err();
-        assert_eq!(e.code, "internal_error");
-        // A balance that would pass i64::MAX is refused.
-        let mut balances = HashMap::new();
-        balances.insert((Uuid::nil(), Currency::NGN, Bucket::Available), i64::MAX);
-        let e = post(
-            &balances,
-            Uuid::nil(),
-            Mode::Test,
-            &entry(
-                EntryType::Release,
-                vec![line(Bucket::Pending, -1), line(Bucket::Available, 1)],
-            ),
-            || 1,
-            Utc::now(),
-        );
-        assert!(e.is_err());
     }
 }

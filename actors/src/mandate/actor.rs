@@ -11,6 +11,8 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::direct_debit::MandateProviders;
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::idempotency::IdempotencySave;
 use crate::ids::Mode;
@@ -18,12 +20,25 @@ use crate::mandate::service::status_prefix;
 use crate::mandate::{decide, service, Command, Effect, Mandate, MandateStatus};
 use crate::merchant::Merchant;
 use crate::payment_intent::service::{create_mandate_charge, CreatePaymentIntent};
-use crate::registry::{run_command, Activation, ObjectActor, Registry, VirtualActor};
-use crate::runtime::Kobo;
-use crate::timers::{Timer, TimerKind};
+use crate::registry::{run_command, Activation, ObjectActor, VirtualActor};
+use crate::timer::{Timer, TimerKind};
+
+/// What a mandate's actor reaches: the direct-debit providers (the charge
+/// intents it creates need only the environment).
+pub struct MandateDeps {
+    pub env: Arc<Env>,
+    pub mandate_providers: Arc<MandateProviders>,
+}
+
+impl std::ops::Deref for MandateDeps {
+    type Target = Env;
+    fn deref(&self) -> &Env {
+        &self.env
+    }
+}
 
 pub struct MandateActor {
-    activation: Activation<Uuid>,
+    activation: Activation<Self>,
     state: Option<Mandate>,
 }
 
@@ -62,18 +77,16 @@ impl Actor for MandateActor {
 
 impl VirtualActor for MandateActor {
     type Key = Uuid;
+    type Deps = MandateDeps;
     const KIND: &'static str = "mandate";
-    fn activate(activation: Activation<Uuid>) -> Self {
+    fn activate(activation: Activation<Self>) -> Self {
         MandateActor {
             activation,
             state: None,
         }
     }
-    fn activation(&self) -> &Activation<Uuid> {
+    fn activation(&self) -> &Activation<Self> {
         &self.activation
-    }
-    fn registry(kobo: &Kobo) -> &Registry<Self> {
-        &kobo.mandates
     }
 }
 
@@ -82,10 +95,10 @@ impl ObjectActor for MandateActor {
     fn object(&mut self) -> &mut Option<Mandate> {
         &mut self.state
     }
-    fn activation_mut(&mut self) -> &mut Activation<Uuid> {
+    fn activation_mut(&mut self) -> &mut Activation<Self> {
         &mut self.activation
     }
-    fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Mandate>> {
+    fn load(kobo: &Self::Deps, id: Uuid) -> DomainResult<Option<Mandate>> {
         service::load(kobo, id)
     }
     fn scope(o: &Mandate) -> (Uuid, Mode) {
@@ -104,29 +117,8 @@ impl Handler<MandateMessage> for MandateActor {
     }
 }
 
-/// The timer pass's hook for the mandate timers.
-pub async fn on_timer(kobo: &Arc<Kobo>, key: Vec<u8>, timer: &Timer) -> DomainResult<()> {
-    let action = match timer.kind {
-        TimerKind::MandateExpire => MandateAction::ExpireTimer { timer_key: key },
-        _ => MandateAction::CheckTimer { timer_key: key },
-    };
-    kobo.mandates
-        .send(
-            kobo,
-            timer.target,
-            MandateMessage {
-                merchant: timer.merchant,
-                mode: timer.mode,
-                action,
-                idem: None,
-            },
-        )
-        .await?
-        .map(|_| ())
-}
-
 async fn process(
-    kobo: &Arc<Kobo>,
+    kobo: &MandateDeps,
     m: &Mandate,
     msg: MandateMessage,
 ) -> DomainResult<(Mandate, Value)> {
@@ -136,7 +128,7 @@ async fn process(
     let pending = m.status == MandateStatus::Pending;
     let command = match msg.action {
         MandateAction::Refresh if pending => Command::Checked {
-            answer: provider.check(m).await?,
+            answer: provider.check(m.check()).await?,
             periodic: false,
         },
         // Settled: nothing to ask.
@@ -166,7 +158,7 @@ async fn process(
                 return finish(kobo, m, m.clone(), Vec::new(), batch, None).await;
             }
             Command::Checked {
-                answer: provider.check(m).await?,
+                answer: provider.check(m.check()).await?,
                 periodic: true,
             }
         }
@@ -176,7 +168,7 @@ async fn process(
                 return finish(kobo, m, m.clone(), Vec::new(), batch, None).await;
             }
             Command::ExpiryDue {
-                answer: provider.check(m).await?,
+                answer: provider.check(m.check()).await?,
             }
         }
     };
@@ -185,7 +177,7 @@ async fn process(
 }
 
 async fn finish(
-    kobo: &Arc<Kobo>,
+    kobo: &Env,
     before: &Mandate,
     after: Mandate,
     effects: Vec<Effect>,

@@ -15,7 +15,8 @@
 //! happens to the mandate afterwards.
 
 pub mod actor;
-pub mod provider;
+/// The direct-debit providers, at their old path.
+pub use crate::direct_debit as provider;
 pub mod service;
 
 use chrono::{DateTime, Duration, Utc};
@@ -150,6 +151,15 @@ pub struct MandateView {
 }
 
 impl Mandate {
+    /// What the direct-debit provider is asked about.
+    pub fn check(&self) -> provider::MandateCheck {
+        provider::MandateCheck {
+            id: self.id,
+            customer_email: self.customer_email.clone(),
+            customer_name: self.customer_name.clone(),
+        }
+    }
+
     pub fn view(&self) -> MandateView {
         MandateView {
             id: self.id,

@@ -1,20 +1,18 @@
 //! Creating mandates (and the customer of a new email), loads and lists.
 
-use std::sync::Arc;
-
 use serde_json::Value;
 use uuid::Uuid;
 
 use kobo_storage::{Batch, KeyBuf, Table};
 
 use crate::customer::{self, Customer};
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, random_base62, scope_key, Mode};
 use crate::mandate::{approval_window, check_interval, Mandate, MandateStatus};
-use crate::query::Page;
-use crate::runtime::Kobo;
-use crate::timers::{Timer, TimerKind};
+use crate::paging::Page;
+use crate::timer::{Timer, TimerKind};
 
 /// A validated create request.
 #[derive(Debug, Clone)]
@@ -39,7 +37,7 @@ pub fn customer_prefix(merchant: Uuid, mode: Mode, customer: Uuid) -> KeyBuf {
     scope_key(merchant, mode).bytes(customer.as_bytes())
 }
 
-pub fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Mandate>> {
+pub fn load(kobo: &Env, id: Uuid) -> DomainResult<Option<Mandate>> {
     Ok(kobo
         .store
         .read()?
@@ -47,7 +45,7 @@ pub fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Mandate>> {
 }
 
 /// The merchant's mandate `id` in `mode` (404 otherwise).
-pub fn own(kobo: &Kobo, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<Mandate> {
+pub fn own(kobo: &Env, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<Mandate> {
     match load(kobo, id)? {
         Some(m) if m.merchant == merchant && m.mode == mode => Ok(m),
         _ => Err(DomainError::not_found("mandate", id)),
@@ -56,7 +54,7 @@ pub fn own(kobo: &Kobo, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<Ma
 
 /// The mandate behind a sandbox authorization reference (the mandate id
 /// in simple form, then random characters).
-pub fn by_authorization_reference(kobo: &Kobo, reference: &str) -> DomainResult<Option<Mandate>> {
+pub fn by_authorization_reference(kobo: &Env, reference: &str) -> DomainResult<Option<Mandate>> {
     if reference.len() < 33 || reference.len() > 64 || !reference.is_ascii() {
         return Ok(None);
     }
@@ -69,8 +67,10 @@ pub fn by_authorization_reference(kobo: &Kobo, reference: &str) -> DomainResult<
 /// Creates a pending mandate (and, for `customer_email`, its customer):
 /// the mandate, its list indexes, its periodic-check and expiry timers and
 /// the saved response in one batch.
+// Long: one mandate's batch in commit order (customer, object, indexes, timers, saved
+// response).
 pub async fn create(
-    kobo: &Arc<Kobo>,
+    kobo: &super::actor::MandateDeps,
     merchant: Uuid,
     mode: Mode,
     req: CreateMandate,
@@ -174,7 +174,7 @@ pub struct MandateFilter {
 
 /// Newest first, with a cursor. With a customer, that customer's index
 /// (filtered by status when asked); else the status index; else all.
-pub fn list(kobo: &Kobo, merchant: Uuid, mode: Mode, f: &MandateFilter) -> DomainResult<Page> {
+pub fn list(kobo: &Env, merchant: Uuid, mode: Mode, f: &MandateFilter) -> DomainResult<Page> {
     let read = kobo.store.read()?;
     let (table, prefix) = match (f.customer, f.status) {
         (Some(c), _) => (

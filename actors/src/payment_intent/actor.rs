@@ -12,12 +12,15 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::direct_debit::{Debit, DebitOutcome, DebitStatus, MandateProviders};
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::idempotency::IdempotencySave;
 use crate::ids::Mode;
-use crate::mandate::provider::{Debit, DebitOutcome, DebitStatus};
+use crate::ledger::actor::Ledgers;
 use crate::money::Channel;
 use crate::payment_intent::card::{AuthInput, CardDetails, Secret};
+use crate::payment_intent::provider::Providers;
 use crate::payment_intent::service::{
     commit_decision, commit_decision_with, load_attempt, precheck_capture,
 };
@@ -25,11 +28,26 @@ use crate::payment_intent::{
     check_authenticate, check_card_result, check_card_start, decide, AttemptStatus, Command,
     DebitFinal, Decision, Effect, PaymentIntent, Status,
 };
-use crate::registry::{run_command, Activation, ObjectActor, Registry, VirtualActor};
-use crate::runtime::Kobo;
+use crate::registry::{run_command, Activation, ObjectActor, VirtualActor};
+
+/// What a payment intent's actor reaches: the merchant's ledger, the card
+/// providers and the direct-debit providers.
+pub struct PaymentIntentDeps {
+    pub env: Arc<Env>,
+    pub ledgers: Ledgers,
+    pub providers: Providers,
+    pub mandate_providers: Arc<MandateProviders>,
+}
+
+impl std::ops::Deref for PaymentIntentDeps {
+    type Target = Env;
+    fn deref(&self) -> &Env {
+        &self.env
+    }
+}
 
 pub struct PaymentIntentActor {
-    activation: Activation<Uuid>,
+    activation: Activation<Self>,
     state: Option<PaymentIntent>,
 }
 
@@ -115,22 +133,20 @@ impl Actor for PaymentIntentActor {
 
 impl VirtualActor for PaymentIntentActor {
     type Key = Uuid;
+    type Deps = PaymentIntentDeps;
     const KIND: &'static str = "payment_intent";
-    fn activate(activation: Activation<Uuid>) -> Self {
+    fn activate(activation: Activation<Self>) -> Self {
         PaymentIntentActor {
             activation,
             state: None,
         }
     }
-    fn activation(&self) -> &Activation<Uuid> {
+    fn activation(&self) -> &Activation<Self> {
         &self.activation
-    }
-    fn registry(kobo: &Kobo) -> &Registry<Self> {
-        &kobo.payment_intents
     }
 }
 
-pub fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<PaymentIntent>> {
+pub fn load(kobo: &Env, id: Uuid) -> DomainResult<Option<PaymentIntent>> {
     Ok(kobo
         .store
         .read()?
@@ -142,10 +158,10 @@ impl ObjectActor for PaymentIntentActor {
     fn object(&mut self) -> &mut Option<PaymentIntent> {
         &mut self.state
     }
-    fn activation_mut(&mut self) -> &mut Activation<Uuid> {
+    fn activation_mut(&mut self) -> &mut Activation<Self> {
         &mut self.activation
     }
-    fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<PaymentIntent>> {
+    fn load(kobo: &Self::Deps, id: Uuid) -> DomainResult<Option<PaymentIntent>> {
         load(kobo, id)
     }
     fn scope(o: &PaymentIntent) -> (Uuid, Mode) {
@@ -164,8 +180,10 @@ impl Handler<IntentMessage> for PaymentIntentActor {
     }
 }
 
+// Long: one match over the actor's actions, an arm each (provider call, then decide); the
+// commit after it is shared.
 async fn process(
-    kobo: &Arc<Kobo>,
+    kobo: &PaymentIntentDeps,
     intent: &PaymentIntent,
     msg: IntentMessage,
 ) -> DomainResult<(PaymentIntent, Value)> {

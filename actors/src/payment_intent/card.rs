@@ -103,6 +103,8 @@ impl CardDetails {
     /// Checks a card: the number (12 to 19 digits, spaces allowed, Luhn),
     /// the expiry (this month or later; two-digit years are 20xx) and the
     /// CVC (3 digits, 4 for American Express).
+    // Long: one check per card field, in the order errors are reported (number, Luhn,
+    // expiry, CVC).
     pub fn parse(
         number: &str,
         exp_month: i64,

@@ -1,27 +1,26 @@
 //! Creating payment intents and turning decisions into store batches.
 
-use std::sync::Arc;
-
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use kobo_storage::{Batch, CommitError, KeyBuf, Table};
 
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, random_base62, scope_key, sha256_hex, time_ordered_code, Mode};
 use crate::ledger::actor::PostEntry;
+use crate::ledger::release::plan_capture;
 use crate::ledger::{EntrySpec, EntryType};
 use crate::merchant::{Merchant, Settings};
 use crate::money::{Channel, Currency, FeeBearer};
+use crate::payment_intent::actor::PaymentIntentDeps;
 use crate::payment_intent::{
     decide, ChargeAttempt, Command, Decision, Effect, PaymentIntent, Status,
 };
-use crate::runtime::Kobo;
-use crate::settlement::plan_capture;
-use crate::timers::{Timer, TimerKind};
+use crate::timer::{Timer, TimerKind};
 
 /// A validated create request (the HTTP layer parses the body into this).
 #[derive(Debug, Clone)]
@@ -64,7 +63,7 @@ pub fn attempt_key(intent: Uuid, number: u32) -> Vec<u8> {
 /// Creates a payment intent: one batch with the object, its list indexes,
 /// the reference claim, the checkout link and the saved response.
 pub async fn create(
-    kobo: &Arc<Kobo>,
+    kobo: &Env,
     merchant: &Merchant,
     mode: Mode,
     params: CreatePaymentIntent,
@@ -82,7 +81,7 @@ pub async fn create(
 /// replay of the request finds the saved response and never debits twice,
 /// and a crash before the commit leaves nothing behind.
 pub async fn create_mandate_charge(
-    kobo: &Arc<Kobo>,
+    kobo: &Env,
     merchant: &Merchant,
     mode: Mode,
     mandate: Uuid,
@@ -112,8 +111,10 @@ pub async fn create_mandate_charge(
 pub const CHECKOUT_CODE_LEN: usize = 22;
 
 /// A new intent in `created` and its client secret.
+// Long: the checks of the create parameters, then the new intent's struct literal, a
+// field a line.
 fn new_intent(
-    kobo: &Arc<Kobo>,
+    kobo: &Env,
     merchant: &Merchant,
     mode: Mode,
     params: CreatePaymentIntent,
@@ -195,8 +196,10 @@ fn new_intent(
 /// Commits a new intent: the object, its list indexes, the reference claim,
 /// the checkout link, what its first decision asks for (`effects`: charge
 /// attempts, the debit timer) and the saved response, in one batch.
+// Long: one new intent's batch in commit order (object, indexes, customer, effects,
+// reference, saved response).
 async fn commit_new(
-    kobo: &Arc<Kobo>,
+    kobo: &Env,
     intent: &PaymentIntent,
     client_secret: &str,
     effects: &[Effect],
@@ -290,7 +293,7 @@ async fn commit_new(
 /// timers and the saved response in one batch; through the intent's ledger
 /// when money moves. Returns the response body.
 pub async fn commit_decision(
-    kobo: &Arc<Kobo>,
+    kobo: &PaymentIntentDeps,
     before: &PaymentIntent,
     decision: &Decision,
     idem: Option<&IdempotencySave>,
@@ -309,7 +312,7 @@ pub async fn commit_decision(
 /// after the provider answered is exactly the one checked here, whatever
 /// the operator changes meanwhile.
 pub fn precheck_capture(
-    kobo: &Kobo,
+    kobo: &Env,
     intent: &PaymentIntent,
     channel: Channel,
     now: DateTime<Utc>,
@@ -335,8 +338,10 @@ pub fn precheck_capture(
 
 /// [`commit_decision`]; a capture uses `settings` when given (from
 /// [`precheck_capture`]), else the merchant's settings at commit time.
+// Long: a match arm per effect adding its rows to the one batch, then one commit (through
+// the ledger when money moves).
 pub async fn commit_decision_with(
-    kobo: &Arc<Kobo>,
+    kobo: &PaymentIntentDeps,
     before: &PaymentIntent,
     decision: &Decision,
     idem: Option<&IdempotencySave>,
@@ -463,7 +468,6 @@ pub async fn commit_decision_with(
             };
             kobo.ledgers
                 .send(
-                    kobo,
                     (after.merchant, after.mode),
                     PostEntry {
                         entry,
@@ -484,7 +488,7 @@ pub async fn commit_decision_with(
 }
 
 /// Reads one charge attempt.
-pub fn load_attempt(kobo: &Kobo, intent: Uuid, number: u32) -> DomainResult<Option<ChargeAttempt>> {
+pub fn load_attempt(kobo: &Env, intent: Uuid, number: u32) -> DomainResult<Option<ChargeAttempt>> {
     Ok(kobo
         .store
         .read()?

@@ -11,20 +11,36 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
 use crate::idempotency::IdempotencySave;
 use crate::ids::Mode;
+use crate::ledger::actor::Ledgers;
 use crate::ledger::actor::{PostEntry, UsageChange};
 use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
+use crate::payout::rail::Rails;
 use crate::payout::rail::{RailStatus, SendOutcome, Transfer};
 use crate::payout::{decide, service, Command, Effect, Payout, PayoutStatus};
-use crate::registry::{run_command, Activation, ObjectActor, Registry, VirtualActor};
-use crate::runtime::Kobo;
-use crate::timers::{Timer, TimerKind};
+use crate::registry::{run_command, Activation, ObjectActor, VirtualActor};
+use crate::timer::{Timer, TimerKind};
+
+/// What a payout's actor reaches: the merchant's ledger and the payout rails.
+pub struct PayoutDeps {
+    pub env: Arc<Env>,
+    pub ledgers: Ledgers,
+    pub rails: Arc<Rails>,
+}
+
+impl std::ops::Deref for PayoutDeps {
+    type Target = Env;
+    fn deref(&self) -> &Env {
+        &self.env
+    }
+}
 
 pub struct PayoutActor {
-    activation: Activation<Uuid>,
+    activation: Activation<Self>,
     state: Option<Payout>,
 }
 
@@ -58,18 +74,16 @@ impl Actor for PayoutActor {
 
 impl VirtualActor for PayoutActor {
     type Key = Uuid;
+    type Deps = PayoutDeps;
     const KIND: &'static str = "payout";
-    fn activate(activation: Activation<Uuid>) -> Self {
+    fn activate(activation: Activation<Self>) -> Self {
         PayoutActor {
             activation,
             state: None,
         }
     }
-    fn activation(&self) -> &Activation<Uuid> {
+    fn activation(&self) -> &Activation<Self> {
         &self.activation
-    }
-    fn registry(kobo: &Kobo) -> &Registry<Self> {
-        &kobo.payouts
     }
 }
 
@@ -78,10 +92,10 @@ impl ObjectActor for PayoutActor {
     fn object(&mut self) -> &mut Option<Payout> {
         &mut self.state
     }
-    fn activation_mut(&mut self) -> &mut Activation<Uuid> {
+    fn activation_mut(&mut self) -> &mut Activation<Self> {
         &mut self.activation
     }
-    fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Payout>> {
+    fn load(kobo: &Self::Deps, id: Uuid) -> DomainResult<Option<Payout>> {
         service::load(kobo, id)
     }
     fn scope(o: &Payout) -> (Uuid, Mode) {
@@ -101,7 +115,7 @@ impl Handler<PayoutMessage> for PayoutActor {
 }
 
 async fn process(
-    kobo: &Arc<Kobo>,
+    kobo: &PayoutDeps,
     p: &Payout,
     msg: PayoutMessage,
 ) -> DomainResult<(Payout, Value)> {
@@ -151,8 +165,10 @@ async fn process(
     finish(kobo, p, after, effects, batch, msg.idem.as_ref(), now).await
 }
 
+// Long: a match arm per effect adding its rows (and at most one ledger entry) to the one
+// batch, then one commit.
 async fn finish(
-    kobo: &Arc<Kobo>,
+    kobo: &PayoutDeps,
     before: &Payout,
     after: Payout,
     effects: Vec<Effect>,
@@ -235,7 +251,6 @@ async fn finish(
         Some((entry, usage)) => {
             kobo.ledgers
                 .send(
-                    kobo,
                     (after.merchant, after.mode),
                     PostEntry {
                         entry,

@@ -15,7 +15,7 @@
 //! counting toward the day's limit.
 
 pub mod actor;
-pub mod rail;
+pub use crate::banks::rail;
 pub mod service;
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};

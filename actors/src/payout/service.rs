@@ -1,7 +1,5 @@
 //! Creating payouts, the payout quote, limits, and automatic settlement.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -10,6 +8,7 @@ use uuid::Uuid;
 use kobo_storage::{Batch, Table};
 
 use crate::banks::{self, BankAccount};
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, scope_key, Mode};
@@ -17,9 +16,9 @@ use crate::ledger::actor::{stored_usage, PostEntry, UsageChange};
 use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
 use crate::merchant::{Merchant, PayoutTier};
 use crate::money::{payout_fee, Currency};
+use crate::payout::actor::PayoutDeps;
 use crate::payout::{Payout, PayoutStatus};
-use crate::runtime::Kobo;
-use crate::timers::{Timer, TimerKind};
+use crate::timer::{Timer, TimerKind};
 
 /// The smallest payout: ₦1.
 pub const MIN_PAYOUT: i64 = 100;
@@ -75,7 +74,7 @@ pub fn payout_list_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {
     scope_key(merchant, mode).u64(seq).build()
 }
 
-pub fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Payout>> {
+pub fn load(kobo: &Env, id: Uuid) -> DomainResult<Option<Payout>> {
     Ok(kobo
         .store
         .read()?
@@ -156,7 +155,7 @@ pub struct PayoutQuoteView {
 /// `GET /v1/payouts/quote`, as JSON. Reads the balance and the day's usage;
 /// reserves nothing.
 pub fn quote(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: &Merchant,
     mode: Mode,
     amount: i64,
@@ -169,13 +168,13 @@ pub fn quote(
 /// `GET /v1/payouts/quote`. Reads the balance and the day's usage; reserves
 /// nothing.
 pub fn quote_view(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: &Merchant,
     mode: Mode,
     amount: i64,
     brand: Uuid,
 ) -> DomainResult<PayoutQuoteView> {
-    let available = crate::query::available(kobo, merchant.id, mode, brand, Currency::NGN)?;
+    let available = crate::ledger::query::available(kobo, merchant.id, mode, brand, Currency::NGN)?;
     let day = kobo.calendar.lagos_date(kobo.clock.now());
     let used_today = stored_usage(kobo, merchant.id, mode, day)?;
     Ok(quote_from(
@@ -241,8 +240,10 @@ pub struct CreatePayout {
 /// Creates a payout: the record and the move of amount + fee + VAT from
 /// `available` to `payout_in_flight` commit together, through the merchant's
 /// ledger, which checks the balance and the day's limit in the same step.
+// Long: one payout in order (checks, the object and its batch, the ledger entry that
+// holds the money); the struct literal is a field a line.
 pub async fn create(
-    kobo: &Arc<Kobo>,
+    kobo: &PayoutDeps,
     merchant: &Merchant,
     mode: Mode,
     req: CreatePayout,
@@ -254,7 +255,7 @@ pub async fn create(
         })?;
     let brand = match req.brand {
         Some(b) => {
-            crate::query::brand(kobo, merchant.id, mode, b)
+            crate::merchant::query::brand(kobo, merchant.id, mode, b)
                 .map_err(|e| e.with_param("brand"))?
                 .id
         }
@@ -340,7 +341,6 @@ pub async fn create(
     };
     kobo.ledgers
         .send(
-            kobo,
             (merchant.id, mode),
             PostEntry {
                 entry,
@@ -371,13 +371,13 @@ pub async fn create(
 
 /// Newest first, with a cursor.
 pub fn list(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     limit: usize,
     starting_after: Option<Uuid>,
-) -> DomainResult<crate::query::Page> {
-    crate::query::page_by_index::<Payout>(
+) -> DomainResult<crate::paging::Page> {
+    crate::paging::page_by_index::<Payout>(
         kobo,
         Table::Payouts,
         Table::PayoutIndex,
@@ -395,7 +395,7 @@ pub fn list(
 /// settlement account when it is above the minimum. Only what is available
 /// at this moment is paid, so a second run the same morning finds nothing.
 pub async fn auto_settle(
-    kobo: &Arc<Kobo>,
+    kobo: &PayoutDeps,
     merchant: &Merchant,
     mode: Mode,
 ) -> DomainResult<Vec<Uuid>> {
@@ -416,13 +416,14 @@ pub async fn auto_settle(
     let l = limits(merchant);
     let day = kobo.calendar.lagos_date(kobo.clock.now());
     let mut made = Vec::new();
-    let page = crate::query::list_brands(kobo, merchant.id, mode, 100, None)?;
+    let page = crate::merchant::query::list_brands(kobo, merchant.id, mode, 100, None)?;
     for brand in page.data {
         let brand: Uuid = brand["id"]
             .as_str()
             .and_then(|s| Uuid::try_parse(s).ok())
             .expect("brand id");
-        let available = crate::query::available(kobo, merchant.id, mode, brand, Currency::NGN)?;
+        let available =
+            crate::ledger::query::available(kobo, merchant.id, mode, brand, Currency::NGN)?;
         let used = stored_usage(kobo, merchant.id, mode, day)?;
         let amount = max_for_balance(available)
             .min(l.per_payout)

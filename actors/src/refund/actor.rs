@@ -9,10 +9,12 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, Mode};
+use crate::ledger::actor::Ledgers;
 use crate::ledger::actor::{PaymentMoney, PaymentMoneyOp};
 use crate::ledger::{Bucket, EntryType};
 use crate::payment_intent::{PaymentIntent, Status};
@@ -20,10 +22,24 @@ use crate::refund::provider::{sandbox_answer, RefundAnswer, SANDBOX_CONFIRMATION
 use crate::refund::service::{self, dispute_list_key, refund_by_payment_key, refund_list_key};
 use crate::refund::{response_window, Aftercare, Dispute, DisputeStatus, Refund, RefundStatus};
 use crate::registry::{run_once, Activation, Registry, VirtualActor};
-use crate::runtime::Kobo;
+
+/// What the aftercare actor reaches: the merchant's ledger.
+pub struct AftercareDeps {
+    pub env: Arc<Env>,
+    pub ledgers: Ledgers,
+    /// This kind's registry: a provider's later answer is delivered to it.
+    pub aftercare: std::sync::Weak<Registry<AftercareActor>>,
+}
+
+impl std::ops::Deref for AftercareDeps {
+    type Target = Env;
+    fn deref(&self) -> &Env {
+        &self.env
+    }
+}
 
 pub struct AftercareActor {
-    activation: Activation<Uuid>,
+    activation: Activation<Self>,
 }
 
 #[derive(Debug, Clone)]
@@ -68,15 +84,13 @@ impl Actor for AftercareActor {
 
 impl VirtualActor for AftercareActor {
     type Key = Uuid;
+    type Deps = AftercareDeps;
     const KIND: &'static str = "payment_aftercare";
-    fn activate(activation: Activation<Uuid>) -> Self {
+    fn activate(activation: Activation<Self>) -> Self {
         AftercareActor { activation }
     }
-    fn activation(&self) -> &Activation<Uuid> {
+    fn activation(&self) -> &Activation<Self> {
         &self.activation
-    }
-    fn registry(kobo: &Kobo) -> &Registry<Self> {
-        &kobo.aftercare
     }
 }
 
@@ -85,7 +99,7 @@ impl Handler<AftercareMessage> for AftercareActor {
 
     fn handle(&mut self, msg: AftercareMessage, _ctx: &mut Context<Self>) -> Self::Result {
         self.activation.touch();
-        let kobo = self.activation.kobo.clone();
+        let kobo = self.activation.deps.clone();
         let payment = self.activation.key;
         // State is read from the store each time: this actor is its only
         // writer and waits for each commit, so the store is always current.
@@ -93,7 +107,13 @@ impl Handler<AftercareMessage> for AftercareActor {
     }
 }
 
-async fn process(kobo: Arc<Kobo>, payment: Uuid, msg: AftercareMessage) -> DomainResult<Value> {
+// Long: one match over aftercare actions (refunds, disputes), an arm each; the batch,
+// saved response and ledger call after it are shared.
+async fn process(
+    kobo: Arc<AftercareDeps>,
+    payment: Uuid,
+    msg: AftercareMessage,
+) -> DomainResult<Value> {
     let read = kobo.store.read()?;
     let intent: PaymentIntent =
         match read.get_decoded::<PaymentIntent>(Table::PaymentIntents, payment.as_bytes())? {
@@ -370,7 +390,6 @@ async fn process(kobo: Arc<Kobo>, payment: Uuid, msg: AftercareMessage) -> Domai
         Some((op, entry_type, source, description)) => {
             kobo.ledgers
                 .send(
-                    &kobo,
                     (intent.merchant, intent.mode),
                     money(op, entry_type, source, description, batch),
                 )
@@ -400,7 +419,7 @@ async fn process(kobo: Arc<Kobo>, payment: Uuid, msg: AftercareMessage) -> Domai
     Ok(view)
 }
 
-async fn commit_plain(kobo: &Kobo, batch: Batch, view: Value) -> DomainResult<Value> {
+async fn commit_plain(kobo: &Env, batch: Batch, view: Value) -> DomainResult<Value> {
     kobo.writer
         .commit(batch)
         .await
@@ -408,7 +427,7 @@ async fn commit_plain(kobo: &Kobo, batch: Batch, view: Value) -> DomainResult<Va
     Ok(view)
 }
 
-fn own_dispute(kobo: &Kobo, id: Uuid, intent: &PaymentIntent) -> DomainResult<Dispute> {
+fn own_dispute(kobo: &Env, id: Uuid, intent: &PaymentIntent) -> DomainResult<Dispute> {
     match service::load_dispute(kobo, id)? {
         Some(d) if d.payment_intent == intent.id => Ok(d),
         _ => Err(DomainError::not_found("dispute", id)),
@@ -418,7 +437,7 @@ fn own_dispute(kobo: &Kobo, id: Uuid, intent: &PaymentIntent) -> DomainResult<Di
 /// Asks the provider to send a refund; its confirmation arrives later, as
 /// a message to the payment's aftercare actor. Test mode: the sandbox.
 pub fn ask_provider(
-    kobo: &Arc<Kobo>,
+    kobo: &AftercareDeps,
     merchant: Uuid,
     mode: Mode,
     payment: Uuid,
@@ -434,9 +453,12 @@ pub fn ask_provider(
     if answer == RefundAnswer::StaysPending {
         return;
     }
-    let kobo = kobo.clone();
+    let aftercare = kobo.aftercare.clone();
     actix::spawn(async move {
         tokio::time::sleep(SANDBOX_CONFIRMATION_DELAY).await;
+        let Some(aftercare) = aftercare.upgrade() else {
+            return;
+        };
         let (succeeded, reason) = match answer {
             RefundAnswer::Succeeded => (true, None),
             RefundAnswer::Failed(r) => (false, Some(r)),
@@ -452,12 +474,7 @@ pub fn ask_provider(
             },
             idem: None,
         };
-        if let Err(e) = kobo
-            .aftercare
-            .send(&kobo, payment, msg)
-            .await
-            .and_then(|r| r)
-        {
+        if let Err(e) = aftercare.send(payment, msg).await.and_then(|r| r) {
             tracing::warn!(%refund, error = %e, "refund confirmation not applied; it is retried at the next start");
         }
     });

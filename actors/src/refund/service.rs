@@ -1,16 +1,14 @@
 //! Reads and keys of refunds and disputes; resuming refund confirmations.
 
-use std::sync::Arc;
-
 use uuid::Uuid;
 
 use kobo_storage::Table;
 
+use crate::env::Env;
 use crate::error::DomainResult;
 use crate::ids::{scope_key, Mode};
-use crate::query::{page_by_index, page_within, Page};
+use crate::paging::{page_by_index, page_within, Page};
 use crate::refund::{Dispute, Refund, RefundStatus};
-use crate::runtime::Kobo;
 
 pub fn refund_list_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {
     scope_key(merchant, mode).u64(seq).build()
@@ -27,14 +25,14 @@ pub fn dispute_list_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {
     scope_key(merchant, mode).u64(seq).build()
 }
 
-pub fn load_refund(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Refund>> {
+pub fn load_refund(kobo: &Env, id: Uuid) -> DomainResult<Option<Refund>> {
     Ok(kobo
         .store
         .read()?
         .get_decoded(Table::Refunds, id.as_bytes())?)
 }
 
-pub fn load_dispute(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Dispute>> {
+pub fn load_dispute(kobo: &Env, id: Uuid) -> DomainResult<Option<Dispute>> {
     Ok(kobo
         .store
         .read()?
@@ -43,7 +41,7 @@ pub fn load_dispute(kobo: &Kobo, id: Uuid) -> DomainResult<Option<Dispute>> {
 
 /// Refunds newest first; all of one payment's when `payment` is given.
 pub fn list_refunds(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     payment: Option<Uuid>,
@@ -74,7 +72,7 @@ pub fn list_refunds(
 
 /// Disputes newest first.
 pub fn list_disputes(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     limit: usize,
@@ -95,7 +93,7 @@ pub fn list_disputes(
 
 /// After a restart, asks again about every refund still awaiting its
 /// provider's confirmation.
-pub fn resume_confirmations(kobo: &Arc<Kobo>) -> DomainResult<usize> {
+pub fn resume_confirmations(kobo: &super::actor::AftercareDeps) -> DomainResult<usize> {
     let read = kobo.store.read()?;
     let mut n = 0;
     read.scan_prefix(Table::RefundsAwaiting, &[], None, |k, _| {

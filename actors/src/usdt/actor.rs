@@ -17,20 +17,37 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
 use crate::ids::Mode;
+use crate::ledger::actor::Ledgers;
 use crate::ledger::actor::PostEntry;
 use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
 use crate::money::Currency;
-use crate::registry::{run_command, run_once, Activation, ObjectActor, Registry, VirtualActor};
-use crate::runtime::Kobo;
-use crate::timers::{Timer, TimerKind};
+use crate::registry::{run_command, run_once, Activation, ObjectActor, VirtualActor};
+use crate::timer::{Timer, TimerKind};
+use crate::usdt::partner::UsdtHub;
 use crate::usdt::partner::{CryptoTransfer, PartnerStatus, SubmitOutcome};
 use crate::usdt::{check_interval, decide, service, Command, CryptoPayout, Effect, Network};
 
+/// What a crypto payout's actor reaches: the merchant's ledger and the USDT
+/// partners.
+pub struct UsdtDeps {
+    pub env: Arc<Env>,
+    pub ledgers: Ledgers,
+    pub usdt: Arc<UsdtHub>,
+}
+
+impl std::ops::Deref for UsdtDeps {
+    type Target = Env;
+    fn deref(&self) -> &Env {
+        &self.env
+    }
+}
+
 pub struct CryptoPayoutActor {
-    activation: Activation<Uuid>,
+    activation: Activation<Self>,
     state: Option<CryptoPayout>,
 }
 
@@ -59,18 +76,16 @@ impl Actor for CryptoPayoutActor {
 
 impl VirtualActor for CryptoPayoutActor {
     type Key = Uuid;
+    type Deps = UsdtDeps;
     const KIND: &'static str = "crypto_payout";
-    fn activate(activation: Activation<Uuid>) -> Self {
+    fn activate(activation: Activation<Self>) -> Self {
         CryptoPayoutActor {
             activation,
             state: None,
         }
     }
-    fn activation(&self) -> &Activation<Uuid> {
+    fn activation(&self) -> &Activation<Self> {
         &self.activation
-    }
-    fn registry(kobo: &Kobo) -> &Registry<Self> {
-        &kobo.crypto_payouts
     }
 }
 
@@ -79,10 +94,10 @@ impl ObjectActor for CryptoPayoutActor {
     fn object(&mut self) -> &mut Option<CryptoPayout> {
         &mut self.state
     }
-    fn activation_mut(&mut self) -> &mut Activation<Uuid> {
+    fn activation_mut(&mut self) -> &mut Activation<Self> {
         &mut self.activation
     }
-    fn load(kobo: &Kobo, id: Uuid) -> DomainResult<Option<CryptoPayout>> {
+    fn load(kobo: &Self::Deps, id: Uuid) -> DomainResult<Option<CryptoPayout>> {
         service::load_payout(kobo, id)
     }
     fn scope(o: &CryptoPayout) -> (Uuid, Mode) {
@@ -111,7 +126,11 @@ fn command_of(status: PartnerStatus) -> Command {
 }
 
 /// Asks the partner; submits when it never got the payout.
-async fn ask_partner(kobo: &Kobo, p: &CryptoPayout, now: DateTime<Utc>) -> DomainResult<Command> {
+async fn ask_partner(
+    kobo: &UsdtDeps,
+    p: &CryptoPayout,
+    now: DateTime<Utc>,
+) -> DomainResult<Command> {
     let partner = kobo.usdt.for_mode(p.mode);
     if let Some(status) = partner.status(p.id).await? {
         return Ok(command_of(status));
@@ -129,7 +148,7 @@ async fn ask_partner(kobo: &Kobo, p: &CryptoPayout, now: DateTime<Utc>) -> Domai
 }
 
 async fn process(
-    kobo: &Arc<Kobo>,
+    kobo: &UsdtDeps,
     p: &CryptoPayout,
     action: CryptoAction,
 ) -> DomainResult<(CryptoPayout, Value)> {
@@ -187,8 +206,10 @@ fn line(p: &CryptoPayout, bucket: Bucket, amount: i64) -> LineSpec {
     }
 }
 
+// Long: a match arm per effect adding its rows (and at most one ledger entry) to the one
+// batch, then one commit.
 async fn finish(
-    kobo: &Arc<Kobo>,
+    kobo: &UsdtDeps,
     before: &CryptoPayout,
     after: CryptoPayout,
     effects: Vec<Effect>,
@@ -246,7 +267,6 @@ async fn finish(
         Some(entry) => {
             kobo.ledgers
                 .send(
-                    kobo,
                     (after.merchant, after.mode),
                     PostEntry {
                         entry,
@@ -266,28 +286,10 @@ async fn finish(
     Ok((after, view))
 }
 
-/// The check timer fired (from the timer supervisor).
-pub async fn on_check_timer(kobo: &Arc<Kobo>, key: Vec<u8>, timer: &Timer) -> DomainResult<()> {
-    kobo.crypto_payouts
-        .send(
-            kobo,
-            timer.target,
-            CryptoPayoutMessage {
-                merchant: timer.merchant,
-                mode: timer.mode,
-                action: CryptoAction::Reconcile {
-                    timer_key: Some(key),
-                },
-            },
-        )
-        .await?
-        .map(|_| ())
-}
-
 /// Serializes one merchant's wallet changes (add, delete), so the same
 /// address is never registered twice and a delete never races an add.
 pub struct UsdtWalletsActor {
-    activation: Activation<Uuid>,
+    activation: Activation<Self>,
 }
 
 #[derive(Debug, Clone)]
@@ -315,15 +317,13 @@ impl Actor for UsdtWalletsActor {
 
 impl VirtualActor for UsdtWalletsActor {
     type Key = Uuid;
+    type Deps = Env;
     const KIND: &'static str = "usdt_wallets";
-    fn activate(activation: Activation<Uuid>) -> Self {
+    fn activate(activation: Activation<Self>) -> Self {
         UsdtWalletsActor { activation }
     }
-    fn activation(&self) -> &Activation<Uuid> {
+    fn activation(&self) -> &Activation<Self> {
         &self.activation
-    }
-    fn registry(kobo: &Kobo) -> &Registry<Self> {
-        &kobo.usdt_wallets
     }
 }
 
@@ -331,7 +331,7 @@ impl Handler<WalletChange> for UsdtWalletsActor {
     type Result = AtomicResponse<Self, DomainResult<(Value, bool)>>;
     fn handle(&mut self, msg: WalletChange, _: &mut Context<Self>) -> Self::Result {
         self.activation.touch();
-        let kobo = self.activation.kobo.clone();
+        let kobo = self.activation.deps.clone();
         let merchant = self.activation.key;
         let work = async move {
             match msg.0 {

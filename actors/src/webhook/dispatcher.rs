@@ -23,6 +23,10 @@ use crate::clock::Clock;
 
 use super::{signature_header, Msg, ATTEMPT_TIMEOUT};
 
+/// Attempts in flight to one endpoint at most (the supervisor's bound, and
+/// the idle connections kept per host).
+pub const PER_ENDPOINT_IN_FLIGHT_MAX: usize = 8;
+
 /// How the delivery client is set up (from `kobo serve` flags).
 #[derive(Debug, Clone, Default)]
 pub struct ClientConfig {
@@ -130,7 +134,7 @@ pub fn build_client(cfg: &ClientConfig) -> Result<reqwest::Client, String> {
         .no_proxy()
         .https_only(true)
         .user_agent(concat!("kobo-webhooks/", env!("CARGO_PKG_VERSION")))
-        .pool_max_idle_per_host(super::supervisor::PER_ENDPOINT_IN_FLIGHT_MAX)
+        .pool_max_idle_per_host(PER_ENDPOINT_IN_FLIGHT_MAX)
         .pool_idle_timeout(std::time::Duration::from_secs(60))
         .dns_resolver(Arc::new(PublicOnly {
             fake: cfg.fake_dns.clone(),

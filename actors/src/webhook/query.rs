@@ -10,23 +10,13 @@ use uuid::Uuid;
 
 use kobo_storage::{decode, ReadTxn, StoreError, Table};
 
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
-use crate::event::{event_type_schema, Event, EventData, EventObject, EVENT_TYPES};
+use crate::event::{event_type_schema, type_byte, Event, EventData, EventObject};
 use crate::ids::{scope_key, Mode};
-use crate::query::Page;
-use crate::runtime::Kobo;
+use crate::paging::Page;
 
 use super::{stream_key, Delivery, DeliveryView, StreamItem, WebhookEndpoint};
-
-/// The byte of an event type in `event_type_index` keys: its place in
-/// [`EVENT_TYPES`] plus one (the list only ever grows at its end).
-pub fn type_byte(event_type: &str) -> u8 {
-    EVENT_TYPES
-        .iter()
-        .position(|t| *t == event_type)
-        .map(|i| i as u8 + 1)
-        .unwrap_or(0)
-}
 
 fn bad_index() -> StoreError {
     StoreError::Redb("an index row does not hold an id".into())
@@ -60,7 +50,7 @@ pub fn scope_endpoints(
 }
 
 /// `GET /v1/webhook_endpoints`: every endpoint of the mode, newest first.
-pub fn list_endpoints(kobo: &Kobo, merchant: Uuid, mode: Mode) -> DomainResult<Page> {
+pub fn list_endpoints(kobo: &Env, merchant: Uuid, mode: Mode) -> DomainResult<Page> {
     let read = kobo.store.read()?;
     let data = scope_endpoints(&read, merchant, mode)?
         .iter()
@@ -125,7 +115,7 @@ pub struct EventFilter {
 
 /// `GET /v1/events`: newest first, optionally of one type (through its own
 /// index, so a rare type never walks the others).
-pub fn list_events(kobo: &Kobo, merchant: Uuid, mode: Mode, f: &EventFilter) -> DomainResult<Page> {
+pub fn list_events(kobo: &Env, merchant: Uuid, mode: Mode, f: &EventFilter) -> DomainResult<Page> {
     let read = kobo.store.read()?;
     let (table, prefix) = match &f.event_type {
         Some(t) => (
@@ -170,7 +160,7 @@ pub fn list_events(kobo: &Kobo, merchant: Uuid, mode: Mode, f: &EventFilter) -> 
 /// Events announced on the scope's stream after position `after`, oldest
 /// first, at most `max`; and whether more were left out.
 pub fn stream_after(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
     after: u64,
@@ -203,7 +193,7 @@ pub fn stream_after(
 }
 
 /// The newest stream position of a scope (0 when nothing was announced).
-pub fn stream_head(kobo: &Kobo, merchant: Uuid, mode: Mode) -> DomainResult<u64> {
+pub fn stream_head(kobo: &Env, merchant: Uuid, mode: Mode) -> DomainResult<u64> {
     let read = kobo.store.read()?;
     let mut head = 0;
     read.scan_prefix_rev(
@@ -216,18 +206,4 @@ pub fn stream_head(kobo: &Kobo, merchant: Uuid, mode: Mode) -> DomainResult<u64>
         },
     )?;
     Ok(head)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_event_type_has_its_own_index_byte() {
-        let mut bytes: Vec<u8> = EVENT_TYPES.iter().map(|t| type_byte(t)).collect();
-        assert!(bytes.iter().all(|b| *b > 0));
-        bytes.dedup();
-        assert_eq!(bytes.len(), EVENT_TYPES.len());
-        assert_eq!(type_byte("no.such"), 0);
-    }
 }

@@ -1,4 +1,5 @@
-//! Direct-debit providers behind a trait: where the customer approves a
+//! Direct-debit providers behind a trait (a resource below both mandates,
+//! which ask about approval, and payment intents, which debit): where the customer approves a
 //! mandate, whether they did, and debits on an active mandate. Every debit
 //! carries the payment id as its reference, and a provider answers
 //! "already sent" for a reference it has seen, so a debit sent before a
@@ -24,7 +25,14 @@ use kobo_storage::{Batch, CommitError, Store, Table, Writer};
 
 use crate::error::{DomainError, DomainResult};
 use crate::ids::Mode;
-use crate::mandate::Mandate;
+
+/// What a provider is asked about: one mandate and its customer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MandateCheck {
+    pub id: Uuid,
+    pub customer_email: Option<String>,
+    pub customer_name: Option<String>,
+}
 
 /// The bank account a customer approved debits from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +81,7 @@ pub trait MandateProvider: Send + Sync {
     /// mandate's unguessable authorization reference).
     fn authorization_url(&self, base_url: &str, reference: &str) -> DomainResult<String>;
     /// Asks whether the customer approved `mandate`.
-    fn check<'a>(&'a self, mandate: &'a Mandate) -> BoxFuture<'a, DomainResult<MandateAnswer>>;
+    fn check(&self, mandate: MandateCheck) -> BoxFuture<'_, DomainResult<MandateAnswer>>;
     fn debit<'a>(
         &'a self,
         debit: &'a Debit,
@@ -157,7 +165,7 @@ impl MandateProvider for SandboxMandates {
         Ok(format!("{base_url}/sandbox/mandates/{reference}"))
     }
 
-    fn check<'a>(&'a self, mandate: &'a Mandate) -> BoxFuture<'a, DomainResult<MandateAnswer>> {
+    fn check(&self, mandate: MandateCheck) -> BoxFuture<'_, DomainResult<MandateAnswer>> {
         Box::pin(async move {
             let email = mandate.customer_email.as_deref().unwrap_or("");
             if email.to_ascii_lowercase().ends_with("@decline.test") {
@@ -169,7 +177,6 @@ impl MandateProvider for SandboxMandates {
                     bank_name: "Kobo Sandbox Bank".into(),
                     account_name: mandate
                         .customer_name
-                        .clone()
                         .map(|n| n.to_uppercase())
                         .unwrap_or_else(|| "SANDBOX CUSTOMER".into()),
                     account_number_last4: sandbox_last4(mandate.id),
@@ -243,7 +250,7 @@ impl MandateProvider for UnconfiguredMandates {
     fn authorization_url(&self, _: &str, _: &str) -> DomainResult<String> {
         Err(provider_not_configured())
     }
-    fn check<'a>(&'a self, _: &'a Mandate) -> BoxFuture<'a, DomainResult<MandateAnswer>> {
+    fn check(&self, _: MandateCheck) -> BoxFuture<'_, DomainResult<MandateAnswer>> {
         Box::pin(async { Err(provider_not_configured()) })
     }
     fn debit<'a>(

@@ -12,11 +12,15 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, CommitError, Table};
 
+use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{new_id, scope_key, Mode};
 use crate::money::Currency;
-use crate::query::{ListObject, ListView};
-use crate::runtime::Kobo;
+use crate::paging::{ListObject, ListView};
+
+pub mod rail;
+
+use rail::Rails;
 
 /// (CBN code, name). Commercial banks have 3-digit codes; microfinance and
 /// payment-service banks 6 digits.
@@ -192,12 +196,7 @@ fn natural_key(merchant: Uuid, mode: Mode, bank_code: &str, account_number: &str
         .build()
 }
 
-pub fn load(
-    kobo: &Kobo,
-    merchant: Uuid,
-    mode: Mode,
-    id: Uuid,
-) -> DomainResult<Option<BankAccount>> {
+pub fn load(kobo: &Env, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<Option<BankAccount>> {
     let found: Option<BankAccount> = kobo
         .store
         .read()?
@@ -207,8 +206,11 @@ pub fn load(
 
 /// Adds a bank account after name enquiry. Answers the account and whether
 /// it was newly created (false: it existed and is returned as it is).
+// Long: the checks, the account-name lookup on the rail and one batch, in the order they
+// must run.
 pub async fn add(
-    kobo: &Kobo,
+    kobo: &Env,
+    rails: &Rails,
     merchant: Uuid,
     mode: Mode,
     bank_code: &str,
@@ -237,8 +239,7 @@ pub async fn add(
         }
     }
     drop(read);
-    let account_name = kobo
-        .rails
+    let account_name = rails
         .for_mode(mode)
         .name_enquiry(bank_code, account_number)
         .await?;
@@ -299,14 +300,14 @@ pub async fn add(
 
 /// A merchant's bank accounts in one mode, newest first (all of them: a
 /// merchant has a handful).
-pub fn list(kobo: &Kobo, merchant: Uuid, mode: Mode) -> DomainResult<Value> {
+pub fn list(kobo: &Env, merchant: Uuid, mode: Mode) -> DomainResult<Value> {
     let page = list_view(kobo, merchant, mode)?;
     Ok(serde_json::to_value(page).expect("a bank account list serializes"))
 }
 
 /// A merchant's bank accounts in one mode, newest first, on one page.
 pub fn list_view(
-    kobo: &Kobo,
+    kobo: &Env,
     merchant: Uuid,
     mode: Mode,
 ) -> DomainResult<ListView<BankAccountView>> {

@@ -38,8 +38,12 @@ use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, scope_key, Mode};
-use crate::runtime::Kobo;
+use crate::webhook::Hub;
 
+mod endpoints;
+mod fan_out;
+
+pub use super::dispatcher::PER_ENDPOINT_IN_FLIGHT_MAX;
 use super::dispatcher::{self, Attempt, ClientConfig, Dispatcher, Job, Outcome};
 use super::{
     delivery_key, endpoint_index_key, new_secret, parse_queue_key, queue_key, stream_key,
@@ -48,8 +52,6 @@ use super::{
     WebhookEndpointObject, MAX_ENDPOINTS_PER_MODE, RETRY_DELAYS_SECS,
 };
 
-/// Attempts in flight to one endpoint at most.
-pub const PER_ENDPOINT_IN_FLIGHT_MAX: usize = 8;
 /// Attempts in flight in all at most.
 pub const IN_FLIGHT_MAX: usize = 512;
 /// Outbox rows fanned out per batch.
@@ -76,26 +78,25 @@ pub struct WebhookConfig {
 }
 
 /// Starts the dispatchers and the supervisor (once per process).
-pub fn start(kobo: &Arc<Kobo>, cfg: WebhookConfig) -> Result<(), String> {
-    let rx = kobo
-        .webhooks
+pub fn start(hub: &Arc<Hub>, cfg: WebhookConfig) -> Result<(), String> {
+    let rx = hub
         .take_receiver()
         .ok_or("the webhook supervisor is already running")?;
     let client = dispatcher::build_client(&cfg.client)?;
-    let report = kobo.webhooks.sender();
+    let report = hub.sender();
     let mut dispatchers = Vec::new();
     let mut arbiters = Vec::new();
     for _ in 0..cfg.dispatchers.max(1) {
         let arbiter = Arbiter::new();
-        let (client, clock, report) = (client.clone(), kobo.clock.clone(), report.clone());
+        let (client, clock, report) = (client.clone(), hub.env.clock.clone(), report.clone());
         dispatchers.push(Dispatcher::start_in_arbiter(&arbiter.handle(), move |_| {
             Dispatcher::new(client, clock, report)
         }));
         arbiters.push(arbiter);
     }
-    let outbox = kobo.writer.watch(Table::EventOutbox);
+    let outbox = hub.env.writer.watch(Table::EventOutbox);
     let supervisor = Supervisor {
-        kobo: kobo.clone(),
+        hub: hub.clone(),
         rx,
         outbox,
         dispatchers,
@@ -183,7 +184,7 @@ struct After {
 }
 
 struct Supervisor {
-    kobo: Arc<Kobo>,
+    hub: Arc<Hub>,
     rx: mpsc::UnboundedReceiver<Msg>,
     outbox: Arc<Notify>,
     dispatchers: Vec<Addr<Dispatcher>>,
@@ -234,11 +235,7 @@ impl Supervisor {
                     // report to no claim and are made again (at least once).
                     self.claims.clear();
                     self.sched = Sched::default();
-                    self.kobo
-                        .webhooks
-                        .stats
-                        .in_flight
-                        .store(0, Ordering::Relaxed);
+                    self.hub.stats.in_flight.store(0, Ordering::Relaxed);
                     if let Err(e) = self.rebuild() {
                         tracing::error!(error = %e, "webhook queue scan failed");
                     }
@@ -249,15 +246,15 @@ impl Supervisor {
 
     /// Whether a pass could dispatch something right now.
     fn due_now(&self) -> bool {
-        let now = micros(self.kobo.clock.now());
+        let now = micros(self.hub.env.clock.now());
         self.sched.total < IN_FLIGHT_MAX && self.sched.wake.first().is_some_and(|(d, _)| *d <= now)
     }
 
     fn idle_sleep(&self) -> Duration {
-        if self.kobo.clock.is_manual() {
+        if self.hub.env.clock.is_manual() {
             return Duration::from_secs(3600);
         }
-        let now = micros(self.kobo.clock.now());
+        let now = micros(self.hub.env.clock.now());
         match self.sched.wake.first() {
             Some((d, _)) => Duration::from_micros(d.saturating_sub(now)).min(IDLE_WAKE),
             None => IDLE_WAKE,
@@ -282,7 +279,7 @@ impl Supervisor {
         }
         let mut batch = Batch::new();
         let mut after = After::default();
-        let read = self.kobo.store.read()?;
+        let read = self.hub.env.store.read()?;
         self.record_outcomes(&read, &mut batch, outcomes, &mut after)?;
         let more = if outbox_dirty {
             self.fan_out(&read, &mut batch, &mut after)?
@@ -312,7 +309,7 @@ impl Supervisor {
 
     async fn commit(&mut self, batch: Batch, after: After) -> DomainResult<()> {
         if !batch.is_empty() {
-            match self.kobo.writer.commit(batch).await {
+            match self.hub.env.writer.commit(batch).await {
                 Ok(()) => {}
                 Err(CommitError::Conflict { table, .. }) => {
                     // Webhook batches carry no preconditions.
@@ -334,7 +331,7 @@ impl Supervisor {
         for (ep, due) in after.notes {
             self.sched.note(ep, due);
         }
-        let stats = &self.kobo.webhooks.stats;
+        let stats = &self.hub.stats;
         stats.in_flight.store(self.sched.total, Ordering::Relaxed);
         stats
             .delivered
@@ -344,7 +341,7 @@ impl Supervisor {
             .fetch_add(after.failed_attempts, Ordering::Relaxed);
         stats.dropped.fetch_add(after.dropped, Ordering::Relaxed);
         for item in after.announce {
-            self.kobo.webhooks.announce(item);
+            self.hub.announce(item);
         }
         Ok(())
     }
@@ -352,7 +349,7 @@ impl Supervisor {
     /// Rebuilds the schedule from the durable queue (start-up): the first
     /// row of each endpoint's range.
     fn rebuild(&mut self) -> DomainResult<()> {
-        let read = self.kobo.store.read()?;
+        let read = self.hub.env.store.read()?;
         let mut cursor: Option<Vec<u8>> = None;
         loop {
             let mut first = None;
@@ -396,153 +393,15 @@ impl Supervisor {
         Ok(list)
     }
 
-    fn record_outcomes(
-        &mut self,
-        read: &ReadTxn,
-        batch: &mut Batch,
-        outcomes: Vec<Outcome>,
-        after: &mut After,
-    ) -> DomainResult<()> {
-        for o in outcomes {
-            let Some(claim) = self.claims.remove(&(o.endpoint, o.event)) else {
-                continue;
-            };
-            after.released.push(o.endpoint);
-            let key = delivery_key(o.event, o.endpoint);
-            let Some(mut d) = read.get_decoded::<Delivery>(Table::Deliveries, &key)? else {
-                batch.delete(Table::DeliveryQueue, claim.queue_key);
-                continue;
-            };
-            let success = o.succeeded();
-            d.attempts += 1;
-            d.last_response_status = o.status;
-            d.last_error = o.error.clone();
-            d.last_attempt_at = Some(o.at);
-            if success {
-                after.delivered += 1;
-            } else {
-                after.failed_attempts += 1;
-                tracing::info!(event = %o.event, endpoint = %o.endpoint, status = ?o.status,
-                    error = ?o.error, attempt = d.attempts, "webhook attempt failed");
-            }
-            if d.version == claim.version {
-                batch.delete(Table::DeliveryQueue, claim.queue_key);
-                let live =
-                    Self::endpoint(read, o.endpoint)?.is_some_and(|e| e.accepts(d.generation));
-                d.next_attempt_at = None;
-                if success {
-                    d.status = DeliveryStatus::Delivered;
-                } else if live && (d.retry_step as usize) < RETRY_DELAYS_SECS.len() {
-                    let due =
-                        o.at + chrono::Duration::seconds(RETRY_DELAYS_SECS[d.retry_step as usize]);
-                    d.retry_step += 1;
-                    d.status = DeliveryStatus::Retrying;
-                    d.next_attempt_at = Some(due);
-                    batch.put_raw(
-                        Table::DeliveryQueue,
-                        queue_key(o.endpoint, due, o.event),
-                        Vec::new(),
-                    );
-                    after.notes.push((o.endpoint, micros(due)));
-                } else {
-                    d.status = DeliveryStatus::Failed;
-                }
-            }
-            batch.put(Table::Deliveries, key, &d);
-        }
-        Ok(())
-    }
-
-    /// Turns the next slice of the outbox into deliveries and stream rows.
-    /// Returns whether rows are left.
-    fn fan_out(
-        &mut self,
-        read: &ReadTxn,
-        batch: &mut Batch,
-        after: &mut After,
-    ) -> DomainResult<bool> {
-        let mut rows: Vec<(Vec<u8>, Uuid)> = Vec::new();
-        read.scan_prefix(Table::EventOutbox, &[], None, |k, v| {
-            if rows.len() >= OUTBOX_SLICE {
-                return Ok(false);
-            }
-            if let Ok(id) = Uuid::from_slice(v) {
-                rows.push((k.to_vec(), id));
-            } else {
-                rows.push((k.to_vec(), Uuid::nil()));
-            }
-            Ok(true)
-        })?;
-        let more = rows.len() >= OUTBOX_SLICE;
-        let now = self.kobo.clock.now();
-        for (key, id) in rows {
-            batch.delete(Table::EventOutbox, key);
-            let Some(event) = read.get_decoded::<Event>(Table::Events, id.as_bytes())? else {
-                tracing::warn!(event = %id, "outbox row without its event; skipped");
-                continue;
-            };
-            let endpoints = self.scope(read, event.merchant, event.mode)?;
-            for ep in endpoints.iter() {
-                // Only events from the moment the endpoint was (re-)enabled:
-                // enabling does not resend what it missed.
-                if ep.status != EndpointStatus::Enabled
-                    || !ep.wants(&event.event_type)
-                    || event.seq < ep.enabled_seq
-                {
-                    continue;
-                }
-                let dkey = delivery_key(event.id, ep.id);
-                if read.get(Table::Deliveries, &dkey)?.is_some() {
-                    // A redelivery got there first.
-                    continue;
-                }
-                let d = Delivery {
-                    event: event.id,
-                    endpoint: ep.id,
-                    status: DeliveryStatus::Pending,
-                    attempts: 0,
-                    last_response_status: None,
-                    last_error: None,
-                    last_attempt_at: None,
-                    next_attempt_at: Some(now),
-                    retry_step: 0,
-                    generation: ep.generation,
-                    version: 1,
-                    created_at: now,
-                };
-                batch.put(Table::Deliveries, dkey, &d).put_raw(
-                    Table::DeliveryQueue,
-                    queue_key(ep.id, now, event.id),
-                    Vec::new(),
-                );
-                after.notes.push((ep.id, micros(now)));
-            }
-            let pos = self.kobo.seq.next();
-            batch
-                .put_raw(
-                    Table::EventStream,
-                    stream_key(event.merchant, event.mode, pos),
-                    event.id.as_bytes().to_vec(),
-                )
-                .note_seq(pos);
-            after.announce.push(Arc::new(StreamItem {
-                merchant: event.merchant,
-                mode: event.mode,
-                pos,
-                event_type: event.event_type.clone(),
-                data: event.to_api().to_string().into(),
-            }));
-        }
-        Ok(more)
-    }
-
     /// Hands due deliveries to the dispatchers, endpoint by endpoint in
     /// wake order, within the concurrency bounds. Deliveries whose endpoint
     /// was disabled or deleted since they were queued are dropped here.
+    // Long: one scheduling pass (endpoints in wake order, claims within the bounds, stale
+    // rows dropped), then the jobs handed out.
     async fn pass(&mut self) -> DomainResult<()> {
-        let now = self.kobo.clock.now();
+        let now = self.hub.env.clock.now();
         let now_us = micros(now);
-        let read = self.kobo.store.read()?;
+        let read = self.hub.env.store.read()?;
         let mut drops = Batch::new();
         let mut dropped = 0u64;
         let mut jobs: Vec<Job> = Vec::new();
@@ -651,7 +510,7 @@ impl Supervisor {
             self.next_dispatcher = self.next_dispatcher.wrapping_add(1);
             d.do_send(Attempt(job));
         }
-        let stats = &self.kobo.webhooks.stats;
+        let stats = &self.hub.stats;
         stats.attempts.fetch_add(attempts, Ordering::Relaxed);
         stats.in_flight.store(self.sched.total, Ordering::Relaxed);
         if !drops.is_empty() {
@@ -668,292 +527,6 @@ impl Supervisor {
     }
 
     // ---- commands ----
-
-    async fn command(&mut self, cmd: Command) -> DomainResult<Value> {
-        match cmd {
-            Command::Create {
-                merchant,
-                mode,
-                url,
-                events,
-                idem,
-            } => self.create(merchant, mode, url, events, idem).await,
-            Command::Change {
-                merchant,
-                mode,
-                id,
-                change,
-                idem,
-            } => self.change(merchant, mode, id, change, idem).await,
-            Command::Redeliver {
-                merchant,
-                mode,
-                event,
-                idem,
-            } => self.redeliver(merchant, mode, event, idem).await,
-        }
-    }
-
-    async fn create(
-        &mut self,
-        merchant: Uuid,
-        mode: Mode,
-        url: String,
-        events: Vec<String>,
-        idem: Option<IdempotencySave>,
-    ) -> DomainResult<Value> {
-        let read = self.kobo.store.read()?;
-        let existing = self.scope(&read, merchant, mode)?;
-        drop(read);
-        if existing.len() >= MAX_ENDPOINTS_PER_MODE {
-            return Err(DomainError::request(
-                "too_many_endpoints",
-                None,
-                format!(
-                    "a mode holds at most {MAX_ENDPOINTS_PER_MODE} webhook endpoints; delete one first"
-                ),
-            ));
-        }
-        let now = self.kobo.clock.now();
-        let seq = self.kobo.seq.next();
-        let endpoint = WebhookEndpoint {
-            id: new_id(now),
-            merchant,
-            mode,
-            seq,
-            url,
-            events,
-            status: EndpointStatus::Enabled,
-            secret: new_secret(),
-            created_at: now,
-            generation: 1,
-            enabled_seq: seq,
-            deleted_at: None,
-        };
-        let view = endpoint.to_api(true);
-        let mut batch = Batch::new();
-        batch
-            .put(
-                Table::WebhookEndpoints,
-                endpoint.id.as_bytes().to_vec(),
-                &endpoint,
-            )
-            .put_raw(
-                Table::WebhookEndpointIndex,
-                endpoint_index_key(merchant, mode, seq),
-                endpoint.id.as_bytes().to_vec(),
-            )
-            .note_seq(seq);
-        if let Some(idem) = &idem {
-            idem.add_to(&mut batch, 201, &view.to_string(), now);
-        }
-        self.commit(
-            batch,
-            After {
-                touched_scopes: vec![(merchant, mode)],
-                ..After::default()
-            },
-        )
-        .await?;
-        Ok(view)
-    }
-
-    async fn change(
-        &mut self,
-        merchant: Uuid,
-        mode: Mode,
-        id: Uuid,
-        change: EndpointChange,
-        idem: Option<IdempotencySave>,
-    ) -> DomainResult<Value> {
-        let read = self.kobo.store.read()?;
-        let mut ep = match Self::endpoint(&read, id)? {
-            Some(e) if e.merchant == merchant && e.mode == mode && e.deleted_at.is_none() => e,
-            _ => return Err(DomainError::not_found("webhook_endpoint", id)),
-        };
-        drop(read);
-        let now = self.kobo.clock.now();
-        let mut drop_waiting = false;
-        match change {
-            EndpointChange::Disable => {
-                if ep.status == EndpointStatus::Enabled {
-                    ep.status = EndpointStatus::Disabled;
-                    ep.generation += 1;
-                    drop_waiting = true;
-                }
-            }
-            EndpointChange::Enable => {
-                // The rules may have tightened since the endpoint was made.
-                validate_url(&ep.url)?;
-                if ep.status == EndpointStatus::Disabled {
-                    ep.status = EndpointStatus::Enabled;
-                    ep.enabled_seq = self.kobo.seq.next();
-                }
-            }
-            EndpointChange::Delete => {
-                ep.status = EndpointStatus::Disabled;
-                ep.generation += 1;
-                ep.deleted_at = Some(now);
-                ep.secret = String::new();
-                drop_waiting = true;
-            }
-        }
-        let view = match change {
-            EndpointChange::Delete => serde_json::to_value(DeletedEndpointView {
-                id,
-                object: WebhookEndpointObject::WebhookEndpoint,
-                deleted: true,
-                livemode: ep.mode.livemode(),
-            })
-            .expect("a deleted view serializes"),
-            _ => ep.to_api(false),
-        };
-        let mut batch = Batch::new();
-        batch
-            .put(Table::WebhookEndpoints, id.as_bytes().to_vec(), &ep)
-            .note_seq(ep.enabled_seq);
-        if change == EndpointChange::Delete {
-            batch.delete(
-                Table::WebhookEndpointIndex,
-                endpoint_index_key(merchant, mode, ep.seq),
-            );
-        }
-        if let Some(idem) = &idem {
-            let status = 200;
-            idem.add_to(&mut batch, status, &view.to_string(), now);
-        }
-        let mut after = After {
-            touched_scopes: vec![(merchant, mode)],
-            ..After::default()
-        };
-        if drop_waiting {
-            self.drop_waiting(id, &mut batch, &mut after)?;
-        }
-        self.commit(batch, after).await?;
-        // A larger backlog: the rest in further batches.
-        if drop_waiting {
-            loop {
-                let mut batch = Batch::new();
-                let mut after = After::default();
-                if self.drop_waiting(id, &mut batch, &mut after)? == 0 {
-                    break;
-                }
-                self.commit(batch, after).await?;
-            }
-        }
-        Ok(view)
-    }
-
-    /// Drops up to [`DROP_SLICE`] waiting (unclaimed) deliveries of an
-    /// endpoint: `failed`, out of the queue. Claimed ones are settled when
-    /// their attempt ends (no retry: the generation moved on). Returns how
-    /// many it dropped.
-    fn drop_waiting(
-        &mut self,
-        ep: Uuid,
-        batch: &mut Batch,
-        after: &mut After,
-    ) -> DomainResult<usize> {
-        let read = self.kobo.store.read()?;
-        let mut rows = Vec::new();
-        let claims = &self.claims;
-        read.scan_prefix(Table::DeliveryQueue, ep.as_bytes(), None, |k, _| {
-            if rows.len() >= DROP_SLICE {
-                return Ok(false);
-            }
-            if let Some((_, _, ev)) = parse_queue_key(k) {
-                if !claims.contains_key(&(ep, ev)) {
-                    rows.push((k.to_vec(), ev));
-                }
-            }
-            Ok(true)
-        })?;
-        let n = rows.len();
-        for (key, ev) in rows {
-            batch.delete(Table::DeliveryQueue, key);
-            let dkey = delivery_key(ev, ep);
-            if let Some(mut d) = read.get_decoded::<Delivery>(Table::Deliveries, &dkey)? {
-                d.status = DeliveryStatus::Failed;
-                d.next_attempt_at = None;
-                batch.put(Table::Deliveries, dkey, &d);
-            }
-        }
-        after.dropped += n as u64;
-        Ok(n)
-    }
-
-    async fn redeliver(
-        &mut self,
-        merchant: Uuid,
-        mode: Mode,
-        event_id: Uuid,
-        idem: Option<IdempotencySave>,
-    ) -> DomainResult<Value> {
-        let read = self.kobo.store.read()?;
-        let event = match read.get_decoded::<Event>(Table::Events, event_id.as_bytes())? {
-            Some(e) if e.merchant == merchant && e.mode == mode => e,
-            _ => return Err(DomainError::not_found("event", event_id)),
-        };
-        // An event still in the outbox gets its deliveries from the fan-out.
-        let endpoints = self.scope(&read, merchant, mode)?;
-        let now = self.kobo.clock.now();
-        let mut batch = Batch::new();
-        let mut after = After::default();
-        let mut queued = 0u32;
-        for ep in endpoints.iter() {
-            if ep.status != EndpointStatus::Enabled || !ep.wants(&event.event_type) {
-                continue;
-            }
-            let key = delivery_key(event.id, ep.id);
-            let d = match read.get_decoded::<Delivery>(Table::Deliveries, &key)? {
-                Some(mut d) => {
-                    if let Some(old) = d.next_attempt_at {
-                        batch.delete(Table::DeliveryQueue, queue_key(ep.id, old, event.id));
-                    }
-                    d.version += 1;
-                    d.status = DeliveryStatus::Pending;
-                    d.retry_step = 0;
-                    d.generation = ep.generation;
-                    d.next_attempt_at = Some(now);
-                    d
-                }
-                None => Delivery {
-                    event: event.id,
-                    endpoint: ep.id,
-                    status: DeliveryStatus::Pending,
-                    attempts: 0,
-                    last_response_status: None,
-                    last_error: None,
-                    last_attempt_at: None,
-                    next_attempt_at: Some(now),
-                    retry_step: 0,
-                    generation: ep.generation,
-                    version: 1,
-                    created_at: now,
-                },
-            };
-            batch.put(Table::Deliveries, key, &d).put_raw(
-                Table::DeliveryQueue,
-                queue_key(ep.id, now, event.id),
-                Vec::new(),
-            );
-            after.notes.push((ep.id, micros(now)));
-            queued += 1;
-        }
-        drop(read);
-        let view = serde_json::to_value(RedeliveryView {
-            object: EventRedeliveryObject::EventRedelivery,
-            event_id,
-            queued,
-            livemode: mode.livemode(),
-        })
-        .expect("a redelivery view serializes");
-        if let Some(idem) = &idem {
-            idem.add_to(&mut batch, 200, &view.to_string(), now);
-        }
-        self.commit(batch, after).await?;
-        Ok(view)
-    }
 }
 
 /// The due time of a queue row, as a time.

@@ -1,0 +1,140 @@
+//! Durable timers: the rows, their keys and `schedule`. A core leaf: it
+//! knows no actor; the timer supervisor ([`crate::timers`]) fires them.
+//!
+//! A timer is a row `(due time, kind, id)` in table `timers`, written in the
+//! same batch as the change that needs it (and deleted in the batch of the
+//! change that makes it moot).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use kobo_storage::{decode, Batch, KeyBuf, Table};
+
+use crate::clock::{from_micros, micros};
+use crate::env::Env;
+use crate::error::DomainResult;
+use crate::ids::Mode;
+
+/// How many timers of one due time are dispatched at once.
+pub const TIMER_FANOUT_MAX: usize = 512;
+/// How many expired idempotency keys one pass prunes.
+pub const PRUNE_MAX: usize = 10_000;
+/// The meta key holding the manual clock's time.
+pub const META_MANUAL_CLOCK: &[u8] = b"manual_clock";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimerKind {
+    PaymentIntentAbandon,
+    /// Release a capture's `pending` money to `available`.
+    ReleasePending,
+    /// Release a capture's reserved money to `available`.
+    ReleaseReserve,
+    /// The daily automatic-settlement run (08:00 Lagos, business days).
+    SettlementRun,
+    /// Send a queued payout to the rail.
+    PayoutSend,
+    /// Ask the bank about a payout in flight.
+    PayoutStatus,
+    /// Ask the USDT partner about an unconfirmed crypto payout.
+    CryptoPayoutCheck,
+    /// Ask the mandate provider whether a pending mandate was approved.
+    MandateCheck,
+    /// A pending mandate's 7 days are up.
+    MandateExpire,
+    /// Send a mandate charge's debit to the provider.
+    DirectDebitSend,
+    /// Ask the provider about a debit in flight.
+    DirectDebitStatus,
+}
+
+impl TimerKind {
+    /// Part of the timer's key: timers due at the same instant run by kind,
+    /// in this order (releases before anything that spends what they free).
+    fn byte(self) -> u8 {
+        match self {
+            TimerKind::PaymentIntentAbandon => 1,
+            TimerKind::ReleasePending => 2,
+            TimerKind::ReleaseReserve => 3,
+            TimerKind::SettlementRun => 4,
+            TimerKind::PayoutSend => 5,
+            TimerKind::PayoutStatus => 6,
+            TimerKind::CryptoPayoutCheck => 7,
+            TimerKind::MandateCheck => 8,
+            TimerKind::MandateExpire => 9,
+            TimerKind::DirectDebitSend => 10,
+            TimerKind::DirectDebitStatus => 11,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Timer {
+    pub kind: TimerKind,
+    pub target: Uuid,
+    pub merchant: Uuid,
+    pub mode: Mode,
+}
+
+impl Timer {
+    pub fn new(kind: TimerKind, target: Uuid, merchant: Uuid, mode: Mode) -> Self {
+        Timer {
+            kind,
+            target,
+            merchant,
+            mode,
+        }
+    }
+    pub fn key(due: DateTime<Utc>, kind: TimerKind, target: Uuid) -> Vec<u8> {
+        KeyBuf::new()
+            .u64(micros(due))
+            .u8(kind.byte())
+            .bytes(target.as_bytes())
+            .build()
+    }
+    pub fn schedule(&self, batch: &mut Batch, due: DateTime<Utc>) {
+        batch.put(Table::Timers, Timer::key(due, self.kind, self.target), self);
+    }
+}
+
+pub fn due_of(key: &[u8]) -> DateTime<Utc> {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&key[..8]);
+    from_micros(u64::from_be_bytes(b) as i64)
+}
+
+/// Timers sharing one due time and kind, with their store keys.
+pub type DueGroup = (DateTime<Utc>, Vec<(Vec<u8>, Timer)>);
+
+/// Timers due at or before `limit`, all sharing the earliest due time and,
+/// within it, the first kind.
+pub fn next_due_group(env: &Env, limit: DateTime<Utc>) -> DomainResult<Option<DueGroup>> {
+    let read = env.store.read()?;
+    let mut group: Vec<(Vec<u8>, Timer)> = Vec::new();
+    let mut first: Option<[u8; 9]> = None;
+    read.scan_prefix(Table::Timers, &[], None, |k, v| {
+        let due = due_of(k);
+        let head: [u8; 9] = k[..9].try_into().expect("timer keys start with due|kind");
+        if due > limit || first.is_some_and(|f| f != head) || group.len() >= TIMER_FANOUT_MAX {
+            return Ok(false);
+        }
+        first = Some(head);
+        group.push((k.to_vec(), decode(v)?));
+        Ok(true)
+    })?;
+    Ok(first.map(|f| (due_of(&f), group)))
+}
+
+pub fn timers_due(env: &Env, limit: DateTime<Utc>) -> DomainResult<u64> {
+    let read = env.store.read()?;
+    let mut n = 0;
+    read.scan_prefix(Table::Timers, &[], None, |k, _| {
+        if due_of(k) > limit {
+            return Ok(false);
+        }
+        n += 1;
+        Ok(true)
+    })?;
+    Ok(n)
+}

@@ -1,0 +1,149 @@
+//! Folding into the supervisor's batch: attempt outcomes (delivered,
+//! retried or given up) and the fan-out of new outbox events into one
+//! delivery per subscribed endpoint.
+
+use super::*;
+
+impl Supervisor {
+    pub(super) fn record_outcomes(
+        &mut self,
+        read: &ReadTxn,
+        batch: &mut Batch,
+        outcomes: Vec<Outcome>,
+        after: &mut After,
+    ) -> DomainResult<()> {
+        for o in outcomes {
+            let Some(claim) = self.claims.remove(&(o.endpoint, o.event)) else {
+                continue;
+            };
+            after.released.push(o.endpoint);
+            let key = delivery_key(o.event, o.endpoint);
+            let Some(mut d) = read.get_decoded::<Delivery>(Table::Deliveries, &key)? else {
+                batch.delete(Table::DeliveryQueue, claim.queue_key);
+                continue;
+            };
+            let success = o.succeeded();
+            d.attempts += 1;
+            d.last_response_status = o.status;
+            d.last_error = o.error.clone();
+            d.last_attempt_at = Some(o.at);
+            if success {
+                after.delivered += 1;
+            } else {
+                after.failed_attempts += 1;
+                tracing::info!(event = %o.event, endpoint = %o.endpoint, status = ?o.status,
+                    error = ?o.error, attempt = d.attempts, "webhook attempt failed");
+            }
+            if d.version == claim.version {
+                batch.delete(Table::DeliveryQueue, claim.queue_key);
+                let live =
+                    Self::endpoint(read, o.endpoint)?.is_some_and(|e| e.accepts(d.generation));
+                d.next_attempt_at = None;
+                if success {
+                    d.status = DeliveryStatus::Delivered;
+                } else if live && (d.retry_step as usize) < RETRY_DELAYS_SECS.len() {
+                    let due =
+                        o.at + chrono::Duration::seconds(RETRY_DELAYS_SECS[d.retry_step as usize]);
+                    d.retry_step += 1;
+                    d.status = DeliveryStatus::Retrying;
+                    d.next_attempt_at = Some(due);
+                    batch.put_raw(
+                        Table::DeliveryQueue,
+                        queue_key(o.endpoint, due, o.event),
+                        Vec::new(),
+                    );
+                    after.notes.push((o.endpoint, micros(due)));
+                } else {
+                    d.status = DeliveryStatus::Failed;
+                }
+            }
+            batch.put(Table::Deliveries, key, &d);
+        }
+        Ok(())
+    }
+
+    /// Turns the next slice of the outbox into deliveries and stream rows.
+    /// Returns whether rows are left.
+    // Long: one slice of the outbox turned into a delivery per subscribed endpoint, in
+    // one batch.
+    pub(super) fn fan_out(
+        &mut self,
+        read: &ReadTxn,
+        batch: &mut Batch,
+        after: &mut After,
+    ) -> DomainResult<bool> {
+        let mut rows: Vec<(Vec<u8>, Uuid)> = Vec::new();
+        read.scan_prefix(Table::EventOutbox, &[], None, |k, v| {
+            if rows.len() >= OUTBOX_SLICE {
+                return Ok(false);
+            }
+            if let Ok(id) = Uuid::from_slice(v) {
+                rows.push((k.to_vec(), id));
+            } else {
+                rows.push((k.to_vec(), Uuid::nil()));
+            }
+            Ok(true)
+        })?;
+        let more = rows.len() >= OUTBOX_SLICE;
+        let now = self.hub.env.clock.now();
+        for (key, id) in rows {
+            batch.delete(Table::EventOutbox, key);
+            let Some(event) = read.get_decoded::<Event>(Table::Events, id.as_bytes())? else {
+                tracing::warn!(event = %id, "outbox row without its event; skipped");
+                continue;
+            };
+            let endpoints = self.scope(read, event.merchant, event.mode)?;
+            for ep in endpoints.iter() {
+                // Only events from the moment the endpoint was (re-)enabled:
+                // enabling does not resend what it missed.
+                if ep.status != EndpointStatus::Enabled
+                    || !ep.wants(&event.event_type)
+                    || event.seq < ep.enabled_seq
+                {
+                    continue;
+                }
+                let dkey = delivery_key(event.id, ep.id);
+                if read.get(Table::Deliveries, &dkey)?.is_some() {
+                    // A redelivery got there first.
+                    continue;
+                }
+                let d = Delivery {
+                    event: event.id,
+                    endpoint: ep.id,
+                    status: DeliveryStatus::Pending,
+                    attempts: 0,
+                    last_response_status: None,
+                    last_error: None,
+                    last_attempt_at: None,
+                    next_attempt_at: Some(now),
+                    retry_step: 0,
+                    generation: ep.generation,
+                    version: 1,
+                    created_at: now,
+                };
+                batch.put(Table::Deliveries, dkey, &d).put_raw(
+                    Table::DeliveryQueue,
+                    queue_key(ep.id, now, event.id),
+                    Vec::new(),
+                );
+                after.notes.push((ep.id, micros(now)));
+            }
+            let pos = self.hub.env.seq.next();
+            batch
+                .put_raw(
+                    Table::EventStream,
+                    stream_key(event.merchant, event.mode, pos),
+                    event.id.as_bytes().to_vec(),
+                )
+                .note_seq(pos);
+            after.announce.push(Arc::new(StreamItem {
+                merchant: event.merchant,
+                mode: event.mode,
+                pos,
+                event_type: event.event_type.clone(),
+                data: event.to_api().to_string().into(),
+            }));
+        }
+        Ok(more)
+    }
+}
