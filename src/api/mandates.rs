@@ -191,7 +191,7 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
                     request,
                     Some(&save),
                 )
-                    .await?;
+                .await?;
                 Ok(Reply::saved(201, m.to_api()))
             },
         )

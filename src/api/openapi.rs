@@ -163,7 +163,7 @@ pub fn document_json() -> &'static str {
 pub async fn serve(state: Option<super::State>) -> HttpResponse {
     // With `servers` (the base URL) and curl examples: super::docs.
     let body = match &state {
-        Some(state) => super::docs::public_document(state),
+        Some(state) => public_document(state),
         None => document_json(),
     };
     HttpResponse::Ok()
@@ -366,3 +366,12 @@ const REPLAYED: &str =
 #[cfg(test)]
 #[path = "openapi_tests.rs"]
 mod tests;
+
+/// `GET /v1/openapi.json` as served: the document with `servers` and the
+/// examples (computed once: the base URL does not change while running).
+pub fn public_document(state: &super::State) -> &'static str {
+    static DOC: OnceLock<String> = OnceLock::new();
+    DOC.get_or_init(|| {
+        super::examples::finish_document(document_json(), &state.kobo.config.base_url, false)
+    })
+}

@@ -403,7 +403,7 @@ pub fn document_json(base: &str) -> String {
     let json = document()
         .to_json()
         .expect("the operator OpenAPI document serializes");
-    super::docs::finish_document(&json, base, true)
+    super::examples::finish_document(&json, base, true)
 }
 
 /// `GET /admin/v1/openapi.json` (no token needed: it holds no secret).

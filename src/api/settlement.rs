@@ -174,7 +174,8 @@ async fn run(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult
             let released = settlement::release(&kobo.ledgers, p.merchant.id, p.mode, keys).await?;
             // Dollars first (auto_settlement.usd), as the 08:00 run does.
             let dollars =
-                kobo_actors::settlement::settle_dollars(&kobo.settlement, &p.merchant, p.mode).await?;
+                kobo_actors::settlement::settle_dollars(&kobo.settlement, &p.merchant, p.mode)
+                    .await?;
             let mut payouts =
                 kobo_actors::payout::service::auto_settle(kobo.payouts.deps(), &p.merchant, p.mode)
                     .await?;

@@ -205,12 +205,7 @@ async fn bank_answer(
         },
         idem: None,
     };
-    let outcome = match state
-        .kobo
-        .payment_intents
-        .send(intent.id, msg)
-        .await
-    {
+    let outcome = match state.kobo.payment_intents.send(intent.id, msg).await {
         Ok(r) => r,
         Err(e) => Err(e),
     };
