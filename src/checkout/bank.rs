@@ -143,12 +143,9 @@ async fn bank_approve(
     key: web::Data<forms::FormKey>,
     req: HttpRequest,
     path: web::Path<String>,
-    body: web::Bytes,
+    payload: web::Payload,
 ) -> HttpResponse {
-    if !key.allows(forms::Page::Bank, &path, &req, &body) {
-        return form_refused(&req, "Kobo Sandbox Bank");
-    }
-    bank_answer(state, req, &path, true).await
+    bank_form(state, key, req, path, payload, true).await
 }
 
 async fn bank_decline(
@@ -156,12 +153,29 @@ async fn bank_decline(
     key: web::Data<forms::FormKey>,
     req: HttpRequest,
     path: web::Path<String>,
-    body: web::Bytes,
+    payload: web::Payload,
 ) -> HttpResponse {
+    bank_form(state, key, req, path, payload, false).await
+}
+
+/// A button's POST: the body (cap and deadline), the page's form token,
+/// then the answer.
+async fn bank_form(
+    state: State,
+    key: web::Data<forms::FormKey>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+    approved: bool,
+) -> HttpResponse {
+    let body = match form_body(payload).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     if !key.allows(forms::Page::Bank, &path, &req, &body) {
         return form_refused(&req, "Kobo Sandbox Bank");
     }
-    bank_answer(state, req, &path, false).await
+    bank_answer(state, req, &path, approved).await
 }
 
 /// `POST .../approve` or `.../decline`: a browser (the page's buttons) is
