@@ -228,7 +228,12 @@ async fn bank_answer(
         Ok(r) => r,
         Err(e) => Err(e),
     };
-    let checkout = format!("/c/{}", intent.checkout_code);
+    bank_reply(browser, &format!("/c/{}", intent.checkout_code), outcome)
+}
+
+/// The answer to a button: a browser goes back to the checkout page (or
+/// sees why not), a program gets the payment intent or the error.
+fn bank_reply(browser: bool, checkout: &str, outcome: Result<Value, DomainError>) -> HttpResponse {
     match outcome {
         Ok(_) if browser => HttpResponse::SeeOther()
             .insert_header((header::LOCATION, checkout))
@@ -243,7 +248,7 @@ async fn bank_answer(
   <p><a class="button secondary" href="{}">Back to the payment</a></p>
 </section>"#,
                 esc(&e.message),
-                esc(&checkout)
+                esc(checkout)
             );
             html(
                 409,

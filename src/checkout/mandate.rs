@@ -190,6 +190,17 @@ async fn answer(state: State, req: HttpRequest, reference: &str, approved: bool)
             .record_answer(m.id, approved, now)
             .await
     };
+    reply(browser, &m, approved, outcome)
+}
+
+/// The answer to a button: a browser sees where it goes next, a program
+/// gets the record (or the error).
+fn reply(
+    browser: bool,
+    m: &Mandate,
+    approved: bool,
+    outcome: Result<(), DomainError>,
+) -> HttpResponse {
     match outcome {
         Ok(()) if browser => match (&m.callback_url, approved) {
             (Some(url), true) => HttpResponse::SeeOther()
