@@ -10,6 +10,7 @@
 use std::io::Write;
 use std::net::TcpListener;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Actor;
@@ -24,7 +25,7 @@ use kobo_actors::merchant::Settings;
 use kobo_actors::timers::{TimerSupervisor, META_MANUAL_CLOCK};
 use kobo_actors::{Config, Kobo};
 use kobo_storage::writer::u64_from;
-use kobo_storage::{Batch, Store, StoreError, Table, WriterMetrics};
+use kobo_storage::{Batch, Store, StoreError, Table, Writer, WriterMetrics};
 
 use crate::api::{self, AppState};
 use crate::telemetry::{self, Metrics};
@@ -155,21 +156,10 @@ fn close_streams_on_signal(kobo: std::sync::Arc<Kobo>) {
     });
 }
 
-pub async fn serve(args: ServeArgs) -> Result<()> {
-    let store = match Store::open_with_cache(&args.data, args.store_cache_mb.max(16) << 20) {
-        Ok(s) => s,
-        Err(StoreError::Locked(path)) => anyhow::bail!(
-            "the data directory {} is already in use by another kobo process ({} is locked); stop that process or choose another --data",
-            args.data.display(),
-            path.display()
-        ),
-        Err(e) => return Err(e).context("opening the store"),
-    };
-    warn_loose_permissions(&args.data);
-    api::set_body_timeout(Duration::from_millis(args.body_timeout_ms.max(1)));
-    let admin_token = admin_token(&args)?;
-
-    let clock = match args.clock {
+/// The clock `--clock` asks for; a manual one continues from its stored
+/// time (or `--clock-start`, whichever is later).
+fn start_clock(args: &ServeArgs, store: &Store) -> Result<Clock> {
+    Ok(match args.clock {
         ClockKind::System => Clock::System,
         ClockKind::Manual => {
             let stored = store.read()?.get(Table::Meta, META_MANUAL_CLOCK)?;
@@ -184,7 +174,57 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             }
             Clock::manual(start)
         }
+    })
+}
+
+/// Creates the demo merchant on a fresh data directory; its view (with the
+/// test secret key, shown once) when it did.
+async fn demo_merchant(
+    kobo: &Arc<Kobo>,
+    store: &Store,
+    writer: &Writer,
+) -> Result<Option<serde_json::Value>> {
+    Ok(
+        if store
+            .read()?
+            .get(Table::Meta, META_DEMO_MERCHANT)?
+            .is_none()
+        {
+            let view = kobo_actors::admin::create_merchant(
+                kobo,
+                "Demo Merchant".into(),
+                Settings::default(),
+            )
+            .await?;
+            let mut b = Batch::new();
+            b.put_raw(
+                Table::Meta,
+                META_DEMO_MERCHANT.to_vec(),
+                view["id"].to_string().into_bytes(),
+            );
+            writer.commit(b).await?;
+            Some(view)
+        } else {
+            None
+        },
+    )
+}
+
+pub async fn serve(args: ServeArgs) -> Result<()> {
+    let store = match Store::open_with_cache(&args.data, args.store_cache_mb.max(16) << 20) {
+        Ok(s) => s,
+        Err(StoreError::Locked(path)) => anyhow::bail!(
+            "the data directory {} is already in use by another kobo process ({} is locked); stop that process or choose another --data",
+            args.data.display(),
+            path.display()
+        ),
+        Err(e) => return Err(e).context("opening the store"),
     };
+    warn_loose_permissions(&args.data);
+    api::set_body_timeout(Duration::from_millis(args.body_timeout_ms.max(1)));
+    let admin_token = admin_token(&args)?;
+
+    let clock = start_clock(&args, &store)?;
 
     let calendar = match &args.holidays {
         Some(path) => Calendar::from_file(path)
@@ -229,25 +269,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         writer.commit(b).await?;
     }
 
-    let demo = if store
-        .read()?
-        .get(Table::Meta, META_DEMO_MERCHANT)?
-        .is_none()
-    {
-        let view =
-            kobo_actors::admin::create_merchant(&kobo, "Demo Merchant".into(), Settings::default())
-                .await?;
-        let mut b = Batch::new();
-        b.put_raw(
-            Table::Meta,
-            META_DEMO_MERCHANT.to_vec(),
-            view["id"].to_string().into_bytes(),
-        );
-        writer.commit(b).await?;
-        Some(view)
-    } else {
-        None
-    };
+    let demo = demo_merchant(&kobo, &store, &writer).await?;
 
     kobo_actors::settlement::ensure_daily_run(&kobo).await?;
     kobo_actors::usdt::service::start(&kobo.crypto_payouts).map_err(|e| anyhow::anyhow!(e))?;

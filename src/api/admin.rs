@@ -1,18 +1,19 @@
 //! The operator API under `/admin/v1`, authenticated by the admin token.
-//! POSTs here need no Idempotency-Key.
+//! POSTs here need no Idempotency-Key (see [`Endpoint::operator`]).
 
 use actix_web::{web, HttpRequest};
 use chrono::{DateTime, Duration, Utc};
-use serde_json::json;
-use sha2::{Digest, Sha256};
+use serde::Deserialize;
+use serde_json::{json, Value};
 
 use kobo_actors::admin::{self, ChangeMerchant, MerchantChange};
 use kobo_actors::merchant::Settings;
 use kobo_actors::timers::Advance;
 use kobo_actors::{DomainError, Mode};
 
-use super::body::Fields;
-use super::{json_response, parse_id, read_body, resource, ApiError, ApiResult, State};
+use super::body;
+use super::endpoint::Endpoint;
+use super::{parse_id, resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/admin/v1/merchants").route(web::post().to(create_merchant)))
@@ -27,52 +28,38 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/admin/v1/actors").route(web::get().to(actors)));
 }
 
-pub fn operator(req: &HttpRequest, state: &State) -> ApiResult<()> {
-    let given = req
-        .headers()
-        .get("authorization")
-        .and_then(|h| h.to_str().ok())
-        .and_then(|h| {
-            h.strip_prefix("Bearer ")
-                .or_else(|| h.strip_prefix("bearer "))
-        })
-        .unwrap_or("")
-        .trim();
-    // Compare digests so the time taken says nothing about the token. An
-    // empty bearer is never an operator, whatever the configured token.
-    if given.is_empty()
-        || state.admin_token.is_empty()
-        || Sha256::digest(given.as_bytes()) != Sha256::digest(state.admin_token.as_bytes())
-    {
-        return Err(ApiError(DomainError::unauthenticated(
-            "invalid admin token",
-        )));
-    }
-    Ok(())
+/// `{name, settings?}`.
+#[derive(Deserialize)]
+struct CreateMerchant {
+    #[serde(deserialize_with = "body::required_text::<_, 200>")]
+    name: String,
+    settings: Option<Value>,
 }
 
 async fn create_merchant(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    operator(&req, &state)?;
-    let body = read_body(payload).await?;
-    let f = Fields::parse(&body, &["name", "settings"])?;
-    let name = f.required_string("name", 200)?;
-    let settings = match f.raw("settings") {
-        Some(s) => Settings::default().patched(s)?,
-        None => Settings::default(),
-    };
-    let view = admin::create_merchant(&state.kobo, name, settings).await?;
-    Ok(json_response(201, &view))
+    Endpoint::operator(201)
+        .operate_with(req, state, payload, |state, b: CreateMerchant| async move {
+            let settings = match &b.settings {
+                Some(s) => Settings::default().patched(s)?,
+                None => Settings::default(),
+            };
+            Ok(admin::create_merchant(&state.kobo, b.name, settings).await?)
+        })
+        .await
 }
 
 async fn get_merchant(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    operator(&req, &state)?;
-    let id = parse_id(&path, "merchant")?;
-    let m = admin::load_merchant(&state.kobo, id)?
-        .ok_or_else(|| DomainError::not_found("merchant", id))?;
-    Ok(json_response(200, &m.to_api()))
+    Endpoint::operator(200)
+        .operate(req, state, |state| async move {
+            let id = parse_id(&path, "merchant")?;
+            let m = admin::load_merchant(&state.kobo, id)?
+                .ok_or_else(|| DomainError::not_found("merchant", id))?;
+            Ok(m.to_api())
+        })
+        .await
 }
 
-async fn change(state: &State, raw_id: &str, change: MerchantChange) -> ApiResult {
+async fn change(state: &State, raw_id: &str, change: MerchantChange) -> ApiResult<Value> {
     let id = parse_id(raw_id, "merchant")?;
     admin::load_merchant(&state.kobo, id)?.ok_or_else(|| DomainError::not_found("merchant", id))?;
     let view = state
@@ -80,7 +67,20 @@ async fn change(state: &State, raw_id: &str, change: MerchantChange) -> ApiResul
         .merchants
         .send(id, ChangeMerchant(change))
         .await??;
-    Ok(json_response(200, &view))
+    Ok(view)
+}
+
+/// `{settings}`: a patch of the merchant's settings.
+#[derive(Deserialize)]
+struct UpdateMerchant {
+    settings: Value,
+}
+
+/// `{mode: test | live}`.
+#[derive(Deserialize)]
+struct RollKeys {
+    #[serde(deserialize_with = "body::required_text::<_, 8>")]
+    mode: String,
 }
 
 async fn update_merchant(
@@ -89,15 +89,12 @@ async fn update_merchant(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    operator(&req, &state)?;
-    let body = read_body(payload).await?;
-    let f = Fields::parse(&body, &["settings"])?;
-    let patch = f
-        .raw("settings")
-        .cloned()
-        .ok_or_else(|| DomainError::missing("settings"))?;
-    Settings::default().patched(&patch)?;
-    change(&state, &path, MerchantChange::Settings(patch)).await
+    Endpoint::operator(200)
+        .operate_with(req, state, payload, |state, b: UpdateMerchant| async move {
+            Settings::default().patched(&b.settings)?;
+            change(&state, &path, MerchantChange::Settings(b.settings)).await
+        })
+        .await
 }
 
 async fn roll_keys(
@@ -106,13 +103,13 @@ async fn roll_keys(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    operator(&req, &state)?;
-    let body = read_body(payload).await?;
-    let f = Fields::parse(&body, &["mode"])?;
-    let mode = f.required_string("mode", 8)?;
-    let mode = Mode::parse(&mode)
-        .ok_or_else(|| DomainError::invalid("mode", "mode must be test or live"))?;
-    change(&state, &path, MerchantChange::RollKey(mode)).await
+    Endpoint::operator(200)
+        .operate_with(req, state, payload, |state, b: RollKeys| async move {
+            let mode = Mode::parse(&b.mode)
+                .ok_or_else(|| DomainError::invalid("mode", "mode must be test or live"))?;
+            change(&state, &path, MerchantChange::RollKey(mode)).await
+        })
+        .await
 }
 
 fn clock_view(now: DateTime<Utc>) -> serde_json::Value {
@@ -120,18 +117,40 @@ fn clock_view(now: DateTime<Utc>) -> serde_json::Value {
 }
 
 async fn get_clock(req: HttpRequest, state: State) -> ApiResult {
-    operator(&req, &state)?;
-    let mut v = clock_view(state.kobo.clock.now());
-    v["manual"] = state.kobo.clock.is_manual().into();
-    Ok(json_response(200, &v))
+    Endpoint::operator(200)
+        .operate(req, state, |state| async move {
+            let mut v = clock_view(state.kobo.clock.now());
+            v["manual"] = state.kobo.clock.is_manual().into();
+            Ok(v)
+        })
+        .await
+}
+
+/// `{seconds}` or `{to}`.
+#[derive(Deserialize)]
+struct AdvanceClock {
+    seconds: Option<Value>,
+    #[serde(deserialize_with = "body::text::<_, 64>")]
+    to: Option<String>,
 }
 
 async fn advance_clock(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    operator(&req, &state)?;
-    let body = read_body(payload).await?;
-    let f = Fields::parse(&body, &["seconds", "to"])?;
-    let now = state.kobo.clock.now();
-    let to = match (f.raw("seconds"), f.string("to", 64)?) {
+    Endpoint::operator(200)
+        .operate_with(req, state, payload, |state, b: AdvanceClock| async move {
+            let to = clock_target(state.kobo.clock.now(), b)?;
+            let now = state
+                .timers
+                .send(Advance { to })
+                .await
+                .map_err(|e| DomainError::internal(e.to_string()))??;
+            Ok(clock_view(now))
+        })
+        .await
+}
+
+/// Where `POST /admin/v1/clock/advance` moves the clock.
+fn clock_target(now: DateTime<Utc>, b: AdvanceClock) -> ApiResult<DateTime<Utc>> {
+    let to = match (b.seconds, b.to) {
         (Some(_), Some(_)) => {
             return Err(ApiError(DomainError::invalid(
                 "to",
@@ -152,27 +171,21 @@ async fn advance_clock(req: HttpRequest, state: State, payload: web::Payload) ->
             .with_timezone(&Utc),
         (None, None) => return Err(ApiError(DomainError::missing("seconds"))),
     };
-    let now = state
-        .timers
-        .send(Advance { to })
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))??;
-    Ok(json_response(200, &clock_view(now)))
+    Ok(to)
 }
 
 async fn actors(req: HttpRequest, state: State) -> ApiResult {
-    operator(&req, &state)?;
-    let kinds = state.kobo.actor_health();
-    Ok(json_response(
-        200,
-        &json!({
-            "object": "actor_health",
-            "kinds": kinds,
-            "store_writer": {
-                "queue_depth": state.kobo.writer.queue_depth(),
-                "commits": state.kobo.writer.commits(),
-            },
-            "webhooks": state.kobo.webhooks.stats(),
-        }),
-    ))
+    Endpoint::operator(200)
+        .operate(req, state, |state| async move {
+            Ok(json!({
+                "object": "actor_health",
+                "kinds": state.kobo.actor_health(),
+                "store_writer": {
+                    "queue_depth": state.kobo.writer.queue_depth(),
+                    "commits": state.kobo.writer.commits(),
+                },
+                "webhooks": state.kobo.webhooks.stats(),
+            }))
+        })
+        .await
 }

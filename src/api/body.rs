@@ -285,6 +285,19 @@ pub fn text<'de, D: Deserializer<'de>, const MAX: usize>(d: D) -> Result<Option<
         .map_err(tunnel)
 }
 
+/// The optional string field `name` of at most `max_len` characters, for
+/// an operation that checks it after others (kept as a raw value in its
+/// body type).
+pub fn text_of(name: &str, v: Option<Value>, max_len: usize) -> R<Option<String>> {
+    v.map(|v| check_text(&v, max_len))
+        .transpose()
+        .map_err(|mut e| {
+            e.param = e.param.map(|p| p.replace(FIELD, name));
+            e.message = e.message.replace(FIELD, name);
+            e
+        })
+}
+
 /// A required string of at most `MAX` characters (blank allowed: the
 /// domain checks it).
 pub fn required_string<'de, D: Deserializer<'de>, const MAX: usize>(
@@ -452,61 +465,6 @@ pub fn nested<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Op
 #[serde(deny_unknown_fields)]
 #[schema(as = NoFields)]
 pub struct NoFields {}
-
-/// A JSON object body whose keys were checked against the allowed names:
-/// the operator API's bodies (`/admin/v1`), not yet typed.
-pub struct Fields {
-    map: Map<String, Value>,
-}
-
-impl Fields {
-    /// Parses `bytes` as a JSON object (an empty body is an empty object) and
-    /// refuses unknown keys.
-    pub fn parse(bytes: &[u8], allowed: &[&str]) -> R<Fields> {
-        let map = object(bytes)?;
-        if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-            return Err(DomainError::unknown(k));
-        }
-        Ok(Fields { map })
-    }
-
-    pub fn raw(&self, name: &str) -> Option<&Value> {
-        self.map.get(name).filter(|v| !v.is_null())
-    }
-
-    pub fn string(&self, name: &str, max_len: usize) -> R<Option<String>> {
-        match self.raw(name) {
-            None => Ok(None),
-            Some(Value::String(s)) => {
-                if s.chars().count() > max_len {
-                    Err(DomainError::invalid(
-                        name,
-                        format!("`{name}` is longer than {max_len} characters"),
-                    ))
-                } else {
-                    Ok(Some(s.clone()))
-                }
-            }
-            Some(_) => Err(DomainError::invalid(
-                name,
-                format!("`{name}` must be a string"),
-            )),
-        }
-    }
-
-    pub fn required_string(&self, name: &str, max_len: usize) -> R<String> {
-        let s = self
-            .string(name, max_len)?
-            .ok_or_else(|| DomainError::missing(name))?;
-        if s.trim().is_empty() {
-            return Err(DomainError::invalid(
-                name,
-                format!("`{name}` must not be empty"),
-            ));
-        }
-        Ok(s)
-    }
-}
 
 pub fn parse_amount(v: &Value, name: &str, min: i64) -> R<i64> {
     let n = v

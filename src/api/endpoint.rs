@@ -6,7 +6,9 @@
 //! the order of CONTRACT 3a: authentication and rate limits (401/403/429),
 //! the gate, the body (cap and deadline: 413/408), the Idempotency-Key
 //! (400/409/422, replays), the body's parse (400), then `run` (its lookups
-//! 404, its state 409), and the rendering.
+//! 404, its state 409), and the rendering. Operator operations
+//! (`/admin/v1`, [`Endpoint::operator`]) take the admin token instead: no
+//! principal, no per-key rate limit, no Idempotency-Key.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -34,6 +36,8 @@ pub enum Credential {
     /// A secret key, or the client secret or checkout credential of the
     /// payment intent the path's `{id}` names.
     IntentKey,
+    /// The admin token (the operator API): see [`Endpoint::operate`].
+    Operator,
 }
 
 /// A check of the principal after authentication (403 or 404 before the
@@ -182,6 +186,15 @@ impl Endpoint {
         }
     }
 
+    /// An operator operation answering `status` (run with
+    /// [`Endpoint::operate`] or [`Endpoint::operate_with`]).
+    pub const fn operator(status: u16) -> Self {
+        Endpoint {
+            credential: Credential::Operator,
+            ..Self::secret_key(status)
+        }
+    }
+
     pub const fn gate(self, gate: Gate) -> Self {
         Endpoint { gate, ..self }
     }
@@ -205,6 +218,7 @@ impl Endpoint {
         let intent = match self.credential {
             Credential::SecretKey => None,
             Credential::IntentKey => Some(req.match_info().get("id").unwrap_or_default()),
+            Credential::Operator => unreachable!("operator operations run through `operate`"),
         };
         let p = authenticate_for(req, state, intent)?;
         (self.gate)(&p)?;
@@ -262,6 +276,71 @@ impl Endpoint {
         })
         .await
     }
+}
+
+impl Endpoint {
+    /// An operator call without a body: the admin token, `run`, the
+    /// rendering.
+    pub async fn operate<F, Fut, O>(&self, req: HttpRequest, state: State, run: F) -> ApiResult
+    where
+        F: FnOnce(State) -> Fut,
+        Fut: Future<Output = ApiResult<O>>,
+        O: Answer,
+    {
+        self.operator_only(&req, &state)?;
+        Ok(run(state).await?.into_response(self))
+    }
+
+    /// An operator POST: the admin token, the body (cap and deadline), its
+    /// parse into `B`, `run`, the rendering.
+    pub async fn operate_with<B, F, Fut, O>(
+        &self,
+        req: HttpRequest,
+        state: State,
+        payload: web::Payload,
+        run: F,
+    ) -> ApiResult
+    where
+        B: DeserializeOwned,
+        F: FnOnce(State, B) -> Fut,
+        Fut: Future<Output = ApiResult<O>>,
+        O: Answer,
+    {
+        self.operator_only(&req, &state)?;
+        let bytes = read_body(payload).await?;
+        let parsed = body::parse::<B>(&bytes)?;
+        Ok(run(state, parsed).await?.into_response(self))
+    }
+
+    fn operator_only(&self, req: &HttpRequest, state: &State) -> ApiResult<()> {
+        debug_assert_eq!(self.credential, Credential::Operator);
+        operator(req, state)
+    }
+}
+
+/// Checks the admin token. Digests are compared so the time taken says
+/// nothing about the token; an empty bearer is never an operator, whatever
+/// the configured token.
+fn operator(req: &HttpRequest, state: &State) -> ApiResult<()> {
+    let given = req
+        .headers()
+        .get("authorization")
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| {
+            h.strip_prefix("Bearer ")
+                .or_else(|| h.strip_prefix("bearer "))
+        })
+        .unwrap_or("")
+        .trim();
+    if given.is_empty()
+        || state.admin_token.is_empty()
+        || Sha256::digest(given.as_bytes()) != Sha256::digest(state.admin_token.as_bytes())
+    {
+        return Err(ApiError(DomainError::unauthenticated(
+            "invalid admin token",
+        )));
+    }
+    Ok(())
 }
 
 /// What the idempotency layer fingerprints instead of a card body: a hash

@@ -3,6 +3,7 @@
 
 use actix_web::{web, HttpRequest};
 use serde::Deserialize;
+use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
@@ -11,13 +12,13 @@ use kobo_actors::money::MAX_AMOUNT;
 use kobo_actors::query::{ListView, Principal};
 use kobo_actors::DomainError;
 
+use super::body::Query;
 use super::body::{self as body};
-use super::body::{Fields, Query};
 use super::components::{
     BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
 };
 use super::endpoint::{Call, Endpoint};
-use super::{json_response, parse_id, read_body, resource, ApiError, ApiResult, Reply, State};
+use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/fx").route(web::get().to(preview)))
@@ -268,20 +269,24 @@ async fn retrieve_conversion(req: HttpRequest, state: State, path: web::Path<Str
 /// `POST /admin/v1/fx_rates {rate}`: publishes a rate (kobo per dollar,
 /// 1 to [`fx::MAX_RATE`]); it is current from then on. 201.
 async fn publish_rate(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    super::admin::operator(&req, &state)?;
-    let body = read_body(payload).await?;
-    let f = Fields::parse(&body, &["rate"])?;
-    let rate = match f.raw("rate") {
-        None => return Err(ApiError(DomainError::missing("rate"))),
-        Some(v) => v
-            .as_i64()
-            .filter(|_| v.is_i64() || v.is_u64())
-            .ok_or_else(|| {
-                DomainError::invalid("rate", "rate is an integer of kobo per US dollar")
-            })?,
-    };
-    let r = fx::publish_rate(&state.kobo.fx, rate).await?;
-    Ok(json_response(201, &r.to_api()))
+    Endpoint::operator(201)
+        .operate_with(req, state, payload, |state, b: PublishRate| async move {
+            let v = b.rate;
+            let rate = v
+                .as_i64()
+                .filter(|_| v.is_i64() || v.is_u64())
+                .ok_or_else(|| {
+                    DomainError::invalid("rate", "rate is an integer of kobo per US dollar")
+                })?;
+            Ok(fx::publish_rate(&state.kobo.fx, rate).await?.to_api())
+        })
+        .await
+}
+
+/// `{rate}`.
+#[derive(Deserialize)]
+struct PublishRate {
+    rate: Value,
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ use parking_lot::Mutex;
 use kobo_actors::query::{Principal, RateLimitKey};
 use kobo_actors::DomainError;
 
-use super::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult};
 
 /// Default of `kobo serve --ip-rate-limit`: requests per second per IP.
 pub const DEFAULT_IP_PER_SECOND: u32 = 500;

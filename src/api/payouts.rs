@@ -19,7 +19,7 @@ use super::components::{
     BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable, Overloaded,
 };
 use super::endpoint::{Call, Endpoint};
-use super::{json_response, parse_id, resource, ApiError, ApiResult, Reply, State};
+use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/banks").route(web::get().to(list_banks)))
@@ -486,11 +486,14 @@ async fn cancel(
 }
 
 async fn review(req: HttpRequest, state: State, raw: &str, action: PayoutAction) -> ApiResult {
-    super::admin::operator(&req, &state)?;
-    let id = parse_id(raw, "payout")?;
-    let po = service::load(&state.kobo, id)?.ok_or_else(|| DomainError::not_found("payout", id))?;
-    let view = send(&state, po.merchant, po.mode, po.id, action, None).await?;
-    Ok(json_response(200, &view))
+    Endpoint::operator(200)
+        .operate(req, state, |state| async move {
+            let id = parse_id(raw, "payout")?;
+            let po = service::load(&state.kobo, id)?
+                .ok_or_else(|| DomainError::not_found("payout", id))?;
+            Ok(send(&state, po.merchant, po.mode, po.id, action, None).await?)
+        })
+        .await
 }
 
 async fn approve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {

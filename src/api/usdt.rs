@@ -15,14 +15,14 @@ use kobo_actors::usdt::service::{
 use kobo_actors::usdt::{settings_of, CryptoPayoutView, Network, SANDBOX_OTP};
 use kobo_actors::{DomainError, Mode};
 
+use super::body::Query;
 use super::body::{self as body};
-use super::body::{Fields, Query};
 use super::components::{
     BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
 };
 use super::endpoint::{Call, Endpoint};
 use super::fx::{parse_preview, ListQuery, PreviewQuery, LIST_PARAMS};
-use super::{json_response, parse_id, read_body, resource, ApiError, ApiResult, Reply, State};
+use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/usdt").route(web::get().to(usdt)))
@@ -280,8 +280,17 @@ async fn retrieve_payout(req: HttpRequest, state: State, path: web::Path<String>
         .await
 }
 
-/// The fields of `POST /admin/v1/merchants/{id}/usdt_wallets`.
-pub const WALLET_FIELDS: &[&str] = &["address", "network", "label", "mode"];
+/// The body of `POST /admin/v1/merchants/{id}/usdt_wallets`. `label` and
+/// `mode` are checked after the address (as they always were).
+#[derive(Deserialize)]
+struct AddWallet {
+    #[serde(deserialize_with = "body::required_text::<_, 128>")]
+    address: String,
+    #[serde(deserialize_with = "body::required_text::<_, 8>")]
+    network: String,
+    label: Option<Value>,
+    mode: Option<Value>,
+}
 
 fn merchant_of(state: &State, raw: &str) -> ApiResult<Uuid> {
     let id = parse_id(raw, "merchant")?;
@@ -299,37 +308,42 @@ async fn add_wallet(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    super::admin::operator(&req, &state)?;
-    let body = read_body(payload).await?;
-    let f = Fields::parse(&body, WALLET_FIELDS)?;
-    let address = f.required_string("address", 128)?.trim().to_string();
-    let network = f.required_string("network", 8)?;
-    let network = Network::parse(&network)
-        .ok_or_else(|| DomainError::invalid("network", "network must be TRC20 or ERC20"))?;
-    network
-        .normalize(&address)
-        .map_err(|m| DomainError::invalid("address", m))?;
-    let label = f.string("label", MAX_LABEL_LEN)?;
-    let mode = match f.string("mode", 8)?.as_deref() {
-        None => Mode::Test,
-        Some(m) => Mode::parse(m)
-            .ok_or_else(|| DomainError::invalid("mode", "mode must be test or live"))?,
-    };
-    let merchant = merchant_of(&state, &path)?;
-    let (view, created) = state
-        .kobo
-        .usdt_wallets
-        .send(
-            merchant,
-            WalletChange(WalletCommand::Add {
-                mode,
-                network,
-                address,
-                label,
-            }),
-        )
-        .await??;
-    Ok(json_response(if created { 201 } else { 200 }, &view))
+    Endpoint::operator(201)
+        .operate_with(req, state, payload, |state, b: AddWallet| async move {
+            let address = b.address.trim().to_string();
+            let network = Network::parse(&b.network)
+                .ok_or_else(|| DomainError::invalid("network", "network must be TRC20 or ERC20"))?;
+            network
+                .normalize(&address)
+                .map_err(|m| DomainError::invalid("address", m))?;
+            let label = body::text_of("label", b.label, MAX_LABEL_LEN)?;
+            let mode = match body::text_of("mode", b.mode, 8)?.as_deref() {
+                None => Mode::Test,
+                Some(m) => Mode::parse(m)
+                    .ok_or_else(|| DomainError::invalid("mode", "mode must be test or live"))?,
+            };
+            let merchant = merchant_of(&state, &path)?;
+            let (view, created) = state
+                .kobo
+                .usdt_wallets
+                .send(
+                    merchant,
+                    WalletChange(WalletCommand::Add {
+                        mode,
+                        network,
+                        address,
+                        label,
+                    }),
+                )
+                .await??;
+            let status = if created { 201 } else { 200 };
+            Ok(Reply {
+                status,
+                body: view,
+                saved: false,
+            })
+        })
+        .await
 }
 
 /// Clears a wallet: 200 `{id, object: "usdt_wallet", livemode, deleted:
@@ -339,16 +353,19 @@ async fn delete_wallet(
     state: State,
     path: web::Path<(String, String)>,
 ) -> ApiResult {
-    super::admin::operator(&req, &state)?;
-    let (merchant, wallet) = path.into_inner();
-    let wallet = parse_id(&wallet, "usdt_wallet")?;
-    let merchant = merchant_of(&state, &merchant)?;
-    let (view, _) = state
-        .kobo
-        .usdt_wallets
-        .send(merchant, WalletChange(WalletCommand::Delete { wallet }))
-        .await??;
-    Ok(json_response(200, &view))
+    Endpoint::operator(200)
+        .operate(req, state, |state| async move {
+            let (merchant, wallet) = path.into_inner();
+            let wallet = parse_id(&wallet, "usdt_wallet")?;
+            let merchant = merchant_of(&state, &merchant)?;
+            let (view, _) = state
+                .kobo
+                .usdt_wallets
+                .send(merchant, WalletChange(WalletCommand::Delete { wallet }))
+                .await??;
+            Ok(view)
+        })
+        .await
 }
 
 #[cfg(test)]

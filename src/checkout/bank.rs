@@ -143,12 +143,9 @@ async fn bank_approve(
     key: web::Data<forms::FormKey>,
     req: HttpRequest,
     path: web::Path<String>,
-    body: web::Bytes,
+    payload: web::Payload,
 ) -> HttpResponse {
-    if !key.allows(forms::Page::Bank, &path, &req, &body) {
-        return form_refused(&req, "Kobo Sandbox Bank");
-    }
-    bank_answer(state, req, &path, true).await
+    bank_form(state, key, req, path, payload, true).await
 }
 
 async fn bank_decline(
@@ -156,12 +153,29 @@ async fn bank_decline(
     key: web::Data<forms::FormKey>,
     req: HttpRequest,
     path: web::Path<String>,
-    body: web::Bytes,
+    payload: web::Payload,
 ) -> HttpResponse {
+    bank_form(state, key, req, path, payload, false).await
+}
+
+/// A button's POST: the body (cap and deadline), the page's form token,
+/// then the answer.
+async fn bank_form(
+    state: State,
+    key: web::Data<forms::FormKey>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+    approved: bool,
+) -> HttpResponse {
+    let body = match form_body(payload).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     if !key.allows(forms::Page::Bank, &path, &req, &body) {
         return form_refused(&req, "Kobo Sandbox Bank");
     }
-    bank_answer(state, req, &path, false).await
+    bank_answer(state, req, &path, approved).await
 }
 
 /// `POST .../approve` or `.../decline`: a browser (the page's buttons) is
@@ -209,7 +223,12 @@ async fn bank_answer(
         Ok(r) => r,
         Err(e) => Err(e),
     };
-    let checkout = format!("/c/{}", intent.checkout_code);
+    bank_reply(browser, &format!("/c/{}", intent.checkout_code), outcome)
+}
+
+/// The answer to a button: a browser goes back to the checkout page (or
+/// sees why not), a program gets the payment intent or the error.
+fn bank_reply(browser: bool, checkout: &str, outcome: Result<Value, DomainError>) -> HttpResponse {
     match outcome {
         Ok(_) if browser => HttpResponse::SeeOther()
             .insert_header((header::LOCATION, checkout))
@@ -224,7 +243,7 @@ async fn bank_answer(
   <p><a class="button secondary" href="{}">Back to the payment</a></p>
 </section>"#,
                 esc(&e.message),
-                esc(&checkout)
+                esc(checkout)
             );
             html(
                 409,

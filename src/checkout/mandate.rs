@@ -17,7 +17,7 @@ use kobo_actors::mandate::{Mandate, MandateStatus};
 use kobo_actors::{DomainError, ErrorKind, Mode};
 
 use super::forms::{self, FormKey};
-use super::{esc, form_refused, frame, html, message_page, wants_html};
+use super::{esc, form_body, form_refused, frame, html, message_page, wants_html};
 use crate::api::{error_body, status_of, State};
 
 const BANK: &str = "Kobo Sandbox Bank";
@@ -120,12 +120,9 @@ async fn approve(
     key: web::Data<FormKey>,
     req: HttpRequest,
     path: web::Path<String>,
-    body: web::Bytes,
+    payload: web::Payload,
 ) -> HttpResponse {
-    if !key.allows(forms::Page::Mandate, &path, &req, &body) {
-        return form_refused(&req, BANK);
-    }
-    answer(state, req, &path, true).await
+    form(state, key, req, path, payload, true).await
 }
 
 async fn decline(
@@ -133,12 +130,29 @@ async fn decline(
     key: web::Data<FormKey>,
     req: HttpRequest,
     path: web::Path<String>,
-    body: web::Bytes,
+    payload: web::Payload,
 ) -> HttpResponse {
+    form(state, key, req, path, payload, false).await
+}
+
+/// A button's POST: the body (cap and deadline), the page's form token,
+/// then the answer.
+async fn form(
+    state: State,
+    key: web::Data<FormKey>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    payload: web::Payload,
+    approved: bool,
+) -> HttpResponse {
+    let body = match form_body(payload).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
     if !key.allows(forms::Page::Mandate, &path, &req, &body) {
         return form_refused(&req, BANK);
     }
-    answer(state, req, &path, false).await
+    answer(state, req, &path, approved).await
 }
 
 /// Records the customer's answer with the sandbox provider. A browser
@@ -176,6 +190,17 @@ async fn answer(state: State, req: HttpRequest, reference: &str, approved: bool)
             .record_answer(m.id, approved, now)
             .await
     };
+    reply(browser, &m, approved, outcome)
+}
+
+/// The answer to a button: a browser sees where it goes next, a program
+/// gets the record (or the error).
+fn reply(
+    browser: bool,
+    m: &Mandate,
+    approved: bool,
+    outcome: Result<(), DomainError>,
+) -> HttpResponse {
     match outcome {
         Ok(()) if browser => match (&m.callback_url, approved) {
             (Some(url), true) => HttpResponse::SeeOther()

@@ -457,6 +457,15 @@ pub(crate) fn form_refused(req: &HttpRequest, bank: &str) -> HttpResponse {
     HttpResponse::Forbidden().json(error_body(&e))
 }
 
+/// Reads a sandbox form's body as every other body is read
+/// ([`crate::api::read_body`]: 413 past the cap, 408 past the deadline).
+pub(crate) async fn form_body(payload: web::Payload) -> Result<web::Bytes, HttpResponse> {
+    use actix_web::ResponseError;
+    crate::api::read_body(payload)
+        .await
+        .map_err(|e| e.error_response())
+}
+
 pub(crate) fn wants_html(req: &HttpRequest) -> bool {
     req.headers()
         .get(header::ACCEPT)

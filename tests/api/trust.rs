@@ -217,6 +217,38 @@ async fn a_body_that_does_not_arrive_in_time_is_cut_off_with_408() {
     r.assert_status(201);
 }
 
+/// The sandbox pages' form POSTs read their bodies under the same deadline
+/// as the API's.
+#[tokio::test]
+async fn a_sandbox_form_body_that_does_not_arrive_in_time_is_cut_off_with_408() {
+    let app = spawn_app_with(&["--body-timeout-ms".into(), "300".into()]).await;
+    let addr = app.base.strip_prefix("http://").unwrap();
+    for path in [
+        "/sandbox/bank/some-reference/approve",
+        "/sandbox/bank/some-reference/decline",
+        "/sandbox/mandates/some-reference/approve",
+        "/sandbox/mandates/some-reference/decline",
+    ] {
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nform_token="
+        );
+        conn.write_all(head.as_bytes()).await.unwrap();
+        // The rest never comes; the server must answer on its own.
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            conn.read_to_end(&mut answer),
+        )
+        .await;
+        let text = String::from_utf8_lossy(&answer);
+        assert!(read.is_ok(), "{path}: no answer within 10 s: {text}");
+        assert!(text.starts_with("HTTP/1.1 408"), "{path}: {text}");
+        assert!(text.contains("request_timeout"), "{path}: {text}");
+    }
+}
+
 #[tokio::test]
 async fn answers_that_carry_secrets_are_never_cached() {
     let app = spawn_app().await;

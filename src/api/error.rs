@@ -1,0 +1,208 @@
+//! The one mapping from domain errors to HTTP, and the error body (a leaf:
+//! it imports no handler).
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, ResponseError};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use kobo_actors::{DomainError, ErrorKind};
+
+/// The one mapping from domain errors to HTTP.
+#[derive(Debug)]
+pub struct ApiError(pub DomainError);
+
+impl From<DomainError> for ApiError {
+    fn from(e: DomainError) -> Self {
+        ApiError(e)
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+pub fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::InvalidRequest => StatusCode::BAD_REQUEST,
+        ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorKind::Forbidden => StatusCode::FORBIDDEN,
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::State => StatusCode::CONFLICT,
+        ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+        ErrorKind::Idempotency => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+        ErrorKind::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The `type` of an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+pub enum ErrorType {
+    /// 400, 404, 408, 413: something in the request is wrong.
+    #[serde(rename = "invalid_request_error")]
+    InvalidRequest,
+    /// 401, 403: the key is missing, wrong or revoked, or cannot do this.
+    #[serde(rename = "authentication_error")]
+    Authentication,
+    /// 409: the object's state does not allow the operation.
+    #[serde(rename = "state_error")]
+    State,
+    /// 422: the Idempotency-Key was used with a different request.
+    #[serde(rename = "idempotency_error")]
+    Idempotency,
+    /// 429: too many requests; retry after `Retry-After` seconds.
+    #[serde(rename = "rate_limit_error")]
+    RateLimit,
+    /// 5xx: a failure on the service's side; retry with the same key.
+    #[serde(rename = "api_error")]
+    Api,
+}
+
+fn type_of(kind: ErrorKind) -> ErrorType {
+    match kind {
+        ErrorKind::InvalidRequest
+        | ErrorKind::NotFound
+        | ErrorKind::TooLarge
+        | ErrorKind::BodyTimeout => ErrorType::InvalidRequest,
+        ErrorKind::Unauthenticated | ErrorKind::Forbidden => ErrorType::Authentication,
+        ErrorKind::State => ErrorType::State,
+        ErrorKind::Idempotency => ErrorType::Idempotency,
+        ErrorKind::RateLimited { .. } => ErrorType::RateLimit,
+        ErrorKind::Overloaded | ErrorKind::Internal => ErrorType::Api,
+    }
+}
+
+/// The body of every error.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    #[serde(rename = "type")]
+    pub error_type: ErrorType,
+    /// Stable; programs use this, not `message`.
+    pub code: String,
+    /// For people.
+    pub message: String,
+    /// The offending field on 400 errors; null elsewhere.
+    #[schema(required = true)]
+    pub param: Option<String>,
+}
+
+impl ErrorBody {
+    /// The one rendering of an error. `param` names a field only on 400s and
+    /// on 404s for an id the request named (CONTRACT 3a); on every other
+    /// status it is null, whatever the error carried.
+    pub fn new(e: &DomainError) -> Self {
+        let names_param = matches!(e.kind, ErrorKind::InvalidRequest | ErrorKind::NotFound);
+        ErrorBody {
+            error: ErrorDetail {
+                error_type: type_of(e.kind),
+                code: e.code.clone(),
+                message: e.message.clone(),
+                param: e.param.clone().filter(|_| names_param),
+            },
+        }
+    }
+}
+
+pub fn error_body(e: &DomainError) -> Value {
+    serde_json::to_value(ErrorBody::new(e)).expect("an error body serializes")
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        status_of(self.0.kind)
+    }
+    fn error_response(&self) -> HttpResponse {
+        if self.0.kind == ErrorKind::Internal {
+            tracing::error!(code = %self.0.code, message = %self.0.message, "request failed");
+        }
+        let mut r = HttpResponse::build(self.status_code());
+        match self.0.kind {
+            ErrorKind::Overloaded => {
+                r.insert_header(("Retry-After", "1"));
+            }
+            ErrorKind::RateLimited { retry_after_secs } => {
+                r.insert_header(("Retry-After", retry_after_secs.to_string()));
+            }
+            _ => {}
+        }
+        r.json(error_body(&self.0))
+    }
+}
+
+pub type ApiResult<T = HttpResponse> = Result<T, ApiError>;
+
+pub fn json_response(status: u16, body: &Value) -> HttpResponse {
+    HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK)).json(body)
+}
+
+pub async fn not_found(req: HttpRequest) -> HttpResponse {
+    ApiError(DomainError::new(
+        ErrorKind::NotFound,
+        "resource_missing",
+        format!("no route for {} {}", req.method(), req.path()),
+    ))
+    .error_response()
+}
+
+pub async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
+    HttpResponse::MethodNotAllowed().json(error_body(&DomainError::request(
+        "method_not_allowed",
+        None,
+        format!("{} is not allowed on {}", req.method(), req.path()),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The typed body renders exactly what the `json!` rendering it
+    /// replaced did.
+    #[test]
+    fn error_body_json_is_unchanged() {
+        let kinds = [
+            (ErrorKind::InvalidRequest, "invalid_request_error"),
+            (ErrorKind::Unauthenticated, "authentication_error"),
+            (ErrorKind::Forbidden, "authentication_error"),
+            (ErrorKind::NotFound, "invalid_request_error"),
+            (ErrorKind::State, "state_error"),
+            (ErrorKind::TooLarge, "invalid_request_error"),
+            (ErrorKind::Idempotency, "idempotency_error"),
+            (
+                ErrorKind::RateLimited {
+                    retry_after_secs: 1,
+                },
+                "rate_limit_error",
+            ),
+            (ErrorKind::Overloaded, "api_error"),
+            (ErrorKind::Internal, "api_error"),
+        ];
+        for (kind, type_name) in kinds {
+            for param in [None, Some("amount")] {
+                let mut e = DomainError::new(kind, "some_code", "what happened");
+                e.param = param.map(str::to_string);
+                let named = matches!(kind, ErrorKind::InvalidRequest | ErrorKind::NotFound);
+                let old = json!({"error": {
+                    "type": type_name,
+                    "code": e.code,
+                    "message": e.message,
+                    "param": if named { e.param.clone() } else { None },
+                }});
+                assert_eq!(error_body(&e), old);
+            }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Idempotent POSTs: the Idempotency-Key, replays, and saving answers.
+
+use std::future::Future;
+
+use actix_web::http::header::{HeaderValue, CONTENT_TYPE};
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use kobo_actors::idempotency::{self, IdempotencySave, MAX_KEY_LEN};
+use kobo_actors::query::Principal;
+use kobo_actors::{DomainError, ErrorKind};
+use kobo_storage::Batch;
+
+use super::error::{error_body, json_response, status_of, ApiError, ApiResult};
+use super::state::{AppState, FlightKey};
+
+/// What an idempotent operation produced.
+pub struct Reply {
+    pub status: u16,
+    pub body: Value,
+    /// The operation saved its response itself, in the batch of its effect.
+    pub saved: bool,
+}
+
+impl Reply {
+    /// A response the operation already saved with its effect.
+    pub fn saved(status: u16, body: Value) -> Self {
+        Reply {
+            status,
+            body,
+            saved: true,
+        }
+    }
+}
+
+struct InFlight<'a> {
+    state: &'a AppState,
+    key: FlightKey,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.state.in_flight.lock().remove(&self.key);
+    }
+}
+
+fn replay(status: u16, body: &str) -> HttpResponse {
+    let mut r = HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
+    r.insert_header(("Idempotent-Replayed", "true"));
+    r.insert_header((CONTENT_TYPE, HeaderValue::from_static("application/json")));
+    r.body(body.to_string())
+}
+
+/// Runs a POST under its Idempotency-Key, in the caller's own scope
+/// (merchant, mode and credential: a client secret or checkout page never
+/// shares keys with the merchant's server): a replay answers the saved
+/// response; a different request with the same key 422; a key whose first
+/// request is still running 409. 2xx and 4xx answers are saved (an effect's
+/// answer in the effect's own batch); 5xx saves nothing.
+pub async fn idempotent<F, Fut>(
+    req: &HttpRequest,
+    state: &AppState,
+    principal: &Principal,
+    body: &[u8],
+    run: F,
+) -> ApiResult
+where
+    F: FnOnce(IdempotencySave) -> Fut,
+    Fut: Future<Output = ApiResult<Reply>>,
+{
+    let key = match req.headers().get("idempotency-key") {
+        None => {
+            return Err(ApiError(
+                DomainError::new(
+                    ErrorKind::InvalidRequest,
+                    "parameter_missing",
+                    "every POST needs an Idempotency-Key header",
+                )
+                .with_param("Idempotency-Key"),
+            ))
+        }
+        Some(v) => v.to_str().ok().map(str::to_string).unwrap_or_default(),
+    };
+    if key.is_empty() || key.len() > MAX_KEY_LEN {
+        return Err(ApiError(DomainError::invalid(
+            "Idempotency-Key",
+            format!("the Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters"),
+        )));
+    }
+    let mut h = Sha256::new();
+    h.update(req.method().as_str().as_bytes());
+    h.update(b" ");
+    h.update(req.path().as_bytes());
+    h.update(b"\n");
+    h.update(body);
+    let fingerprint = hex::encode(h.finalize());
+    let merchant = principal.merchant.id;
+    let mode = principal.mode;
+    let caller = principal.caller;
+    let kobo = &state.kobo;
+
+    let flight_key = (merchant, mode, caller, key.clone());
+    {
+        let mut in_flight = state.in_flight.lock();
+        if !in_flight.insert(flight_key.clone()) {
+            return Err(ApiError(DomainError::state(
+                "idempotency_key_in_use",
+                "a request with this Idempotency-Key is still running; retry when it has finished",
+            )));
+        }
+    }
+    let _guard = InFlight {
+        state,
+        key: flight_key,
+    };
+
+    let read = kobo.store.read().map_err(DomainError::from)?;
+    if let Some(rec) = idempotency::lookup(&read, merchant, mode, caller, &key, kobo.clock.now())
+        .map_err(DomainError::from)?
+    {
+        if rec.fingerprint == fingerprint {
+            return Ok(replay(rec.status, rec.body.get()));
+        }
+        return Err(ApiError(DomainError::new(
+            ErrorKind::Idempotency,
+            "idempotency_key_reused",
+            "this Idempotency-Key was used with a different request",
+        )));
+    }
+    drop(read);
+
+    let save = IdempotencySave {
+        merchant,
+        mode,
+        caller,
+        key,
+        fingerprint,
+    };
+    let outcome = run(save.clone()).await;
+    let (status, body, saved) = match outcome {
+        Ok(r) => (r.status, r.body, r.saved),
+        Err(e) if status_of(e.0.kind).is_server_error() => return Err(e),
+        // Another request is working on the object: nothing happened, and
+        // the same key may be retried once it has finished.
+        Err(e) if e.0.code == "payment_in_progress" => return Err(e),
+        Err(e) => (status_of(e.0.kind).as_u16(), error_body(&e.0), false),
+    };
+    if !saved {
+        let mut batch = Batch::new();
+        save.add_to(&mut batch, status, &body.to_string(), kobo.clock.now());
+        kobo.writer
+            .commit(batch)
+            .await
+            .map_err(|e| DomainError::internal(e.to_string()))?;
+    }
+    Ok(json_response(status, &body))
+}

@@ -1,0 +1,58 @@
+//! The state every handler shares (a leaf: it imports no handler).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use actix::Addr;
+use actix_web::web;
+use parking_lot::Mutex;
+use uuid::Uuid;
+
+use kobo_actors::credential::CheckoutKey;
+use kobo_actors::query::Caller;
+use kobo_actors::timers::TimerSupervisor;
+use kobo_actors::{Kobo, Mode};
+
+use crate::metrics::Metrics;
+
+/// Largest accepted request body.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+pub struct AppState {
+    pub kobo: Arc<Kobo>,
+    pub admin_token: String,
+    pub timers: Addr<TimerSupervisor>,
+    pub metrics: Metrics,
+    /// Idempotency keys whose first request is still running, in the
+    /// scope their records are saved in (merchant, mode, caller).
+    pub(super) in_flight: Mutex<HashSet<FlightKey>>,
+    /// Keys the idempotency fingerprints of card requests (see
+    /// [`super::cards::fingerprint_key`]).
+    pub card_key: [u8; 32],
+    /// Makes and checks the hosted checkout's credentials (see
+    /// [`kobo_actors::credential`]); loaded from the data directory at start.
+    pub checkout_key: CheckoutKey,
+}
+
+pub(super) type FlightKey = (Uuid, Mode, Caller, String);
+
+impl AppState {
+    pub fn new(
+        kobo: Arc<Kobo>,
+        admin_token: String,
+        timers: Addr<TimerSupervisor>,
+        metrics: Metrics,
+    ) -> Self {
+        AppState {
+            kobo,
+            admin_token,
+            timers,
+            metrics,
+            in_flight: Mutex::new(HashSet::new()),
+            card_key: rand::random(),
+            checkout_key: CheckoutKey::random(),
+        }
+    }
+}
+
+pub type State = web::Data<AppState>;
