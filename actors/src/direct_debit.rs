@@ -23,7 +23,7 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, CommitError, Store, Table, Writer};
 
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::ids::Mode;
 
 /// What a provider is asked about: one mandate and its customer.
@@ -145,7 +145,7 @@ impl SandboxMandates {
         match self.writer.commit(b).await {
             Ok(()) => Ok(()),
             Err(CommitError::Conflict { .. }) => Err(DomainError::state(
-                "mandate_already_answered",
+                ErrorCode::MandateAlreadyAnswered,
                 "the customer already answered this mandate's authorization",
             )),
             Err(e) => Err(DomainError::internal(e.to_string())),
@@ -241,7 +241,7 @@ pub struct UnconfiguredMandates;
 
 pub fn provider_not_configured() -> DomainError {
     DomainError::state(
-        "provider_not_configured",
+        ErrorCode::ProviderNotConfigured,
         "no live direct-debit provider is configured on this kobo server",
     )
 }

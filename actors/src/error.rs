@@ -29,21 +29,158 @@ pub enum ErrorKind {
     Overloaded,
     /// 500 api_error
     Internal,
+    /// 405 invalid_request_error: a known path, the wrong method
+    MethodNotAllowed,
+}
+
+/// Declares [`ErrorCode`]: each variant with its wire code and its kind.
+macro_rules! error_codes {
+    ($($(#[$doc:meta])* $variant:ident = $wire:literal => $kind:expr,)*) => {
+        /// Every error code the service emits. The wire code (`as_str`) is
+        /// stable; the kind (`kind`) gives its HTTP status and `type`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl ErrorCode {
+            /// Every code, in declaration order.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            /// The wire code, as sent in `error.code`.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $wire,)*
+                }
+            }
+
+            /// The kind (HTTP status and `type`) every use of this code has.
+            /// `RateLimited` carries the minimum `retry_after_secs` (1);
+            /// [`DomainError::rate_limited`] sets the real wait.
+            pub fn kind(self) -> ErrorKind {
+                match self {
+                    $(ErrorCode::$variant => $kind,)*
+                }
+            }
+
+            /// The code whose wire form is `wire`, if any.
+            pub fn from_wire(wire: &str) -> Option<ErrorCode> {
+                match wire {
+                    $($wire => Some(ErrorCode::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+use ErrorKind::{
+    BodyTimeout, Forbidden, Idempotency, Internal, InvalidRequest, MethodNotAllowed, NotFound,
+    Overloaded, State, TooLarge, Unauthenticated,
+};
+
+error_codes! {
+    // 400
+    ParameterMissing = "parameter_missing" => InvalidRequest,
+    ParameterInvalid = "parameter_invalid" => InvalidRequest,
+    ParameterUnknown = "parameter_unknown" => InvalidRequest,
+    PaymentMethodUnavailable = "payment_method_unavailable" => InvalidRequest,
+    IncorrectOtp = "incorrect_otp" => InvalidRequest,
+    AmountTooLarge = "amount_too_large" => InvalidRequest,
+    AccountVerificationFailed = "account_verification_failed" => InvalidRequest,
+    TooManyEndpoints = "too_many_endpoints" => InvalidRequest,
+    // 401, 403
+    InvalidApiKey = "invalid_api_key" => Unauthenticated,
+    AccountNotActivated = "account_not_activated" => Forbidden,
+    CardApiNotEnabled = "card_api_not_enabled" => Forbidden,
+    UsdtNotEnabled = "usdt_not_enabled" => Forbidden,
+    FormTokenInvalid = "form_token_invalid" => Forbidden,
+    // 404, 405
+    ResourceMissing = "resource_missing" => NotFound,
+    MethodNotAllowed = "method_not_allowed" => MethodNotAllowed,
+    // 408, 413
+    RequestTimeout = "request_timeout" => BodyTimeout,
+    BodyTooLarge = "body_too_large" => TooLarge,
+    // 409
+    PaymentIntentUnexpectedState = "payment_intent_unexpected_state" => State,
+    BankTransferNotStarted = "bank_transfer_not_started" => State,
+    ProviderNotConfigured = "provider_not_configured" => State,
+    CardAttemptsExceeded = "card_attempts_exceeded" => State,
+    CardApiUnavailable = "card_api_unavailable" => State,
+    PaymentInProgress = "payment_in_progress" => State,
+    DuplicateReference = "duplicate_reference" => State,
+    IdempotencyKeyInUse = "idempotency_key_in_use" => State,
+    NoFxRate = "no_fx_rate" => State,
+    RateChanged = "rate_changed" => State,
+    PricingOutOfRange = "pricing_out_of_range" => State,
+    SettlementDelayOutOfRange = "settlement_delay_out_of_range" => State,
+    ClockNotManual = "clock_not_manual" => State,
+    MandateAlreadyAnswered = "mandate_already_answered" => State,
+    MandateUnexpectedState = "mandate_unexpected_state" => State,
+    MandateNotActive = "mandate_not_active" => State,
+    PaymentNotRefundable = "payment_not_refundable" => State,
+    PaymentNotDisputable = "payment_not_disputable" => State,
+    PaymentDisputed = "payment_disputed" => State,
+    DisputeAlreadyOpen = "dispute_already_open" => State,
+    DisputeNotOpen = "dispute_not_open" => State,
+    DisputeResponseLate = "dispute_response_late" => State,
+    InsufficientFunds = "insufficient_funds" => State,
+    PayoutLimitExceeded = "payout_limit_exceeded" => State,
+    PayoutUnexpectedState = "payout_unexpected_state" => State,
+    // 422
+    IdempotencyKeyReused = "idempotency_key_reused" => Idempotency,
+    // 429
+    RateLimited = "rate_limited" => ErrorKind::RateLimited {
+        retry_after_secs: 1
+    },
+    // 500, 503
+    InternalError = "internal_error" => Internal,
+    Overloaded = "overloaded" => Overloaded,
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for ErrorCode {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for ErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl serde::Serialize for ErrorCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DomainError {
     pub kind: ErrorKind,
-    pub code: String,
+    pub code: ErrorCode,
     pub message: String,
     pub param: Option<String>,
 }
 
 impl DomainError {
-    pub fn new(kind: ErrorKind, code: &str, message: impl Into<String>) -> Self {
+    /// An error whose kind is the code's own: the usual constructor.
+    pub fn of(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::new(code.kind(), code, message)
+    }
+    /// An error with an explicit kind; only for kinds that carry data
+    /// (`RateLimited`) or tests. Prefer [`DomainError::of`].
+    pub fn new(kind: ErrorKind, code: ErrorCode, message: impl Into<String>) -> Self {
         DomainError {
             kind,
-            code: code.to_string(),
+            code,
             message: message.into(),
             param: None,
         }
@@ -54,28 +191,28 @@ impl DomainError {
     }
     /// 400 `parameter_invalid` naming `param`.
     pub fn invalid(param: &str, message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::InvalidRequest, "parameter_invalid", message).with_param(param)
+        Self::of(ErrorCode::ParameterInvalid, message).with_param(param)
     }
     /// 400 `parameter_missing` naming `param`.
     pub fn missing(param: &str) -> Self {
-        Self::new(
-            ErrorKind::InvalidRequest,
-            "parameter_missing",
+        Self::of(
+            ErrorCode::ParameterMissing,
             format!("`{param}` is required"),
         )
         .with_param(param)
     }
     /// 400 `parameter_unknown` naming `param`.
     pub fn unknown(param: &str) -> Self {
-        Self::new(
-            ErrorKind::InvalidRequest,
-            "parameter_unknown",
+        Self::of(
+            ErrorCode::ParameterUnknown,
             format!("`{param}` is not a known parameter"),
         )
         .with_param(param)
     }
-    pub fn request(code: &str, param: Option<&str>, message: impl Into<String>) -> Self {
-        let e = Self::new(ErrorKind::InvalidRequest, code, message);
+    /// A 400 error (`code` must be a 400 code) naming `param`, if any.
+    pub fn request(code: ErrorCode, param: Option<&str>, message: impl Into<String>) -> Self {
+        debug_assert_eq!(code.kind(), ErrorKind::InvalidRequest, "{code}");
+        let e = Self::of(code, message);
         match param {
             Some(p) => e.with_param(p),
             None => e,
@@ -83,24 +220,25 @@ impl DomainError {
     }
     /// 404 `resource_missing`.
     pub fn not_found(what: &str, id: impl fmt::Display) -> Self {
-        Self::new(
-            ErrorKind::NotFound,
-            "resource_missing",
-            format!("no such {what}: {id}"),
-        )
+        Self::of(ErrorCode::ResourceMissing, format!("no such {what}: {id}"))
     }
-    /// 409 state error with a code.
-    pub fn state(code: &str, message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::State, code, message)
+    /// 409 state error with a code (`code` must be a 409 code).
+    pub fn state(code: ErrorCode, message: impl Into<String>) -> Self {
+        debug_assert_eq!(code.kind(), ErrorKind::State, "{code}");
+        Self::of(code, message)
     }
+    /// 401 `invalid_api_key`.
     pub fn unauthenticated(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Unauthenticated, "invalid_api_key", message)
+        Self::of(ErrorCode::InvalidApiKey, message)
     }
-    pub fn forbidden(code: &str, message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Forbidden, code, message)
+    /// 403 with a code (`code` must be a 403 code).
+    pub fn forbidden(code: ErrorCode, message: impl Into<String>) -> Self {
+        debug_assert_eq!(code.kind(), ErrorKind::Forbidden, "{code}");
+        Self::of(code, message)
     }
+    /// 500 `internal_error`.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Internal, "internal_error", message)
+        Self::of(ErrorCode::InternalError, message)
     }
     /// 429 `rate_limited`: `who` sent more than its limit; nothing was done
     /// (and nothing saved under the Idempotency-Key).
@@ -112,14 +250,14 @@ impl DomainError {
             ErrorKind::RateLimited {
                 retry_after_secs: secs,
             },
-            "rate_limited",
+            ErrorCode::RateLimited,
             format!("too many requests from {who}; retry in {secs} s"),
         )
     }
+    /// 503 `overloaded`.
     pub fn overloaded(what: &str) -> Self {
-        Self::new(
-            ErrorKind::Overloaded,
-            "overloaded",
+        Self::of(
+            ErrorCode::Overloaded,
             format!("{what} is busy; retry shortly with the same Idempotency-Key"),
         )
     }

@@ -26,7 +26,7 @@ use uuid::Uuid;
 use kobo_storage::{decode, Batch, KeyBuf, Table};
 
 use crate::env::Env;
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, scope_key, Mode};
 use crate::ledger::actor::{Ledgers, PostEntry};
@@ -186,7 +186,7 @@ pub fn load_rate(kobo: &Env, id: Uuid) -> DomainResult<Option<FxRate>> {
 
 fn no_rate() -> DomainError {
     DomainError::state(
-        "no_fx_rate",
+        ErrorCode::NoFxRate,
         "no dollar rate has been published yet; conversions open once one is",
     )
 }
@@ -362,7 +362,7 @@ pub struct Convert {
 
 fn rate_changed(current: &FxRate) -> DomainError {
     DomainError::state(
-        "rate_changed",
+        ErrorCode::RateChanged,
         format!(
             "a newer rate was published: {} kobo per US dollar (rate id {}); nothing was converted. Convert again with that rate_id",
             current.rate, current.id

@@ -52,6 +52,6 @@ pub mod usdt;
 pub mod webhook;
 
 pub use env::{Config, Env};
-pub use error::{DomainError, DomainResult, ErrorKind};
+pub use error::{DomainError, DomainResult, ErrorCode, ErrorKind};
 pub use ids::Mode;
 pub use runtime::Kobo;

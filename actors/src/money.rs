@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 
 /// Largest amount accepted anywhere (10^12 minor units).
 pub const MAX_AMOUNT: i64 = 1_000_000_000_000;
@@ -164,7 +164,7 @@ pub const MAX_FEE: i64 = MAX_AMOUNT;
 /// 409 `pricing_out_of_range`: the merchant's price cannot price this
 /// amount (a fee outside 0..=[`MAX_FEE`], or a total that does not fit).
 pub fn pricing_out_of_range(message: impl Into<String>) -> DomainError {
-    DomainError::state("pricing_out_of_range", message)
+    DomainError::state(ErrorCode::PricingOutOfRange, message)
 }
 
 /// VAT on a fee, half up. Exact for any `i64` fee (computed in `i128`,

@@ -16,7 +16,7 @@ use futures_util::future::join_all;
 use kobo_storage::{Batch, Table};
 
 use crate::clock::micros;
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::ledger::actor::ReleaseScheduled;
 use crate::ledger::release::release_key;
 use crate::ledger::Bucket;
@@ -277,7 +277,7 @@ impl Handler<Advance> for TimerSupervisor {
             async move {
                 if !kobo.clock.is_manual() {
                     return Err(DomainError::state(
-                        "clock_not_manual",
+                        ErrorCode::ClockNotManual,
                         "the server runs on the system clock; start it with --clock manual",
                     ));
                 }

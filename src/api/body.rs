@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use kobo_actors::money::{Currency, MAX_AMOUNT};
-use kobo_actors::DomainError;
+use kobo_actors::{DomainError, ErrorCode};
 
 type R<T> = Result<T, DomainError>;
 
@@ -131,6 +131,9 @@ impl de::Error for BodyError {
         if let (Some(""), Some(code), Some(param), Some(message)) =
             (parts.next(), parts.next(), parts.next(), parts.next())
         {
+            // Field rules tunnel only 400 codes; an unknown one cannot
+            // arrive, but would still be a 400 on the field.
+            let code = ErrorCode::from_wire(code).unwrap_or(ErrorCode::ParameterInvalid);
             let mut e = DomainError::request(code, Some(param), message);
             if param.is_empty() {
                 e.param = None;

@@ -24,7 +24,7 @@ use kobo_actors::payment_intent::actor::{payment_in_progress, Action, IntentMess
 use kobo_actors::payment_intent::card::{AuthInput, BillingAddress, CardDetails, Secret};
 use kobo_actors::payment_intent::PaymentIntentView;
 use kobo_actors::query::{self, Principal};
-use kobo_actors::{DomainError, Mode};
+use kobo_actors::{DomainError, ErrorCode, Mode};
 
 use super::body;
 use super::components::{
@@ -60,7 +60,7 @@ fn ensure_card_api(p: &Principal) -> ApiResult<()> {
     live_payments(p)?;
     if p.mode == Mode::Live && !p.caller.is_checkout() && !p.merchant.settings.card_api_enabled {
         return Err(ApiError(DomainError::forbidden(
-            "card_api_not_enabled",
+            ErrorCode::CardApiNotEnabled,
             "card payments by API are not enabled for this account in live mode; use the hosted checkout or bank transfer",
         )));
     }
@@ -249,7 +249,7 @@ pub(crate) async fn card(
             let card = body.into_card(state.kobo.clock.now())?;
             if !p.merchant.settings.payment_methods.card {
                 return Err(ApiError(DomainError::request(
-                    "payment_method_unavailable",
+                    ErrorCode::PaymentMethodUnavailable,
                     None,
                     "card payments are turned off in this merchant's payment settings",
                 )));

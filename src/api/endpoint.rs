@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 
 use kobo_actors::idempotency::IdempotencySave;
 use kobo_actors::query::Principal;
-use kobo_actors::{DomainError, Kobo, Mode};
+use kobo_actors::{DomainError, ErrorCode, Kobo, Mode};
 
 use super::body;
 use super::{
@@ -53,7 +53,7 @@ pub fn open(_: &Principal) -> ApiResult<()> {
 pub fn live_payments(p: &Principal) -> ApiResult<()> {
     if p.mode == Mode::Live && !p.merchant.settings.live_approved {
         return Err(ApiError(DomainError::forbidden(
-            "account_not_activated",
+            ErrorCode::AccountNotActivated,
             "live payments are not yet enabled for this account",
         )));
     }
@@ -63,9 +63,8 @@ pub fn live_payments(p: &Principal) -> ApiResult<()> {
 /// Test helpers answer 404 to live keys.
 pub fn test_mode(p: &Principal) -> ApiResult<()> {
     if p.mode == Mode::Live {
-        return Err(ApiError(DomainError::new(
-            kobo_actors::ErrorKind::NotFound,
-            "resource_missing",
+        return Err(ApiError(DomainError::of(
+            ErrorCode::ResourceMissing,
             "test helpers exist only in test mode",
         )));
     }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use kobo_actors::{DomainError, ErrorKind};
+use kobo_actors::{DomainError, ErrorCode, ErrorKind};
 
 /// The one mapping from domain errors to HTTP.
 #[derive(Debug)]
@@ -34,6 +34,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::State => StatusCode::CONFLICT,
         ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorKind::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+        ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorKind::Idempotency => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorKind::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         ErrorKind::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
@@ -44,7 +45,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
 /// The `type` of an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 pub enum ErrorType {
-    /// 400, 404, 408, 413: something in the request is wrong.
+    /// 400, 404, 405, 408, 413: something in the request is wrong.
     #[serde(rename = "invalid_request_error")]
     InvalidRequest,
     /// 401, 403: the key is missing, wrong or revoked, or cannot do this.
@@ -69,7 +70,8 @@ fn type_of(kind: ErrorKind) -> ErrorType {
         ErrorKind::InvalidRequest
         | ErrorKind::NotFound
         | ErrorKind::TooLarge
-        | ErrorKind::BodyTimeout => ErrorType::InvalidRequest,
+        | ErrorKind::BodyTimeout
+        | ErrorKind::MethodNotAllowed => ErrorType::InvalidRequest,
         ErrorKind::Unauthenticated | ErrorKind::Forbidden => ErrorType::Authentication,
         ErrorKind::State => ErrorType::State,
         ErrorKind::Idempotency => ErrorType::Idempotency,
@@ -107,7 +109,7 @@ impl ErrorBody {
         ErrorBody {
             error: ErrorDetail {
                 error_type: type_of(e.kind),
-                code: e.code.clone(),
+                code: e.code.as_str().to_string(),
                 message: e.message.clone(),
                 param: e.param.clone().filter(|_| names_param),
             },
@@ -148,20 +150,19 @@ pub fn json_response(status: u16, body: &Value) -> HttpResponse {
 }
 
 pub async fn not_found(req: HttpRequest) -> HttpResponse {
-    ApiError(DomainError::new(
-        ErrorKind::NotFound,
-        "resource_missing",
+    ApiError(DomainError::of(
+        ErrorCode::ResourceMissing,
         format!("no route for {} {}", req.method(), req.path()),
     ))
     .error_response()
 }
 
 pub async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
-    HttpResponse::MethodNotAllowed().json(error_body(&DomainError::request(
-        "method_not_allowed",
-        None,
+    ApiError(DomainError::of(
+        ErrorCode::MethodNotAllowed,
         format!("{} is not allowed on {}", req.method(), req.path()),
-    )))
+    ))
+    .error_response()
 }
 
 #[cfg(test)]
@@ -180,6 +181,8 @@ mod tests {
             (ErrorKind::NotFound, "invalid_request_error"),
             (ErrorKind::State, "state_error"),
             (ErrorKind::TooLarge, "invalid_request_error"),
+            (ErrorKind::BodyTimeout, "invalid_request_error"),
+            (ErrorKind::MethodNotAllowed, "invalid_request_error"),
             (ErrorKind::Idempotency, "idempotency_error"),
             (
                 ErrorKind::RateLimited {
@@ -192,12 +195,12 @@ mod tests {
         ];
         for (kind, type_name) in kinds {
             for param in [None, Some("amount")] {
-                let mut e = DomainError::new(kind, "some_code", "what happened");
+                let mut e = DomainError::new(kind, ErrorCode::InternalError, "what happened");
                 e.param = param.map(str::to_string);
                 let named = matches!(kind, ErrorKind::InvalidRequest | ErrorKind::NotFound);
                 let old = json!({"error": {
                     "type": type_name,
-                    "code": e.code,
+                    "code": e.code.as_str(),
                     "message": e.message,
                     "param": if named { e.param.clone() } else { None },
                 }});

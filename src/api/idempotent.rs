@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use kobo_actors::idempotency::{self, IdempotencySave, MAX_KEY_LEN};
 use kobo_actors::query::Principal;
-use kobo_actors::{DomainError, ErrorKind};
+use kobo_actors::{DomainError, ErrorCode};
 use kobo_storage::Batch;
 
 use super::error::{error_body, json_response, status_of, ApiError, ApiResult};
@@ -73,9 +73,8 @@ where
     let key = match req.headers().get("idempotency-key") {
         None => {
             return Err(ApiError(
-                DomainError::new(
-                    ErrorKind::InvalidRequest,
-                    "parameter_missing",
+                DomainError::of(
+                    ErrorCode::ParameterMissing,
                     "every POST needs an Idempotency-Key header",
                 )
                 .with_param("Idempotency-Key"),
@@ -106,7 +105,7 @@ where
         let mut in_flight = state.in_flight.lock();
         if !in_flight.insert(flight_key.clone()) {
             return Err(ApiError(DomainError::state(
-                "idempotency_key_in_use",
+                ErrorCode::IdempotencyKeyInUse,
                 "a request with this Idempotency-Key is still running; retry when it has finished",
             )));
         }
@@ -123,9 +122,8 @@ where
         if rec.fingerprint == fingerprint {
             return Ok(replay(rec.status, rec.body.get()));
         }
-        return Err(ApiError(DomainError::new(
-            ErrorKind::Idempotency,
-            "idempotency_key_reused",
+        return Err(ApiError(DomainError::of(
+            ErrorCode::IdempotencyKeyReused,
             "this Idempotency-Key was used with a different request",
         )));
     }

@@ -16,7 +16,7 @@ use kobo_actors::money::{Currency, FeeBearer};
 use kobo_actors::payment_intent::service::CreatePaymentIntent;
 use kobo_actors::payment_intent::{metadata_schema, PaymentIntentView};
 use kobo_actors::query::{ListView, Principal};
-use kobo_actors::DomainError;
+use kobo_actors::{DomainError, ErrorCode};
 
 use super::body::Query;
 use super::body::{self as body, NoFields};
@@ -138,7 +138,7 @@ pub struct ListMandatesQuery {
 fn direct_debit_enabled(p: &Principal) -> Result<(), DomainError> {
     if !p.merchant.settings.payment_methods.direct_debit {
         return Err(DomainError::request(
-            "payment_method_unavailable",
+            ErrorCode::PaymentMethodUnavailable,
             None,
             "direct debit is turned off in this merchant's payment settings",
         ));

@@ -6,7 +6,7 @@ use futures_util::StreamExt;
 use uuid::Uuid;
 
 use kobo_actors::query::{self, Principal};
-use kobo_actors::{DomainError, ErrorKind};
+use kobo_actors::{DomainError, ErrorCode};
 
 use super::error::{method_not_allowed, ApiError, ApiResult};
 use super::limits;
@@ -32,9 +32,8 @@ pub async fn read_body(payload: web::Payload) -> ApiResult<web::Bytes> {
     let deadline = *BODY_TIMEOUT.get().unwrap_or(&DEFAULT_BODY_TIMEOUT);
     match tokio::time::timeout(deadline, read_all(payload)).await {
         Ok(read) => read,
-        Err(_) => Err(ApiError(DomainError::new(
-            ErrorKind::BodyTimeout,
-            "request_timeout",
+        Err(_) => Err(ApiError(DomainError::of(
+            ErrorCode::RequestTimeout,
             format!(
                 "the body did not arrive within {} ms; send it at once",
                 deadline.as_millis()
@@ -62,9 +61,8 @@ async fn read_all(mut payload: web::Payload) -> ApiResult<web::Bytes> {
 }
 
 fn too_large() -> ApiError {
-    ApiError(DomainError::new(
-        ErrorKind::TooLarge,
-        "body_too_large",
+    ApiError(DomainError::of(
+        ErrorCode::BodyTooLarge,
         format!("the body is larger than {MAX_BODY_BYTES} bytes"),
     ))
 }

@@ -13,7 +13,7 @@ use kobo_actors::usdt::service::{
     self, CreateCryptoPayout, UsdtPreviewView, UsdtView, MAX_LABEL_LEN,
 };
 use kobo_actors::usdt::{settings_of, CryptoPayoutView, Network, SANDBOX_OTP};
-use kobo_actors::{DomainError, Mode};
+use kobo_actors::{DomainError, ErrorCode, Mode};
 
 use super::body::Query;
 use super::body::{self as body};
@@ -158,7 +158,7 @@ fn check_otp(mode: Mode, otp: Option<String>) -> Result<(), DomainError> {
     match (mode, otp) {
         (Mode::Live, None) => Err(DomainError::missing("otp")),
         (Mode::Test, Some(code)) if code.trim() != SANDBOX_OTP => Err(DomainError::request(
-            "incorrect_otp",
+            ErrorCode::IncorrectOtp,
             Some("otp"),
             "the one-time code is not correct (the sandbox's code is 123456)",
         )),

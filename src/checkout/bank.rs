@@ -192,9 +192,8 @@ async fn bank_answer(
         Ok(Some(found)) => found,
         Ok(None) if browser => return bank_not_found(),
         Ok(None) => {
-            let e = DomainError::new(
-                ErrorKind::NotFound,
-                "resource_missing",
+            let e = DomainError::of(
+                ErrorCode::ResourceMissing,
                 "no such sandbox bank verification",
             );
             return HttpResponse::NotFound().json(error_body(&e));

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use kobo_actors::mandate::service::by_authorization_reference;
 use kobo_actors::mandate::{Mandate, MandateStatus};
-use kobo_actors::{DomainError, ErrorKind, Mode};
+use kobo_actors::{DomainError, ErrorCode, ErrorKind, Mode};
 
 use super::forms::{self, FormKey};
 use super::{esc, form_body, form_refused, frame, html, message_page, wants_html};
@@ -164,9 +164,8 @@ async fn answer(state: State, req: HttpRequest, reference: &str, approved: bool)
         Ok(Some(m)) => m,
         Ok(None) if browser => return not_found(),
         Ok(None) => {
-            let e = DomainError::new(
-                ErrorKind::NotFound,
-                "resource_missing",
+            let e = DomainError::of(
+                ErrorCode::ResourceMissing,
                 "no such sandbox mandate authorization",
             );
             return HttpResponse::NotFound().json(error_body(&e));
@@ -175,7 +174,7 @@ async fn answer(state: State, req: HttpRequest, reference: &str, approved: bool)
     };
     let outcome = if m.status != MandateStatus::Pending {
         Err(DomainError::state(
-            "mandate_unexpected_state",
+            ErrorCode::MandateUnexpectedState,
             format!(
                 "this mandate is {}; it no longer takes an answer",
                 m.status.as_str()

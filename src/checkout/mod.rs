@@ -30,7 +30,7 @@ use kobo_actors::payment_intent::actor::{Action, IntentMessage};
 use kobo_actors::payment_intent::service::load_attempt;
 use kobo_actors::payment_intent::{AttemptStatus, PaymentIntent, Status};
 use kobo_actors::provider::parse_redirect_reference;
-use kobo_actors::{DomainError, ErrorKind, Mode};
+use kobo_actors::{DomainError, ErrorCode, ErrorKind, Mode};
 use kobo_storage::Table;
 
 use crate::api::{error_body, status_of, State};
@@ -450,7 +450,7 @@ pub(crate) fn form_refused(req: &HttpRequest, bank: &str) -> HttpResponse {
         );
     }
     let e = DomainError::forbidden(
-        "form_token_invalid",
+        ErrorCode::FormTokenInvalid,
         "form_token is not the token of this page; send the page's form_token or none",
     )
     .with_param(forms::FIELD);

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Store, Table, Writer};
 
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendOutcome {
@@ -79,7 +79,7 @@ impl PayoutRail for SandboxRail {
         Box::pin(async move {
             if account_number.ends_with("0000") {
                 return Err(DomainError::request(
-                    "account_verification_failed",
+                    ErrorCode::AccountVerificationFailed,
                     Some("account_number"),
                     "the bank could not verify this account number",
                 ));
@@ -151,7 +151,7 @@ pub struct UnconfiguredRail;
 
 fn unconfigured() -> DomainError {
     DomainError::state(
-        "provider_not_configured",
+        ErrorCode::ProviderNotConfigured,
         "no live payout rail is configured on this kobo server",
     )
 }

@@ -22,7 +22,7 @@ use std::path::Path;
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, TimeZone, Utc, Weekday};
 use chrono_tz::Africa::Lagos;
 
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 
 mod holidays;
 #[cfg(test)]
@@ -180,7 +180,7 @@ pub const MAX_DELAY_DAYS: u32 = 36_500;
 /// 409 `settlement_delay_out_of_range`.
 pub fn delay_out_of_range(days: u32) -> DomainError {
     DomainError::state(
-        "settlement_delay_out_of_range",
+        ErrorCode::SettlementDelayOutOfRange,
         format!(
             "a settlement delay of {days} days cannot be scheduled (at most {MAX_DELAY_DAYS}); \
              correct the merchant's settlement settings"

@@ -21,7 +21,7 @@ use uuid::Uuid;
 use kobo_storage::{decode, Batch, CommitError, Table};
 
 use crate::env::Env;
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::ids::{scope_key, Mode};
 use crate::ledger::release::ScheduledRelease;
 use crate::ledger::{
@@ -196,14 +196,14 @@ impl LedgerActor {
                 };
                 let after = current.checked_add(u.delta).ok_or_else(|| {
                     DomainError::state(
-                        "payout_limit_exceeded",
+                        ErrorCode::PayoutLimitExceeded,
                         format!("this payout would take the day's payouts past {}", i64::MAX),
                     )
                 })?;
                 if let Some(limit) = u.daily_limit {
                     if u.delta > 0 && after > limit {
                         return Err(DomainError::state(
-                            "payout_limit_exceeded",
+                            ErrorCode::PayoutLimitExceeded,
                             format!(
                                 "this payout would take the day's payouts to {after}, over the daily limit of {limit} ({current} used)"
                             ),

@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use kobo_storage::KeyBuf;
 
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::ids::{scope_key, Mode};
 use crate::money::Currency;
 

@@ -34,7 +34,7 @@ pub fn post(
             .ok_or_else(|| DomainError::internal("balance overflow"))?;
         if after < 0 && spec.amount < 0 && !entry.allow_negative {
             return Err(DomainError::state(
-                "insufficient_funds",
+                ErrorCode::InsufficientFunds,
                 format!(
                     "the {} {} balance is {before}, short of {}",
                     spec.currency.as_str(),

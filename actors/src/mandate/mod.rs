@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::ids::Mode;
 use provider::MandateAnswer;
 
@@ -215,7 +215,7 @@ pub enum Effect {
 
 fn refuse(m: &Mandate, action: &str) -> DomainError {
     DomainError::state(
-        "mandate_unexpected_state",
+        ErrorCode::MandateUnexpectedState,
         format!("this mandate is {}; it cannot {action}", m.status.as_str()),
     )
 }
@@ -275,7 +275,7 @@ pub fn decide(
         (Active, Command::Charge) => return Ok((next, effects)),
         (_, Command::Charge) => {
             return Err(DomainError::state(
-                "mandate_not_active",
+                ErrorCode::MandateNotActive,
                 format!(
                     "this mandate is {}; only an active mandate can be charged",
                     m.status.as_str()

@@ -7,7 +7,7 @@ use kobo_storage::{Batch, KeyBuf, Table};
 
 use crate::customer::{self, Customer};
 use crate::env::Env;
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, random_base62, scope_key, Mode};
 use crate::mandate::{approval_window, check_interval, Mandate, MandateStatus};
@@ -101,7 +101,7 @@ pub async fn create(
         }
         _ => {
             return Err(DomainError::request(
-                "parameter_invalid",
+                ErrorCode::ParameterInvalid,
                 Some("customer"),
                 "send exactly one of `customer` and `customer_email`",
             ))

@@ -14,7 +14,7 @@ use kobo_storage::{Batch, Table};
 
 use crate::direct_debit::{Debit, DebitOutcome, DebitStatus, MandateProviders};
 use crate::env::Env;
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::idempotency::IdempotencySave;
 use crate::ids::Mode;
 use crate::ledger::actor::Ledgers;
@@ -96,14 +96,14 @@ pub enum Action {
 /// `payment_in_progress`: another request is working on the payment.
 pub fn payment_in_progress() -> DomainError {
     DomainError::state(
-        "payment_in_progress",
+        ErrorCode::PaymentInProgress,
         "another request is working on this payment; wait for it and retrieve the payment intent",
     )
 }
 
 fn card_api_unavailable() -> DomainError {
     DomainError::state(
-        "card_api_unavailable",
+        ErrorCode::CardApiUnavailable,
         "card payments are not offered on this server in this mode; use bank transfer",
     )
 }
@@ -200,7 +200,7 @@ async fn process(
     let issue = |intent: &PaymentIntent| -> DomainResult<Command> {
         if !msg.bank_transfer_enabled {
             return Err(DomainError::request(
-                "payment_method_unavailable",
+                ErrorCode::PaymentMethodUnavailable,
                 None,
                 "bank transfer is turned off in this merchant's payment settings",
             ));

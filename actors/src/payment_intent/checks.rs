@@ -15,7 +15,7 @@ pub fn check_card_start(
     }
     if intent.failed_card_attempts >= MAX_FAILED_CARD_ATTEMPTS {
         return Err(DomainError::state(
-            "card_attempts_exceeded",
+            ErrorCode::CardAttemptsExceeded,
             format!(
                 "this payment has had {MAX_FAILED_CARD_ATTEMPTS} failed card attempts and takes no more cards; pay by bank transfer, or ask the business for a new payment"
             ),
@@ -34,7 +34,7 @@ pub fn check_card_start(
         && intent.next_action.is_none();
     if deciding {
         return Err(DomainError::state(
-            "payment_intent_unexpected_state",
+            ErrorCode::PaymentIntentUnexpectedState,
             "the bank is still deciding on the last card; wait for the result",
         ));
     }
@@ -51,7 +51,7 @@ pub fn check_authenticate<'a>(
 ) -> DomainResult<&'a ChargeAttempt> {
     let waiting = || {
         DomainError::state(
-            "payment_intent_unexpected_state",
+            ErrorCode::PaymentIntentUnexpectedState,
             format!(
                 "this payment intent is {} with no authentication step waiting",
                 intent.status.as_str()
@@ -71,7 +71,7 @@ pub fn check_authenticate<'a>(
     if let Some(input) = input {
         if action.action_type != "otp" {
             return Err(DomainError::state(
-                "payment_intent_unexpected_state",
+                ErrorCode::PaymentIntentUnexpectedState,
                 "the bank waits for the customer at `next_action.url`; there is nothing to send",
             ));
         }
@@ -104,7 +104,7 @@ pub fn check_card_result<'a>(
             Ok(a)
         }
         _ => Err(DomainError::state(
-            "payment_intent_unexpected_state",
+            ErrorCode::PaymentIntentUnexpectedState,
             "this card attempt is no longer waiting for a result",
         )),
     }

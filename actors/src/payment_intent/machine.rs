@@ -139,7 +139,7 @@ pub struct Decision {
 
 pub(super) fn unexpected_state(intent: &PaymentIntent, action: &str) -> DomainError {
     DomainError::state(
-        "payment_intent_unexpected_state",
+        ErrorCode::PaymentIntentUnexpectedState,
         format!(
             "this payment intent is {}; it cannot {action}",
             intent.status.as_str()
@@ -218,7 +218,7 @@ pub fn decide(
         Command::StartBankTransfer { account } => {
             if intent.currency != Currency::NGN {
                 return Err(DomainError::request(
-                    "payment_method_unavailable",
+                    ErrorCode::PaymentMethodUnavailable,
                     None,
                     "bank transfer takes naira only",
                 ));
@@ -274,7 +274,7 @@ pub fn decide(
         Command::TransferReceived { amount } => {
             let Some(account) = &intent.bank_transfer else {
                 return Err(DomainError::state(
-                    "bank_transfer_not_started",
+                    ErrorCode::BankTransferNotStarted,
                     "no bank-transfer account was issued for this payment intent",
                 ));
             };
@@ -408,7 +408,7 @@ pub fn decide(
             }
             if intent.currency != Currency::NGN {
                 return Err(DomainError::request(
-                    "payment_method_unavailable",
+                    ErrorCode::PaymentMethodUnavailable,
                     Some("currency"),
                     "direct debit takes naira only",
                 ));

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::ids::{random_base62, sha256_hex, Mode};
 use crate::payment_intent::card::{AuthInput, CardDetails};
 use crate::payment_intent::{
@@ -259,7 +259,7 @@ pub struct Unconfigured;
 
 fn not_configured() -> DomainError {
     DomainError::state(
-        "provider_not_configured",
+        ErrorCode::ProviderNotConfigured,
         "no live payment provider is configured on this kobo server",
     )
 }

@@ -7,7 +7,7 @@ use uuid::Uuid;
 use kobo_storage::{Batch, CommitError, KeyBuf, Table};
 
 use crate::env::Env;
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, random_base62, scope_key, sha256_hex, time_ordered_code, Mode};
@@ -278,7 +278,7 @@ async fn commit_new(
             if table == Table::PaymentIntentReferences.name() =>
         {
             Err(DomainError::state(
-                "duplicate_reference",
+                ErrorCode::DuplicateReference,
                 "a payment intent with this reference already exists",
             ))
         }

@@ -24,7 +24,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event;
 use crate::ids::Mode;
 use crate::money::Currency;
@@ -193,7 +193,7 @@ pub enum Effect {
 
 fn refuse(p: &Payout, action: &str) -> DomainError {
     DomainError::state(
-        "payout_unexpected_state",
+        ErrorCode::PayoutUnexpectedState,
         format!("this payout is {}; it cannot {action}", p.status.as_str()),
     )
 }

@@ -9,7 +9,7 @@ use kobo_storage::{Batch, Table};
 
 use crate::banks::{self, BankAccount};
 use crate::env::Env;
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, scope_key, Mode};
 use crate::ledger::actor::{stored_usage, PostEntry, UsageChange};
@@ -264,7 +264,7 @@ pub async fn create(
     let l = limits(merchant);
     if req.amount > l.per_payout {
         return Err(DomainError::state(
-            "payout_limit_exceeded",
+            ErrorCode::PayoutLimitExceeded,
             format!("the most one payout may carry is {}", l.per_payout),
         ));
     }
@@ -356,7 +356,7 @@ pub async fn create(
         .map_err(|e| {
             if e.code == "insufficient_funds" {
                 DomainError::state(
-                    "insufficient_funds",
+                    ErrorCode::InsufficientFunds,
                     format!(
                         "the available balance does not cover {} (amount, fee and VAT)",
                         total

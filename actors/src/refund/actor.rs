@@ -10,7 +10,7 @@ use uuid::Uuid;
 use kobo_storage::{Batch, Table};
 
 use crate::env::Env;
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, Mode};
@@ -152,7 +152,7 @@ async fn process(
         } => {
             if intent.status != Status::Successful {
                 return Err(DomainError::state(
-                    "payment_not_refundable",
+                    ErrorCode::PaymentNotRefundable,
                     format!(
                         "only a successful payment can be refunded; this one is {}",
                         intent.status.as_str()
@@ -264,7 +264,7 @@ async fn process(
         AftercareAction::OpenDispute { amount, reason } => {
             if intent.status != Status::Successful {
                 return Err(DomainError::state(
-                    "payment_not_disputable",
+                    ErrorCode::PaymentNotDisputable,
                     "only a successful payment can be disputed",
                 ));
             }
@@ -324,13 +324,13 @@ async fn process(
             let mut d = own_dispute(&kobo, dispute, &intent)?;
             if d.status != DisputeStatus::Open {
                 return Err(DomainError::state(
-                    "dispute_not_open",
+                    ErrorCode::DisputeNotOpen,
                     "this dispute is already decided",
                 ));
             }
             if now >= d.respond_by {
                 return Err(DomainError::state(
-                    "dispute_response_late",
+                    ErrorCode::DisputeResponseLate,
                     format!("evidence was due by {}", d.respond_by),
                 ));
             }
@@ -344,7 +344,7 @@ async fn process(
             let mut d = own_dispute(&kobo, dispute, &intent)?;
             if d.status != DisputeStatus::Open {
                 return Err(DomainError::state(
-                    "dispute_not_open",
+                    ErrorCode::DisputeNotOpen,
                     "this dispute is already decided",
                 ));
             }

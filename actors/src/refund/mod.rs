@@ -18,7 +18,7 @@ use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::ids::Mode;
 use crate::money::Currency;
 use crate::payment_intent::metadata_schema;
@@ -243,7 +243,7 @@ impl Aftercare {
     pub fn refund_amount(&self, payment_amount: i64, requested: Option<i64>) -> DomainResult<i64> {
         if self.open_dispute.is_some() {
             return Err(DomainError::state(
-                "payment_disputed",
+                ErrorCode::PaymentDisputed,
                 "this payment has an open dispute; it cannot be refunded until the dispute is decided",
             ));
         }
@@ -251,7 +251,7 @@ impl Aftercare {
         let amount = requested.unwrap_or(left);
         if amount > left || amount == 0 {
             return Err(DomainError::request(
-                "amount_too_large",
+                ErrorCode::AmountTooLarge,
                 Some("amount"),
                 format!("{left} is left to refund on this payment"),
             ));
@@ -263,7 +263,7 @@ impl Aftercare {
     pub fn dispute_amount(&self, payment_amount: i64, requested: Option<i64>) -> DomainResult<i64> {
         if self.open_dispute.is_some() {
             return Err(DomainError::state(
-                "dispute_already_open",
+                ErrorCode::DisputeAlreadyOpen,
                 "this payment already has an open dispute",
             ));
         }
@@ -271,7 +271,7 @@ impl Aftercare {
         let amount = requested.unwrap_or(left);
         if amount > left || amount == 0 {
             return Err(DomainError::request(
-                "amount_too_large",
+                ErrorCode::AmountTooLarge,
                 Some("amount"),
                 format!("{left} of this payment can still be disputed"),
             ));

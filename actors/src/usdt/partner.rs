@@ -23,7 +23,7 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Store, Table, Writer};
 
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::ids::Mode;
 use crate::usdt::Network;
 
@@ -170,7 +170,7 @@ pub struct UnconfiguredPartner;
 
 pub fn unconfigured() -> DomainError {
     DomainError::state(
-        "provider_not_configured",
+        ErrorCode::ProviderNotConfigured,
         "no live USDT partner is configured on this kobo server",
     )
 }

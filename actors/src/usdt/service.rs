@@ -12,7 +12,7 @@ use uuid::Uuid;
 use kobo_storage::{Batch, Table};
 
 use crate::env::Env;
-use crate::error::{DomainError, DomainResult, ErrorKind};
+use crate::error::{DomainError, DomainResult, ErrorCode, ErrorKind};
 use crate::fx::{available, resolve_brand};
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, scope_key, Mode};
@@ -287,7 +287,7 @@ pub fn preview(
 
 pub fn usdt_not_enabled() -> DomainError {
     DomainError::forbidden(
-        "usdt_not_enabled",
+        ErrorCode::UsdtNotEnabled,
         "USDT payouts are not enabled for this account (settings.usdt.enabled)",
     )
 }

@@ -43,7 +43,7 @@ impl Supervisor {
         drop(read);
         if existing.len() >= MAX_ENDPOINTS_PER_MODE {
             return Err(DomainError::request(
-                "too_many_endpoints",
+                ErrorCode::TooManyEndpoints,
                 None,
                 format!(
                     "a mode holds at most {MAX_ENDPOINTS_PER_MODE} webhook endpoints; delete one first"

@@ -34,7 +34,7 @@ use uuid::Uuid;
 use kobo_storage::{prefix_end, Batch, CommitError, KeyBuf, ReadTxn, Table};
 
 use crate::clock::{from_micros, micros};
-use crate::error::{DomainError, DomainResult};
+use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
 use crate::idempotency::IdempotencySave;
 use crate::ids::{new_id, scope_key, Mode};
