@@ -11,7 +11,7 @@ use kobo_storage::{Batch, Table};
 
 use crate::clock::micros;
 use crate::env::Env;
-use crate::error::DomainResult;
+use crate::error::{DomainResult, ErrorCode};
 use crate::fx::{brands_with_dollars, convert, current_rate, ngn_for, Convert};
 use crate::ids::Mode;
 use crate::ledger::actor::Ledgers;
@@ -232,7 +232,7 @@ pub async fn settle_dollars(
                             done.conversions.push(c.id);
                             break;
                         }
-                        Err(e) if e.code == "rate_changed" => continue,
+                        Err(e) if e.code == ErrorCode::RateChanged => continue,
                         Err(e) => {
                             tracing::warn!(merchant = %merchant.id, %brand, error = %e, "dollar settlement: conversion skipped");
                             break;

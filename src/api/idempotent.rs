@@ -142,7 +142,7 @@ where
         Err(e) if status_of(e.0.kind).is_server_error() => return Err(e),
         // Another request is working on the object: nothing happened, and
         // the same key may be retried once it has finished.
-        Err(e) if e.0.code == "payment_in_progress" => return Err(e),
+        Err(e) if e.0.code == ErrorCode::PaymentInProgress => return Err(e),
         Err(e) => (status_of(e.0.kind).as_u16(), error_body(&e.0), false),
     };
     if !saved {

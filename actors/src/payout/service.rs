@@ -354,7 +354,7 @@ pub async fn create(
         )
         .await?
         .map_err(|e| {
-            if e.code == "insufficient_funds" {
+            if e.code == ErrorCode::InsufficientFunds {
                 DomainError::state(
                     ErrorCode::InsufficientFunds,
                     format!(
