@@ -208,4 +208,60 @@ mod tests {
             }
         }
     }
+
+    /// docs/api.md's error table (under Conventions) lists every code the
+    /// service emits, once, with the status it is sent with, and no other.
+    #[test]
+    fn the_docs_error_table_lists_every_code_with_its_status() {
+        let doc = include_str!("../../docs/api.md");
+        let mut listed: Vec<(u16, String)> = Vec::new();
+        let table = doc
+            .split_once("| status | code | when |")
+            .expect("docs/api.md has the error table")
+            .1;
+        // The rest of the header line, then the separator, then the rows.
+        for line in table.lines().skip(2).map(str::trim) {
+            if !line.starts_with('|') {
+                break;
+            }
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let status: u16 = cells[1]
+                .parse()
+                .unwrap_or_else(|_| panic!("a status in {line}"));
+            for code in cells[2].split(',') {
+                let code = code.trim().trim_matches('`');
+                listed.push((status, code.to_string()));
+            }
+        }
+        for (status, code) in &listed {
+            assert!(
+                ErrorCode::from_wire(code).is_some(),
+                "docs/api.md lists `{code}`, which ErrorCode lacks"
+            );
+            let n = listed.iter().filter(|(_, c)| c == code).count();
+            assert_eq!(n, 1, "docs/api.md lists `{code}` {n} times ({status})");
+        }
+        for code in ErrorCode::ALL {
+            let wire = code.as_str();
+            let row = listed.iter().find(|(_, c)| c == wire);
+            let Some((status, _)) = row else {
+                panic!("docs/api.md's error table does not list `{wire}`");
+            };
+            assert_eq!(
+                *status,
+                status_of(code.kind()).as_u16(),
+                "`{wire}`'s status in docs/api.md"
+            );
+        }
+    }
+
+    /// Each code's wire form is unique and reads back as the code.
+    #[test]
+    fn wire_codes_are_unique_and_read_back() {
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_wire(code.as_str()), Some(*code));
+            let e = DomainError::of(*code, "m");
+            assert_eq!(error_body(&e)["error"]["code"], code.as_str());
+        }
+    }
 }
