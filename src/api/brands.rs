@@ -9,7 +9,6 @@ use kobo_actors::merchant::BrandView;
 use kobo_actors::query::ListView;
 use kobo_actors::{admin, query};
 
-use super::body::Query;
 use super::body::{self as body};
 use super::components::{BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound};
 use super::endpoint::{Call, Endpoint};
@@ -117,18 +116,14 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let q = Query::parse(req.query_string(), LIST_PARAMS)?;
-            let page = query::list_brands(
-                &state.kobo,
-                p.merchant.id,
-                p.mode,
-                q.limit()?,
-                q.uuid("starting_after")?,
-            )?;
-            Ok(page.to_api())
-        })
+        .list_page(
+            req,
+            state,
+            LIST_PARAMS,
+            |kobo, merchant, mode, limit, after| {
+                query::list_brands(kobo, merchant, mode, limit, after)
+            },
+        )
         .await
 }
 

@@ -18,10 +18,12 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use uuid::Uuid;
 
 use kobo_actors::idempotency::IdempotencySave;
+use kobo_actors::paging::Page;
 use kobo_actors::query::Principal;
-use kobo_actors::{DomainError, ErrorCode, Kobo, Mode};
+use kobo_actors::{DomainError, DomainResult, ErrorCode, Kobo, Mode};
 
 use super::body;
 use super::{
@@ -239,6 +241,33 @@ impl Endpoint {
             save: None,
         };
         Ok(run(call).await?.into_response(self))
+    }
+
+    /// A GET of a newest-first list whose only query parameters are `limit`
+    /// and `starting_after` (`params`, the operation's documented list):
+    /// `read` gets the page for the caller's merchant and mode.
+    pub async fn list_page<F>(
+        &self,
+        req: HttpRequest,
+        state: State,
+        params: &'static [&'static str],
+        read: F,
+    ) -> ApiResult
+    where
+        F: FnOnce(&Arc<Kobo>, Uuid, Mode, usize, Option<Uuid>) -> DomainResult<Page>,
+    {
+        self.get(req, state, |c| async move {
+            let q = super::body::Query::parse(c.req.query_string(), params)?;
+            let page = read(
+                c.kobo(),
+                c.p.merchant.id,
+                c.p.mode,
+                q.limit()?,
+                q.uuid("starting_after")?,
+            )?;
+            Ok(page.to_api())
+        })
+        .await
     }
 
     /// A POST: authentication, the gate, the body, idempotency, the body's

@@ -297,18 +297,12 @@ pub struct ListPayoutsQuery {
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let q = Query::parse(req.query_string(), LIST_PARAMS)?;
-            let page = service::list(
-                &state.kobo,
-                p.merchant.id,
-                p.mode,
-                q.limit()?,
-                q.uuid("starting_after")?,
-            )?;
-            Ok(page.to_api())
-        })
+        .list_page(
+            req,
+            state,
+            LIST_PARAMS,
+            |kobo, merchant, mode, limit, after| service::list(kobo, merchant, mode, limit, after),
+        )
         .await
 }
 

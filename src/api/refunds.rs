@@ -275,18 +275,14 @@ pub struct ListDisputesQuery {
 )]
 async fn list_disputes(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let q = Query::parse(req.query_string(), LIST_DISPUTES_PARAMS)?;
-            let page = service::list_disputes(
-                &state.kobo,
-                p.merchant.id,
-                p.mode,
-                q.limit()?,
-                q.uuid("starting_after")?,
-            )?;
-            Ok(page.to_api())
-        })
+        .list_page(
+            req,
+            state,
+            LIST_DISPUTES_PARAMS,
+            |kobo, merchant, mode, limit, after| {
+                service::list_disputes(kobo, merchant, mode, limit, after)
+            },
+        )
         .await
 }
 

@@ -240,18 +240,14 @@ async fn create_payout(req: HttpRequest, state: State, payload: web::Payload) ->
 )]
 async fn list_payouts(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let q = Query::parse(req.query_string(), LIST_PARAMS)?;
-            let page = service::list_payouts(
-                &state.kobo,
-                p.merchant.id,
-                p.mode,
-                q.limit()?,
-                q.uuid("starting_after")?,
-            )?;
-            Ok(page.to_api())
-        })
+        .list_page(
+            req,
+            state,
+            LIST_PARAMS,
+            |kobo, merchant, mode, limit, after| {
+                service::list_payouts(kobo, merchant, mode, limit, after)
+            },
+        )
         .await
 }
 
