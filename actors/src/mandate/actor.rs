@@ -3,39 +3,23 @@
 //! never race: a charge after a committed cancel is refused, and a charge
 //! accepted before it goes on to its debit.
 
-use std::sync::Arc;
-
 use actix::prelude::*;
 use serde_json::Value;
 use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
-use crate::direct_debit::MandateProviders;
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::idempotency::IdempotencySave;
 use crate::ids::Mode;
+use crate::mandate::deps::MandateDeps;
 use crate::mandate::service::status_prefix;
 use crate::mandate::{decide, service, Command, Effect, Mandate, MandateStatus};
 use crate::merchant::Merchant;
 use crate::payment_intent::service::{create_mandate_charge, CreatePaymentIntent};
 use crate::registry::{run_command, Activation, ObjectActor, VirtualActor};
 use crate::timer::{Timer, TimerKind};
-
-/// What a mandate's actor reaches: the direct-debit providers (the charge
-/// intents it creates need only the environment).
-pub struct MandateDeps {
-    pub env: Arc<Env>,
-    pub mandate_providers: Arc<MandateProviders>,
-}
-
-impl std::ops::Deref for MandateDeps {
-    type Target = Env;
-    fn deref(&self) -> &Env {
-        &self.env
-    }
-}
 
 pub struct MandateActor {
     activation: Activation<Self>,

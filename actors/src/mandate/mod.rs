@@ -15,6 +15,7 @@
 //! happens to the mandate afterwards.
 
 pub mod actor;
+pub mod deps;
 /// The direct-debit providers, at their old path.
 pub use crate::direct_debit as provider;
 pub mod service;

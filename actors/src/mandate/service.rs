@@ -70,7 +70,7 @@ pub fn by_authorization_reference(kobo: &Env, reference: &str) -> DomainResult<O
 // Long: one mandate's batch in commit order (customer, object, indexes, timers, saved
 // response).
 pub async fn create(
-    kobo: &super::actor::MandateDeps,
+    kobo: &super::deps::MandateDeps,
     merchant: Uuid,
     mode: Mode,
     req: CreateMandate,

@@ -4,23 +4,20 @@
 //! A panic while handling drops the in-memory copy; the next message reloads
 //! the last durable snapshot (counted as a restart).
 
-use std::sync::Arc;
-
 use actix::prelude::*;
 use serde_json::Value;
 use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
-use crate::direct_debit::{Debit, DebitOutcome, DebitStatus, MandateProviders};
+use crate::direct_debit::{Debit, DebitOutcome, DebitStatus};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::idempotency::IdempotencySave;
 use crate::ids::Mode;
-use crate::ledger::actor::Ledgers;
 use crate::money::Channel;
 use crate::payment_intent::card::{AuthInput, CardDetails, Secret};
-use crate::payment_intent::provider::Providers;
+use crate::payment_intent::deps::PaymentIntentDeps;
 use crate::payment_intent::service::{
     commit_decision, commit_decision_with, load_attempt, precheck_capture,
 };
@@ -29,22 +26,6 @@ use crate::payment_intent::{
     DebitFinal, Decision, Effect, PaymentIntent, Status,
 };
 use crate::registry::{run_command, Activation, ObjectActor, VirtualActor};
-
-/// What a payment intent's actor reaches: the merchant's ledger, the card
-/// providers and the direct-debit providers.
-pub struct PaymentIntentDeps {
-    pub env: Arc<Env>,
-    pub ledgers: Ledgers,
-    pub providers: Providers,
-    pub mandate_providers: Arc<MandateProviders>,
-}
-
-impl std::ops::Deref for PaymentIntentDeps {
-    type Target = Env;
-    fn deref(&self) -> &Env {
-        &self.env
-    }
-}
 
 pub struct PaymentIntentActor {
     activation: Activation<Self>,

@@ -13,6 +13,7 @@
 pub mod actor;
 pub mod card;
 mod checks;
+pub mod deps;
 mod machine;
 pub mod provider;
 pub mod query;

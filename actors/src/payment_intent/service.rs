@@ -16,7 +16,7 @@ use crate::ledger::release::plan_capture;
 use crate::ledger::{EntrySpec, EntryType};
 use crate::merchant::{Merchant, Settings};
 use crate::money::{Channel, Currency, FeeBearer};
-use crate::payment_intent::actor::PaymentIntentDeps;
+use crate::payment_intent::deps::PaymentIntentDeps;
 use crate::payment_intent::{
     decide, ChargeAttempt, Command, Decision, Effect, PaymentIntent, Status,
 };

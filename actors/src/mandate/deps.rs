@@ -1,0 +1,21 @@
+//! The handles a mandate's actor and its service functions receive (apart
+//! from the actor, so the service does not import the actor back).
+
+use std::sync::Arc;
+
+use crate::direct_debit::MandateProviders;
+use crate::env::Env;
+
+/// What a mandate's actor reaches: the direct-debit providers (the charge
+/// intents it creates need only the environment).
+pub struct MandateDeps {
+    pub env: Arc<Env>,
+    pub mandate_providers: Arc<MandateProviders>,
+}
+
+impl std::ops::Deref for MandateDeps {
+    type Target = Env;
+    fn deref(&self) -> &Env {
+        &self.env
+    }
+}
