@@ -168,12 +168,9 @@ async fn bank_form(
     payload: web::Payload,
     approved: bool,
 ) -> HttpResponse {
-    let body = match form_body(payload).await {
-        Ok(body) => body,
-        Err(refused) => return refused,
-    };
-    if !key.allows(forms::Page::Bank, &path, &req, &body) {
-        return form_refused(&req, "Kobo Sandbox Bank");
+    let page = forms::Page::Bank;
+    if let Err(refused) = accept_form(&key, page, "Kobo Sandbox Bank", &req, &path, payload).await {
+        return refused;
     }
     bank_answer(state, req, &path, approved).await
 }

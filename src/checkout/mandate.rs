@@ -17,7 +17,7 @@ use kobo_actors::mandate::{Mandate, MandateStatus};
 use kobo_actors::{DomainError, ErrorCode, ErrorKind, Mode};
 
 use super::forms::{self, FormKey};
-use super::{esc, form_body, form_refused, frame, html, message_page, wants_html};
+use super::{accept_form, esc, frame, html, message_page, wants_html};
 use crate::api::{error_body, status_of, State};
 
 const BANK: &str = "Kobo Sandbox Bank";
@@ -145,12 +145,9 @@ async fn form(
     payload: web::Payload,
     approved: bool,
 ) -> HttpResponse {
-    let body = match form_body(payload).await {
-        Ok(body) => body,
-        Err(refused) => return refused,
-    };
-    if !key.allows(forms::Page::Mandate, &path, &req, &body) {
-        return form_refused(&req, BANK);
+    if let Err(refused) = accept_form(&key, forms::Page::Mandate, BANK, &req, &path, payload).await
+    {
+        return refused;
     }
     answer(state, req, &path, approved).await
 }

@@ -437,9 +437,32 @@ const PAY_SECTIONS: &str = r##"<section id="choose" class="card" hidden aria-lab
   <p id="done-return" hidden><a class="primary button" id="return-link" href="#">Return to the business</a></p>
 </section>"##;
 
+/// What every sandbox button's POST passes before its answer is recorded:
+/// the body, read as every other body is ([`crate::api::read_body`]: 413
+/// past the cap, 408 past the deadline), and the page's form token (see
+/// [`forms`]). `Err` is the refusal to send; nothing has changed.
+pub(crate) async fn accept_form(
+    key: &forms::FormKey,
+    page: forms::Page,
+    bank: &str,
+    req: &HttpRequest,
+    reference: &str,
+    payload: web::Payload,
+) -> Result<(), HttpResponse> {
+    use actix_web::ResponseError;
+    let body = crate::api::read_body(payload)
+        .await
+        .map_err(|e| e.error_response())?;
+    if !key.allows(page, reference, req, &body) {
+        return Err(form_refused(req, bank));
+    }
+    Ok(())
+}
+
 /// 403 for a sandbox form POST without its page's token (see [`forms`]):
-/// a page for a browser, the error body for a program.
-pub(crate) fn form_refused(req: &HttpRequest, bank: &str) -> HttpResponse {
+/// a page for a browser, the error body for a program (`param` null, as on
+/// every 403).
+fn form_refused(req: &HttpRequest, bank: &str) -> HttpResponse {
     if forms::from_browser(req) {
         return message_page(
             403,
@@ -452,18 +475,8 @@ pub(crate) fn form_refused(req: &HttpRequest, bank: &str) -> HttpResponse {
     let e = DomainError::forbidden(
         ErrorCode::FormTokenInvalid,
         "form_token is not the token of this page; send the page's form_token or none",
-    )
-    .with_param(forms::FIELD);
+    );
     HttpResponse::Forbidden().json(error_body(&e))
-}
-
-/// Reads a sandbox form's body as every other body is read
-/// ([`crate::api::read_body`]: 413 past the cap, 408 past the deadline).
-pub(crate) async fn form_body(payload: web::Payload) -> Result<web::Bytes, HttpResponse> {
-    use actix_web::ResponseError;
-    crate::api::read_body(payload)
-        .await
-        .map_err(|e| e.error_response())
 }
 
 pub(crate) fn wants_html(req: &HttpRequest) -> bool {
