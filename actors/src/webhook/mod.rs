@@ -227,6 +227,24 @@ pub struct Delivery {
 }
 
 impl Delivery {
+    /// A first delivery of `event` to `endpoint`, due now.
+    pub fn first(event: Uuid, endpoint: Uuid, generation: u64, now: DateTime<Utc>) -> Self {
+        Delivery {
+            event,
+            endpoint,
+            status: DeliveryStatus::Pending,
+            attempts: 0,
+            last_response_status: None,
+            last_error: None,
+            last_attempt_at: None,
+            next_attempt_at: Some(now),
+            retry_step: 0,
+            generation,
+            version: 1,
+            created_at: now,
+        }
+    }
+
     pub fn view(&self) -> DeliveryView {
         DeliveryView {
             endpoint_id: self.endpoint,

@@ -257,27 +257,9 @@ impl Supervisor {
                     d.next_attempt_at = Some(now);
                     d
                 }
-                None => Delivery {
-                    event: event.id,
-                    endpoint: ep.id,
-                    status: DeliveryStatus::Pending,
-                    attempts: 0,
-                    last_response_status: None,
-                    last_error: None,
-                    last_attempt_at: None,
-                    next_attempt_at: Some(now),
-                    retry_step: 0,
-                    generation: ep.generation,
-                    version: 1,
-                    created_at: now,
-                },
+                None => Delivery::first(event.id, ep.id, ep.generation, now),
             };
-            batch.put(Table::Deliveries, key, &d).put_raw(
-                Table::DeliveryQueue,
-                queue_key(ep.id, now, event.id),
-                Vec::new(),
-            );
-            after.notes.push((ep.id, micros(now)));
+            queue_now(&mut batch, &mut after, &d, now);
             queued += 1;
         }
         drop(read);

@@ -107,26 +107,8 @@ impl Supervisor {
                     // A redelivery got there first.
                     continue;
                 }
-                let d = Delivery {
-                    event: event.id,
-                    endpoint: ep.id,
-                    status: DeliveryStatus::Pending,
-                    attempts: 0,
-                    last_response_status: None,
-                    last_error: None,
-                    last_attempt_at: None,
-                    next_attempt_at: Some(now),
-                    retry_step: 0,
-                    generation: ep.generation,
-                    version: 1,
-                    created_at: now,
-                };
-                batch.put(Table::Deliveries, dkey, &d).put_raw(
-                    Table::DeliveryQueue,
-                    queue_key(ep.id, now, event.id),
-                    Vec::new(),
-                );
-                after.notes.push((ep.id, micros(now)));
+                let d = Delivery::first(event.id, ep.id, ep.generation, now);
+                queue_now(batch, after, &d, now);
             }
             let pos = self.hub.env.seq.next();
             batch

@@ -171,6 +171,19 @@ impl Sched {
     }
 }
 
+/// Writes `d` (due now) with its queue row, and notes the endpoint for the
+/// dispatchers once the batch commits: the one way a delivery is queued.
+fn queue_now(batch: &mut Batch, after: &mut After, d: &Delivery, now: DateTime<Utc>) {
+    batch
+        .put(Table::Deliveries, delivery_key(d.event, d.endpoint), d)
+        .put_raw(
+            Table::DeliveryQueue,
+            queue_key(d.endpoint, now, d.event),
+            Vec::new(),
+        );
+    after.notes.push((d.endpoint, micros(now)));
+}
+
 /// What to do once a batch has committed.
 #[derive(Default)]
 struct After {
