@@ -19,6 +19,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     api::payouts::configure(cfg);
     api::refunds::configure(cfg);
     api::mandates::configure(cfg);
+    api::customers::configure(cfg);
     checkout::mandate::configure(cfg);
     api::fx::configure(cfg);
     api::usdt::configure(cfg);

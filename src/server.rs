@@ -272,6 +272,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let demo = demo_merchant(&kobo, &store, &writer).await?;
 
     kobo_actors::settlement::ensure_daily_run(&kobo).await?;
+    kobo_actors::customer::service::backfill_indexes(&kobo).await?;
     kobo_actors::usdt::service::start(&kobo.crypto_payouts).map_err(|e| anyhow::anyhow!(e))?;
     let resumed = kobo_actors::refund::service::resume_confirmations(kobo.aftercare.deps())?;
     if resumed > 0 {

@@ -127,6 +127,9 @@ error_codes! {
     InsufficientFunds = "insufficient_funds" => State,
     PayoutLimitExceeded = "payout_limit_exceeded" => State,
     PayoutUnexpectedState = "payout_unexpected_state" => State,
+    CustomerExists = "customer_exists" => State,
+    CustomerBlocked = "customer_blocked" => State,
+    CustomerInUse = "customer_in_use" => State,
     // 422
     IdempotencyKeyReused = "idempotency_key_reused" => Idempotency,
     // 429

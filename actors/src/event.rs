@@ -20,6 +20,10 @@ pub const PAYMENT_INTENT_CANCELED: &str = "payment_intent.canceled";
 pub const PAYOUT_PAID: &str = "payout.paid";
 pub const PAYOUT_FAILED: &str = "payout.failed";
 pub const PAYOUT_CANCELED: &str = "payout.canceled";
+pub const CUSTOMER_IDENTITY_VERIFIED: &str = "customer.identity_verified";
+pub const CUSTOMER_IDENTITY_FAILED: &str = "customer.identity_failed";
+pub const VIRTUAL_ACCOUNT_ACTIVATED: &str = "virtual_account.activated";
+pub const VIRTUAL_ACCOUNT_FAILED: &str = "virtual_account.failed";
 
 /// Every event type of the spec.
 pub const EVENT_TYPES: &[&str] = &[
@@ -38,6 +42,10 @@ pub const EVENT_TYPES: &[&str] = &[
     "invoice.paid",
     "crypto_payout.paid",
     "crypto_payout.failed",
+    CUSTOMER_IDENTITY_VERIFIED,
+    CUSTOMER_IDENTITY_FAILED,
+    VIRTUAL_ACCOUNT_ACTIVATED,
+    VIRTUAL_ACCOUNT_FAILED,
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -70,7 +78,8 @@ pub enum EventObject {
 /// An event's `data`.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct EventData {
-    /// The payment, payout or refund as it was when the event happened.
+    /// The payment, payout, refund, customer or virtual account as it was
+    /// when the event happened.
     pub object: Value,
 }
 

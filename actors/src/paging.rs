@@ -136,6 +136,56 @@ pub fn page_within<T: DeserializeOwned>(
     Ok(Page { data, has_more })
 }
 
+/// A typed newest-first page: the objects of `index` rows keyed
+/// `prefix|seq` (the cursor's `seq` excluded and newer skipped), decoded,
+/// those `keep` accepts, at most `limit`, and whether more follow. The
+/// caller resolves the cursor (its own object, else 400).
+pub fn scan_typed<T: DeserializeOwned>(
+    kobo: &Env,
+    (objects, index): (Table, Table),
+    prefix: &[u8],
+    before_seq: Option<u64>,
+    limit: usize,
+    keep: impl Fn(&T) -> bool,
+) -> DomainResult<(Vec<T>, bool)> {
+    let read = kobo.store.read()?;
+    let before = before_seq.map(|seq| {
+        let mut k = prefix.to_vec();
+        k.extend_from_slice(&seq.to_be_bytes());
+        k
+    });
+    let mut data = Vec::new();
+    let mut has_more = false;
+    read.scan_prefix_rev(index, prefix, before.as_deref(), |_, v| {
+        let id = Uuid::from_slice(v).map_err(|_| {
+            kobo_storage::StoreError::Redb("an index row does not hold an id".into())
+        })?;
+        if let Some(o) = read.get_decoded::<T>(objects, id.as_bytes())? {
+            if !keep(&o) {
+                return Ok(true);
+            }
+            if data.len() == limit {
+                has_more = true;
+                return Ok(false);
+            }
+            data.push(o);
+        }
+        Ok(true)
+    })?;
+    Ok((data, has_more))
+}
+
+impl<T> ListView<T> {
+    /// One page of a typed list.
+    pub fn page(data: Vec<T>, has_more: bool) -> Self {
+        ListView {
+            object: ListObject::List,
+            data,
+            has_more,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,6 +11,9 @@ use kobo_storage::{Store, Writer};
 
 use crate::admin::MerchantActor;
 use crate::clock::Clock;
+use crate::customer::deps::CustomerDeps;
+use crate::customer::directory::Customers;
+use crate::customer::identity::IdentityProviders;
 use crate::direct_debit::MandateProviders;
 use crate::env::Env;
 use crate::error::DomainResult;
@@ -57,6 +60,8 @@ pub struct Kobo {
     pub mandate_providers: Arc<MandateProviders>,
     /// The daily settlement run's handles.
     pub settlement: Arc<Settlement>,
+    /// Customer directories, one per merchant and mode.
+    pub customers: Customers,
 }
 
 impl std::ops::Deref for Kobo {
@@ -98,6 +103,14 @@ impl Kobo {
             }),
             live: Box::new(UnconfiguredRail),
         });
+        let customers = registry(
+            Arc::new(CustomerDeps {
+                env: env.clone(),
+                identity: IdentityProviders::sandbox(store.clone(), writer.clone()),
+                in_use: vec![crate::mandate::service::customer_in_use],
+            }),
+            sizing,
+        );
         let usdt = Arc::new(UsdtHub::sandbox(store, writer));
         let payment_intents = registry(
             Arc::new(PaymentIntentDeps {
@@ -133,6 +146,7 @@ impl Kobo {
             Arc::new(MandateDeps {
                 env: env.clone(),
                 mandate_providers: mandate_providers.clone(),
+                customers: customers.clone(),
             }),
             sizing,
         );
@@ -164,6 +178,7 @@ impl Kobo {
             mandates,
             mandate_providers,
             settlement,
+            customers,
         }))
     }
 
@@ -177,6 +192,7 @@ impl Kobo {
             self.crypto_payouts.snapshot(),
             self.usdt_wallets.snapshot(),
             self.mandates.snapshot(),
+            self.customers.snapshot(),
         ]
     }
 }

@@ -16,6 +16,7 @@ use futures_util::future::join_all;
 use kobo_storage::{Batch, Table};
 
 use crate::clock::micros;
+use crate::customer::directory::{self, CustomerAction};
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::ledger::actor::ReleaseScheduled;
 use crate::ledger::release::release_key;
@@ -145,6 +146,15 @@ async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
                 )
                 .await
                 .and_then(|r| r.map(|_| ()))
+        }
+        TimerKind::CustomerIdentityCheck => {
+            let action = CustomerAction::IdentityTimer {
+                id: timer.target,
+                timer_key: key.clone(),
+            };
+            directory::send(&kobo.customers, (timer.merchant, timer.mode), action, None)
+                .await
+                .map(|_| ())
         }
         TimerKind::PaymentIntentAbandon => {
             let merchant_name = String::new();

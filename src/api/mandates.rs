@@ -1,5 +1,5 @@
 //! Direct debit: `/v1/mandates` (create, list, retrieve, refresh, cancel,
-//! charge) and `GET /v1/customers/{id}`.
+//! charge).
 
 use actix_web::{web, HttpRequest};
 use serde::Deserialize;
@@ -7,7 +7,6 @@ use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use kobo_actors::customer::{self, CustomerView};
 use kobo_actors::idempotency::IdempotencySave;
 use kobo_actors::mandate::actor::{MandateAction, MandateMessage};
 use kobo_actors::mandate::service::{self, CreateMandate, MandateFilter};
@@ -26,7 +25,7 @@ use super::components::{
 };
 use super::endpoint::{live_payments, Call, Endpoint};
 use super::payment_intents::MIN_PAYMENT_AMOUNT;
-use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
+use super::{parse_id, resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -37,8 +36,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(resource("/v1/mandates/{id}").route(web::get().to(retrieve)))
     .service(resource("/v1/mandates/{id}/refresh").route(web::post().to(refresh)))
     .service(resource("/v1/mandates/{id}/cancel").route(web::post().to(cancel)))
-    .service(resource("/v1/mandates/{id}/charge").route(web::post().to(charge)))
-    .service(resource("/v1/customers/{id}").route(web::get().to(retrieve_customer)));
+    .service(resource("/v1/mandates/{id}/charge").route(web::post().to(charge)));
 }
 
 pub type MandateRef = ByRef<MandateView>;
@@ -53,16 +51,6 @@ pub struct MandateId {
     id: Uuid,
 }
 
-/// The `{id}` of a customer.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct CustomerId {
-    /// The customer's id; unknown, malformed, another merchant's or the
-    /// other mode's: 404.
-    id: Uuid,
-}
-
 // The body of `POST /v1/mandates`, for the OpenAPI document; a unit test
 /// The body that creates a mandate: exactly one of `customer` and
 /// `customer_email`.
@@ -70,10 +58,12 @@ pub struct CustomerId {
 #[serde(deny_unknown_fields)]
 #[schema(as = CreateMandate)]
 pub struct CreateMandateRequest {
-    /// An existing customer (unknown: 404 with param `customer`).
+    /// An existing customer (unknown or deleted: 404 with param
+    /// `customer`).
     #[serde(deserialize_with = "body::uuid")]
     customer: Option<Uuid>,
-    /// A new customer is created for this email.
+    /// The customer of this email (compared case-insensitively), found or
+    /// made.
     #[schema(format = Email, max_length = 254)]
     #[serde(deserialize_with = "body::email")]
     customer_email: Option<String>,
@@ -150,7 +140,8 @@ fn direct_debit_enabled(p: &Principal) -> Result<(), DomainError> {
 ///
 /// A `pending` mandate with `authorization_url`, where the customer
 /// approves debits from their bank account. Naira only. Exactly one of
-/// `customer` and `customer_email` (a new customer is made for the email).
+/// `customer` and `customer_email` (the customer of the email is found, or
+/// made).
 /// Live mode without a configured provider: 409 `provider_not_configured`.
 #[utoipa::path(
     post,
@@ -436,29 +427,6 @@ async fn charge(
         .await
 }
 
-/// Retrieve a customer
-#[utoipa::path(
-    get,
-    path = "/v1/customers/{id}",
-    operation_id = "retrieve_customer",
-    tag = "mandates",
-    params(CustomerId),
-    responses(
-        (status = 200, description = "The customer.", body = CustomerView),
-        (status = 404, response = NotFound),
-    )
-)]
-async fn retrieve_customer(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { state, p, .. } = c;
-            let id = parse_id(&path, "customer")?;
-            let c = customer::load(&state.kobo, p.merchant.id, p.mode, id).map_err(ApiError)?;
-            Ok(c.to_api())
-        })
-        .await
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -469,6 +437,7 @@ mod tests {
     use utoipa::PartialSchema;
 
     use super::*;
+    use kobo_actors::customer::CustomerView;
 
     fn names(list: &[&str]) -> BTreeSet<String> {
         list.iter().map(|s| s.to_string()).collect()

@@ -11,6 +11,7 @@ pub mod body;
 pub mod brands;
 pub mod cards;
 pub mod components;
+pub mod customers;
 pub mod docs;
 pub mod endpoint;
 pub mod error;

@@ -93,7 +93,12 @@ pub const CLIENT_SECRET: &str = "client_secret";
         super::mandates::refresh,
         super::mandates::cancel,
         super::mandates::charge,
-        super::mandates::retrieve_customer,
+        super::customers::create,
+        super::customers::list,
+        super::customers::retrieve,
+        super::customers::update,
+        super::customers::delete,
+        super::customers::verify_identity,
     ),
     components(
         schemas(super::ErrorBody),
@@ -124,7 +129,8 @@ pub const CLIENT_SECRET: &str = "client_secret";
         (name = "webhooks", description = "Webhook endpoints, the event history with deliveries, redelivery, and the live event stream. Deliveries are HTTPS POSTs of the Event (without `deliveries`) signed with `Service-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<event id>.<raw body>\">`."),
         (name = "fx", description = "Dollar rates and dollar-to-naira conversions."),
         (name = "usdt", description = "USDT payouts of dollars to the merchant's wallets."),
-        (name = "mandates", description = "Direct debit: mandates the customer approves once, charges that debit their bank account, and their customers."),
+        (name = "mandates", description = "Direct debit: mandates the customer approves once, and charges that debit their bank account."),
+        (name = "customers", description = "The merchant's customers: one per email in each mode, their risk action and their identity (BVN) checks."),
         (name = "meta", description = "About the API itself."),
     )
 )]

@@ -149,7 +149,9 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
             payload,
             |c, body: CreatePaymentIntentRequest| async move {
                 let (p, save) = (&c.p, c.save());
-                Ok(service::create(c.kobo(), &p.merchant, p.mode, body.into(), save).await?)
+                let customers = &c.kobo().customers;
+                let params = body.into();
+                Ok(service::create(c.kobo(), customers, &p.merchant, p.mode, params, save).await?)
             },
         )
         .await

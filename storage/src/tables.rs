@@ -155,6 +155,36 @@ tables! {
     // answer on the authorization page; payment id -> the debit it took
     SandboxMandates => "sandbox_mandates",
     SandboxDebits => "sandbox_debits",
+    // Customers proper (actors/src/customer). merchant|mode|lowercased
+    // email -> id (one live customer per email); merchant|mode|phone|seq
+    // -> id; merchant|mode|brand|seq -> id; merchant|mode|risk|seq -> id
+    CustomerEmails => "customer_emails",
+    CustomerPhoneIndex => "customer_phone_index",
+    CustomerBrandIndex => "customer_brand_index",
+    CustomerRiskIndex => "customer_risk_index",
+    // the sandbox identity provider's verdicts: check reference -> verdict
+    SandboxIdentityChecks => "sandbox_identity_checks",
+    // Dedicated virtual accounts (actors/src/virtual_account). id ->
+    // VirtualAccount; merchant|mode|seq -> id; merchant|mode|status|seq ->
+    // id; merchant|mode|customer|seq -> id; account number -> id
+    VirtualAccounts => "virtual_accounts",
+    VirtualAccountIndex => "virtual_account_index",
+    VirtualAccountStatusIndex => "virtual_account_status_index",
+    VirtualAccountCustomerIndex => "virtual_account_customer_index",
+    VirtualAccountNumbers => "virtual_account_numbers",
+    // NUBAN serial -> account id: every number ever given (never deleted)
+    VirtualAccountSerials => "virtual_account_serials",
+    // merchant|mode|customer -> the customer's pending or active account
+    CustomerOpenAccounts => "customer_open_accounts",
+    // account id|session id -> payment intent id: each credit once
+    VirtualAccountCredits => "virtual_account_credits",
+    // merchant|mode|account id|seq -> payment intent id
+    PaymentIntentVirtualAccountIndex => "payment_intent_virtual_account_index",
+    // the sandbox bank: its statement of transfers into virtual accounts
+    // (account id|session id -> credit), and the notifications kobo has
+    // not recorded yet (account id|session id -> ())
+    SandboxAccountCredits => "sandbox_account_credits",
+    SandboxAccountInbox => "sandbox_account_inbox",
 }
 
 /// Builds a composite key from fixed-width parts.

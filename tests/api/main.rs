@@ -12,6 +12,7 @@ mod cards;
 mod conventions;
 mod crash;
 mod credentials;
+mod customers;
 mod docs;
 mod fx;
 mod idempotency;

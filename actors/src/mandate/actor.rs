@@ -125,6 +125,7 @@ async fn process(
             mut params,
         } => {
             decide(m, &Command::Charge, now)?;
+            crate::customer::check_charge_allowed(kobo, m.merchant, m.mode, m.customer)?;
             // The payment belongs to the mandate's customer.
             params.customer = Some(m.customer);
             params.customer_email = m.customer_email.clone();

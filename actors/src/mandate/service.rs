@@ -1,11 +1,13 @@
-//! Creating mandates (and the customer of a new email), loads and lists.
+//! Creating mandates (through the customer directory, which finds or
+//! makes the customer of an email), loads and lists.
 
 use serde_json::Value;
 use uuid::Uuid;
 
 use kobo_storage::{Batch, KeyBuf, Table};
 
-use crate::customer::{self, Customer};
+use crate::customer::directory::{self, CustomerAction, LinkBuild, LinkTo, Outcome};
+use crate::customer::Customer;
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::idempotency::IdempotencySave;
@@ -64,79 +66,63 @@ pub fn by_authorization_reference(kobo: &Env, reference: &str) -> DomainResult<O
     Ok(load(kobo, id)?.filter(|m| m.authorization_reference == reference))
 }
 
-/// Creates a pending mandate (and, for `customer_email`, its customer):
-/// the mandate, its list indexes, its periodic-check and expiry timers and
-/// the saved response in one batch.
-// Long: one mandate's batch in commit order (customer, object, indexes, timers, saved
-// response).
-pub async fn create(
-    kobo: &super::deps::MandateDeps,
+/// What a new mandate is made of before its customer is known.
+#[derive(Clone)]
+struct Draft {
+    id: Uuid,
     merchant: Uuid,
     mode: Mode,
-    req: CreateMandate,
-    idem: Option<&IdempotencySave>,
-) -> DomainResult<Mandate> {
-    let now = kobo.clock.now();
-    let provider = kobo.mandate_providers.for_mode(mode);
+    seq: u64,
+    now: chrono::DateTime<chrono::Utc>,
+    reference: String,
+    customer_name: Option<String>,
+    callback_url: Option<String>,
+    providers: std::sync::Arc<crate::direct_debit::MandateProviders>,
+    base_url: String,
+}
+
+impl Draft {
+    /// The mandate of customer `c` (409 `provider_not_configured` in live
+    /// mode on this build).
+    fn mandate(&self, c: &Customer) -> DomainResult<Mandate> {
+        let authorization_url = self
+            .providers
+            .for_mode(self.mode)
+            .authorization_url(&self.base_url, &self.reference)?;
+        Ok(Mandate {
+            id: self.id,
+            merchant: self.merchant,
+            mode: self.mode,
+            seq: self.seq,
+            customer: c.id,
+            customer_email: c.email.clone(),
+            customer_name: self.customer_name.clone().or(c.name.clone()),
+            callback_url: self.callback_url.clone(),
+            status: MandateStatus::Pending,
+            authorization_url,
+            authorization_reference: self.reference.clone(),
+            bank_name: None,
+            account_name: None,
+            account_number_last4: None,
+            failure_reason: None,
+            created_at: self.now,
+            updated_at: self.now,
+            activated_at: None,
+            canceled_at: None,
+            expires_at: self.now + approval_window(),
+            check_due: Some(self.now + check_interval()),
+            version: 1,
+        })
+    }
+}
+
+/// A new mandate's batch: the object, its list indexes, its periodic-check
+/// and expiry timers and the saved response.
+fn mandate_batch(m: &Mandate, idem: Option<&IdempotencySave>) -> Batch {
+    let (id, merchant, mode) = (m.id, m.merchant, m.mode);
     let mut batch = Batch::new();
-    let (customer, email, name) = match (req.customer, req.customer_email) {
-        (Some(id), None) => {
-            let c =
-                customer::load(kobo, merchant, mode, id).map_err(|e| e.with_param("customer"))?;
-            let name = req.customer_name.or(c.name.clone());
-            (c.id, c.email, name)
-        }
-        (None, Some(email)) => {
-            let c = Customer {
-                id: new_id(now),
-                merchant,
-                mode,
-                seq: kobo.seq.next(),
-                email: Some(email.clone()),
-                name: req.customer_name.clone(),
-                created_at: now,
-            };
-            c.add_to(&mut batch);
-            (c.id, Some(email), req.customer_name)
-        }
-        _ => {
-            return Err(DomainError::request(
-                ErrorCode::ParameterInvalid,
-                Some("customer"),
-                "send exactly one of `customer` and `customer_email`",
-            ))
-        }
-    };
-    let id = new_id(now);
-    let reference = format!("{}{}", id.simple(), random_base62(24));
-    let authorization_url = provider.authorization_url(&kobo.config.base_url, &reference)?;
-    let check_due = now + check_interval();
-    let m = Mandate {
-        id,
-        merchant,
-        mode,
-        seq: kobo.seq.next(),
-        customer,
-        customer_email: email,
-        customer_name: name,
-        callback_url: req.callback_url,
-        status: MandateStatus::Pending,
-        authorization_url,
-        authorization_reference: reference,
-        bank_name: None,
-        account_name: None,
-        account_number_last4: None,
-        failure_reason: None,
-        created_at: now,
-        updated_at: now,
-        activated_at: None,
-        canceled_at: None,
-        expires_at: now + approval_window(),
-        check_due: Some(check_due),
-        version: 1,
-    };
     batch
-        .put(Table::Mandates, id.as_bytes().to_vec(), &m)
+        .put(Table::Mandates, id.as_bytes().to_vec(), m)
         .put_raw(
             Table::MandateIndex,
             list_key(merchant, mode, m.seq),
@@ -149,20 +135,97 @@ pub async fn create(
         )
         .put_raw(
             Table::MandateCustomerIndex,
-            customer_prefix(merchant, mode, customer).u64(m.seq).build(),
+            customer_prefix(merchant, mode, m.customer)
+                .u64(m.seq)
+                .build(),
             id.as_bytes().to_vec(),
         )
         .note_seq(m.seq);
-    Timer::new(TimerKind::MandateCheck, id, merchant, mode).schedule(&mut batch, check_due);
+    if let Some(due) = m.check_due {
+        Timer::new(TimerKind::MandateCheck, id, merchant, mode).schedule(&mut batch, due);
+    }
     Timer::new(TimerKind::MandateExpire, id, merchant, mode).schedule(&mut batch, m.expires_at);
     if let Some(idem) = idem {
-        idem.add_to(&mut batch, 201, &m.to_api().to_string(), now);
+        idem.add_to(&mut batch, 201, &m.to_api().to_string(), m.created_at);
     }
-    kobo.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))?;
-    Ok(m)
+    batch
+}
+
+/// Creates a pending mandate for `customer`, or for the customer of
+/// `customer_email` (found, or made in the same batch): committed through
+/// the customer directory, so the customer cannot be deleted meanwhile.
+pub async fn create(
+    kobo: &super::deps::MandateDeps,
+    merchant: Uuid,
+    mode: Mode,
+    req: CreateMandate,
+    idem: Option<&IdempotencySave>,
+) -> DomainResult<Mandate> {
+    let to = match (req.customer, req.customer_email) {
+        (Some(id), None) => LinkTo::Id(id),
+        (None, Some(email)) => LinkTo::Email {
+            email,
+            name: req.customer_name.clone(),
+        },
+        _ => {
+            return Err(DomainError::request(
+                ErrorCode::ParameterInvalid,
+                Some("customer"),
+                "send exactly one of `customer` and `customer_email`",
+            ))
+        }
+    };
+    let now = kobo.clock.now();
+    let id = new_id(now);
+    let draft = Draft {
+        id,
+        merchant,
+        mode,
+        seq: kobo.seq.next(),
+        now,
+        reference: format!("{}{}", id.simple(), random_base62(24)),
+        customer_name: req.customer_name,
+        callback_url: req.callback_url,
+        providers: kobo.mandate_providers.clone(),
+        base_url: kobo.config.base_url.clone(),
+    };
+    let (d, idem) = (draft.clone(), idem.cloned());
+    let build = LinkBuild(std::sync::Arc::new(move |c: &Customer| {
+        Ok(mandate_batch(&d.mandate(c)?, idem.as_ref()))
+    }));
+    let action = CustomerAction::Link { to, build };
+    match directory::send(&kobo.customers, (merchant, mode), action, None).await? {
+        Outcome::Linked {
+            customer,
+            result: Ok(()),
+        } => draft.mandate(&customer),
+        other => Err(DomainError::internal(format!(
+            "a mandate's commit failed: {other:?}"
+        ))),
+    }
+}
+
+/// Whether `customer` has a pending or active mandate (it may not be
+/// deleted then).
+pub fn customer_in_use(
+    kobo: &Env,
+    merchant: Uuid,
+    mode: Mode,
+    customer: Uuid,
+) -> DomainResult<Option<&'static str>> {
+    let read = kobo.store.read()?;
+    let mut found = false;
+    let prefix = customer_prefix(merchant, mode, customer).build();
+    read.scan_prefix(Table::MandateCustomerIndex, &prefix, None, |_, v| {
+        let Ok(id) = Uuid::from_slice(v) else {
+            return Ok(true);
+        };
+        let m: Option<Mandate> = read.get_decoded(Table::Mandates, id.as_bytes())?;
+        found =
+            m.is_some_and(|m| matches!(m.status, MandateStatus::Pending | MandateStatus::Active));
+        Ok(!found)
+    })?;
+    Ok(found.then_some("a pending or active mandate"))
 }
 
 pub struct MandateFilter {

@@ -6,6 +6,8 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, CommitError, KeyBuf, Table};
 
+use crate::customer::directory::Customers;
+use crate::customer::service::for_payment;
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
@@ -61,16 +63,30 @@ pub fn attempt_key(intent: Uuid, number: u32) -> Vec<u8> {
 }
 
 /// Creates a payment intent: one batch with the object, its list indexes,
-/// the reference claim, the checkout link and the saved response.
+/// the reference claim, the checkout link and the saved response. Its
+/// customer is the one named, else the customer of `customer_email`
+/// (found, or made first); a denied customer is refused (409).
 pub async fn create(
     kobo: &Env,
+    customers: &Customers,
     merchant: &Merchant,
     mode: Mode,
     params: CreatePaymentIntent,
     idem: Option<&IdempotencySave>,
 ) -> DomainResult<Value> {
     let now = kobo.clock.now();
-    let (intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
+    let email = params.customer_email.clone();
+    let (mut intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
+    let scope = (merchant.id, mode);
+    intent.customer = for_payment(
+        kobo,
+        customers,
+        scope,
+        intent.brand,
+        intent.customer,
+        email.as_deref(),
+    )
+    .await?;
     commit_new(kobo, &intent, &client_secret, &[], idem, now).await
 }
 
