@@ -20,6 +20,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     api::refunds::configure(cfg);
     api::mandates::configure(cfg);
     api::customers::configure(cfg);
+    api::virtual_accounts::configure(cfg);
     checkout::mandate::configure(cfg);
     api::fx::configure(cfg);
     api::usdt::configure(cfg);

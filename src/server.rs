@@ -273,6 +273,13 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
 
     kobo_actors::settlement::ensure_daily_run(&kobo).await?;
     kobo_actors::customer::service::backfill_indexes(&kobo).await?;
+    let notified = kobo_actors::virtual_account::actor::start(&kobo.virtual_accounts)?;
+    if notified > 0 {
+        tracing::info!(
+            notified,
+            "delivering transfer notifications left unrecorded"
+        );
+    }
     kobo_actors::usdt::service::start(&kobo.crypto_payouts).map_err(|e| anyhow::anyhow!(e))?;
     let resumed = kobo_actors::refund::service::resume_confirmations(kobo.aftercare.deps())?;
     if resumed > 0 {

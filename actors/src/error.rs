@@ -130,6 +130,8 @@ error_codes! {
     CustomerExists = "customer_exists" => State,
     CustomerBlocked = "customer_blocked" => State,
     CustomerInUse = "customer_in_use" => State,
+    CustomerIdentityUnverified = "customer_identity_unverified" => State,
+    VirtualAccountUnexpectedState = "virtual_account_unexpected_state" => State,
     // 422
     IdempotencyKeyReused = "idempotency_key_reused" => Idempotency,
     // 429

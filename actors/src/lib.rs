@@ -15,6 +15,8 @@
 //! - [`webhook`]: endpoints, durable deliveries, the dispatcher pool and
 //!   the live event stream.
 //! - [`admin`]: merchant creation, settings and key rolls.
+//! - [`customer`], [`virtual_account`]: customers (one per email) and
+//!   their dedicated virtual accounts.
 //! - [`credential`]: the hosted checkout's credential (HMAC, server key).
 //! - [`clock`], [`provider`], [`runtime`], [`error`], [`ids`]: plumbing.
 
@@ -49,6 +51,7 @@ pub mod settlement;
 pub mod timer;
 pub mod timers;
 pub mod usdt;
+pub mod virtual_account;
 pub mod webhook;
 
 pub use env::{Config, Env};

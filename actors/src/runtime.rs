@@ -31,6 +31,10 @@ use crate::registry::{KindSnapshot, Registry, VirtualActor};
 use crate::settlement::Settlement;
 use crate::usdt::actor::{CryptoPayoutActor, UsdtDeps, UsdtWalletsActor};
 use crate::usdt::partner::UsdtHub;
+use crate::virtual_account::actor::VirtualAccounts;
+use crate::virtual_account::bank::AccountBanks;
+use crate::virtual_account::deps::VirtualAccountDeps;
+use crate::virtual_account::nuban::Serials;
 use crate::webhook::Hub;
 
 pub use crate::env::{Config, Sequence};
@@ -62,6 +66,8 @@ pub struct Kobo {
     pub settlement: Arc<Settlement>,
     /// Customer directories, one per merchant and mode.
     pub customers: Customers,
+    /// Dedicated virtual accounts, one actor each.
+    pub virtual_accounts: VirtualAccounts,
 }
 
 impl std::ops::Deref for Kobo {
@@ -107,17 +113,31 @@ impl Kobo {
             Arc::new(CustomerDeps {
                 env: env.clone(),
                 identity: IdentityProviders::sandbox(store.clone(), writer.clone()),
-                in_use: vec![crate::mandate::service::customer_in_use],
+                in_use: vec![
+                    crate::mandate::service::customer_in_use,
+                    crate::virtual_account::service::customer_in_use,
+                ],
             }),
             sizing,
         );
+        let account_banks = AccountBanks::sandbox(store.clone(), writer.clone());
         let usdt = Arc::new(UsdtHub::sandbox(store, writer));
-        let payment_intents = registry(
+        let payment_intents: Arc<Registry<PaymentIntentActor>> = registry(
             Arc::new(PaymentIntentDeps {
                 env: env.clone(),
                 ledgers: ledgers.clone(),
                 providers,
                 mandate_providers: mandate_providers.clone(),
+            }),
+            sizing,
+        );
+        let virtual_accounts = registry(
+            Arc::new(VirtualAccountDeps {
+                env: env.clone(),
+                intents: payment_intents.deps().clone(),
+                customers: customers.clone(),
+                banks: account_banks,
+                serials: Serials::default(),
             }),
             sizing,
         );
@@ -179,6 +199,7 @@ impl Kobo {
             mandate_providers,
             settlement,
             customers,
+            virtual_accounts,
         }))
     }
 
@@ -193,6 +214,7 @@ impl Kobo {
             self.usdt_wallets.snapshot(),
             self.mandates.snapshot(),
             self.customers.snapshot(),
+            self.virtual_accounts.snapshot(),
         ]
     }
 }

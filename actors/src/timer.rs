@@ -49,6 +49,8 @@ pub enum TimerKind {
     DirectDebitStatus,
     /// Ask the identity provider about a customer's pending check.
     CustomerIdentityCheck,
+    /// Ask the bank whether a pending virtual account is open.
+    VirtualAccountCheck,
 }
 
 impl TimerKind {
@@ -68,6 +70,7 @@ impl TimerKind {
             TimerKind::DirectDebitSend => 10,
             TimerKind::DirectDebitStatus => 11,
             TimerKind::CustomerIdentityCheck => 12,
+            TimerKind::VirtualAccountCheck => 13,
         }
     }
 }

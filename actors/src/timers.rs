@@ -27,6 +27,7 @@ use crate::payout::actor::{PayoutAction, PayoutMessage};
 use crate::runtime::Kobo;
 use crate::timer::{due_of, next_due_group, Timer, TimerKind, PRUNE_MAX};
 use crate::usdt::actor::{CryptoAction, CryptoPayoutMessage};
+use crate::virtual_account::actor::{AccountAction, AccountMessage};
 
 pub use crate::timer::{timers_due, META_MANUAL_CLOCK};
 
@@ -155,6 +156,20 @@ async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
             directory::send(&kobo.customers, (timer.merchant, timer.mode), action, None)
                 .await
                 .map(|_| ())
+        }
+        TimerKind::VirtualAccountCheck => {
+            let msg = AccountMessage {
+                merchant: timer.merchant,
+                mode: timer.mode,
+                action: AccountAction::CheckTimer {
+                    timer_key: key.clone(),
+                },
+                idem: None,
+            };
+            kobo.virtual_accounts
+                .send(timer.target, msg)
+                .await
+                .and_then(|r| r.map(|_| ()))
         }
         TimerKind::PaymentIntentAbandon => {
             let merchant_name = String::new();

@@ -57,6 +57,7 @@ const RESOURCES: &[&str] = &[
     "refund",
     "settlement",
     "usdt",
+    "virtual_account",
     "webhook",
 ];
 

@@ -33,6 +33,7 @@ pub mod state;
 pub mod stream;
 pub mod test_helpers;
 pub mod usdt;
+pub mod virtual_accounts;
 pub mod webhooks;
 
 pub use error::{error_body, json_response, not_found, status_of, ApiError, ApiResult, ErrorBody};

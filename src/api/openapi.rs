@@ -99,6 +99,12 @@ pub const CLIENT_SECRET: &str = "client_secret";
         super::customers::update,
         super::customers::delete,
         super::customers::verify_identity,
+        super::virtual_accounts::create,
+        super::virtual_accounts::list,
+        super::virtual_accounts::retrieve,
+        super::virtual_accounts::refresh,
+        super::virtual_accounts::deactivate,
+        super::virtual_accounts::simulate_transfer,
     ),
     components(
         schemas(super::ErrorBody),
@@ -131,6 +137,7 @@ pub const CLIENT_SECRET: &str = "client_secret";
         (name = "usdt", description = "USDT payouts of dollars to the merchant's wallets."),
         (name = "mandates", description = "Direct debit: mandates the customer approves once, and charges that debit their bank account."),
         (name = "customers", description = "The merchant's customers: one per email in each mode, their risk action and their identity (BVN) checks."),
+        (name = "virtual_accounts", description = "Dedicated virtual accounts: one permanent account number (NUBAN) per customer; every transfer into it becomes a successful payment intent."),
         (name = "meta", description = "About the API itself."),
     )
 )]

@@ -93,6 +93,15 @@ const V1_ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/customers/{id}"),
     ("post", "/v1/customers/{id}/delete"),
     ("post", "/v1/customers/{id}/verify_identity"),
+    ("post", "/v1/virtual_accounts"),
+    ("get", "/v1/virtual_accounts"),
+    ("get", "/v1/virtual_accounts/{id}"),
+    ("post", "/v1/virtual_accounts/{id}/refresh"),
+    ("post", "/v1/virtual_accounts/{id}/deactivate"),
+    (
+        "post",
+        "/v1/test_helpers/virtual_accounts/{id}/simulate_transfer",
+    ),
 ];
 
 fn doc() -> Value {
@@ -245,7 +254,7 @@ fn every_operation_documents_its_errors_headers_and_security() {
         // Adding a saved bank account again answers it with 200, and so
         // does creating a customer of an email already taken.
         let successes = match at.as_str() {
-            "post /v1/bank_accounts" | "post /v1/customers" => 2,
+            "post /v1/bank_accounts" | "post /v1/customers" | "post /v1/virtual_accounts" => 2,
             _ => 1,
         };
         assert_eq!(success, successes, "{at}");

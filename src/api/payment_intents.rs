@@ -101,7 +101,13 @@ impl From<CreatePaymentIntentRequest> for CreatePaymentIntent {
 }
 
 /// The fields `GET /v1/payment_intents` accepts in its query.
-pub const LIST_PARAMS: &[&str] = &["limit", "starting_after", "customer", "status"];
+pub const LIST_PARAMS: &[&str] = &[
+    "limit",
+    "starting_after",
+    "customer",
+    "status",
+    "virtual_account",
+];
 
 // The query of `GET /v1/payment_intents`, for the OpenAPI document; a unit
 // test keeps these names and [`LIST_PARAMS`] equal.
@@ -119,6 +125,8 @@ pub struct ListPaymentIntentsQuery {
     /// Only payment intents in this status.
     #[param(inline)]
     status: Option<Status>,
+    /// Only the payments made by transfers into this virtual account.
+    virtual_account: Option<Uuid>,
 }
 
 /// Create a payment intent
@@ -181,6 +189,7 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
                 starting_after: q.uuid("starting_after")?,
                 status: q.one_of("status", Status::parse, "a payment intent status")?,
                 customer: q.uuid("customer")?,
+                virtual_account: q.uuid("virtual_account")?,
             };
             let page = query::list_payment_intents(c.kobo(), c.p.merchant.id, c.p.mode, &filter)?;
             Ok(page.to_api())

@@ -8,11 +8,13 @@
 //!
 //! Files: this one holds the stored object and its pricing; `machine.rs`
 //! the commands, effects and [`decide`]; `checks.rs` the card prechecks;
-//! `views.rs` the public views; `query.rs` the reads.
+//! `views.rs` the public views; `query.rs` the reads; `credit.rs` the
+//! payments made by transfers into dedicated virtual accounts.
 
 pub mod actor;
 pub mod card;
 mod checks;
+pub mod credit;
 pub mod deps;
 mod machine;
 pub mod provider;
@@ -156,6 +158,20 @@ pub struct ChargeAttempt {
     pub provider_reference: Option<String>,
 }
 
+/// A transfer into a dedicated virtual account, as the bank reported it:
+/// the payment it made is this one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BankCredit {
+    pub virtual_account: Uuid,
+    /// The interbank session id: one payment per session id and account.
+    pub session_id: String,
+    pub sender_name: Option<String>,
+    pub sender_account_number: Option<String>,
+    /// The money arrived after the account was deactivated (recorded
+    /// anyway: a bank credit cannot be refused).
+    pub account_deactivated: bool,
+}
+
 /// What is kept of a card: its last four digits and brand.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct CardSummary {
@@ -216,6 +232,10 @@ pub struct PaymentIntent {
     /// `POST /v1/mandates/{id}/charge`).
     #[serde(default)]
     pub mandate: Option<Uuid>,
+    /// The transfer into a dedicated virtual account that made this
+    /// payment (see `credit.rs`).
+    #[serde(default)]
+    pub bank_credit: Option<BankCredit>,
     /// Bumped on every change.
     pub version: u64,
 }

@@ -371,6 +371,7 @@ mod tests {
             pending_attempt: None,
             failed_card_attempts: 0,
             mandate: None,
+            bank_credit: None,
             version: 1,
         }
     }

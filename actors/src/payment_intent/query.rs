@@ -9,7 +9,9 @@ use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{scope_key, Mode};
 use crate::paging::Page;
-use crate::payment_intent::service::{attempt_key, customer_prefix, status_prefix};
+use crate::payment_intent::service::{
+    attempt_key, customer_prefix, status_prefix, virtual_account_prefix,
+};
 use crate::payment_intent::{ChargeAttempt, PaymentIntent, Status};
 
 pub fn payment_intent(
@@ -31,6 +33,8 @@ pub struct IntentFilter {
     pub starting_after: Option<Uuid>,
     pub status: Option<Status>,
     pub customer: Option<Uuid>,
+    /// The payments transfers into this virtual account made.
+    pub virtual_account: Option<Uuid>,
 }
 
 /// Newest first. The cursor is the last id of the previous page; its place
@@ -47,6 +51,10 @@ pub fn list_payment_intents(
         (Some(s), _) => (
             Table::PaymentIntentStatusIndex,
             status_prefix(merchant, mode, s).build(),
+        ),
+        (None, _) if f.virtual_account.is_some() => (
+            Table::PaymentIntentVirtualAccountIndex,
+            virtual_account_prefix(merchant, mode, f.virtual_account.unwrap_or_default()).build(),
         ),
         (None, Some(c)) => (
             Table::PaymentIntentCustomerIndex,
@@ -83,9 +91,12 @@ pub fn list_payment_intents(
             Some(i) => i,
             None => return Ok(true),
         };
-        // The status index is exact; the customer filter also applies when
-        // listing by status.
+        // The index is exact; the other filters apply to what it lists.
         if f.customer.is_some_and(|c| intent.customer != Some(c)) {
+            return Ok(true);
+        }
+        let account = intent.bank_credit.as_ref().map(|c| c.virtual_account);
+        if f.virtual_account.is_some_and(|v| account != Some(v)) {
             return Ok(true);
         }
         if data.len() == f.limit {

@@ -51,6 +51,12 @@ pub fn customer_prefix(merchant: Uuid, mode: Mode, customer: Uuid) -> KeyBuf {
     scope_key(merchant, mode).bytes(customer.as_bytes())
 }
 
+/// The key prefix of a virtual account's payments
+/// (`payment_intent_virtual_account_index`).
+pub fn virtual_account_prefix(merchant: Uuid, mode: Mode, account: Uuid) -> KeyBuf {
+    scope_key(merchant, mode).bytes(account.as_bytes())
+}
+
 pub fn reference_key(merchant: Uuid, mode: Mode, reference: &str) -> Vec<u8> {
     scope_key(merchant, mode).str(reference).build()
 }
@@ -126,9 +132,8 @@ pub async fn create_mandate_charge(
 /// 8 random characters, or 22 random characters) keep resolving.
 pub const CHECKOUT_CODE_LEN: usize = 22;
 
-/// A new intent in `created` and its client secret.
-// Long: the checks of the create parameters, then the new intent's struct literal, a
-// field a line.
+/// A new intent in `created` and its client secret, after the checks of
+/// the create parameters (brand, customer).
 fn new_intent(
     kobo: &Env,
     merchant: &Merchant,
@@ -153,6 +158,20 @@ fn new_intent(
     if let Some(c) = params.customer {
         crate::customer::load(kobo, merchant.id, mode, c).map_err(|e| e.with_param("customer"))?;
     }
+    build_intent(kobo, merchant, mode, params, brand, now)
+}
+
+/// A new intent in `created` of `brand` (checked by the caller) and its
+/// client secret; every channel's price is checked against the amount.
+// Long: the new intent's struct literal, a field a line.
+pub(super) fn build_intent(
+    kobo: &Env,
+    merchant: &Merchant,
+    mode: Mode,
+    params: CreatePaymentIntent,
+    brand: Uuid,
+    now: DateTime<Utc>,
+) -> DomainResult<(PaymentIntent, String)> {
     let pricing = merchant
         .settings
         .pricing
@@ -201,6 +220,7 @@ fn new_intent(
         pending_attempt: None,
         failed_card_attempts: 0,
         mandate: None,
+        bank_credit: None,
         version: 1,
     };
     // Every channel's price must price this amount: a price that cannot

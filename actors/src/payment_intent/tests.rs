@@ -95,6 +95,7 @@ fn created(currency: Currency, bearer: FeeBearer, amount: i64) -> PaymentIntent 
         pending_attempt: None,
         failed_card_attempts: 0,
         mandate: None,
+        bank_credit: None,
         version: 1,
     }
 }

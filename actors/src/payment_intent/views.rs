@@ -151,6 +151,13 @@ pub struct PaymentIntentView {
     pub bank_transfer: Option<BankTransferAccount>,
     #[schema(required = true)]
     pub next_action: Option<NextAction>,
+    /// The dedicated virtual account a transfer into which made this
+    /// payment.
+    #[schema(required = true)]
+    pub virtual_account: Option<Uuid>,
+    /// Who sent that transfer, and its interbank session id.
+    #[schema(required = true)]
+    pub sender: Option<SenderView>,
     /// Only in the response that creates the payment: a short link to the
     /// hosted checkout for this one payment.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -161,6 +168,22 @@ pub struct PaymentIntentView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub client_secret: Option<String>,
+}
+
+/// The sender of a transfer into a virtual account.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = TransferSender)]
+pub struct SenderView {
+    #[schema(required = true)]
+    pub name: Option<String>,
+    #[schema(required = true)]
+    pub account_number: Option<String>,
+    /// The interbank session id of the transfer (one payment per session
+    /// id and account).
+    pub session_id: String,
+    /// `true` when the money arrived after the account was deactivated:
+    /// recorded anyway (a bank credit cannot be refused); review it.
+    pub account_deactivated: bool,
 }
 
 /// Extra fields shown only in the create response.
@@ -213,6 +236,13 @@ impl PaymentIntent {
             return_url: self.return_url.clone(),
             bank_transfer: self.bank_transfer.clone(),
             next_action: self.next_action.clone(),
+            virtual_account: self.bank_credit.as_ref().map(|c| c.virtual_account),
+            sender: self.bank_credit.as_ref().map(|c| SenderView {
+                name: c.sender_name.clone(),
+                account_number: c.sender_account_number.clone(),
+                session_id: c.session_id.clone(),
+                account_deactivated: c.account_deactivated,
+            }),
             checkout_url: secrets.as_ref().map(|s| s.checkout_url.to_string()),
             client_secret: secrets.as_ref().map(|s| s.client_secret.to_string()),
         }
@@ -264,6 +294,11 @@ mod view_tests {
             "return_url": i.return_url,
             "bank_transfer": i.bank_transfer,
             "next_action": i.next_action,
+            "virtual_account": i.bank_credit.as_ref().map(|c| c.virtual_account),
+            "sender": i.bank_credit.as_ref().map(|c| json!({
+                "name": c.sender_name, "account_number": c.sender_account_number,
+                "session_id": c.session_id, "account_deactivated": c.account_deactivated,
+            })),
         });
         if let Some(s) = secrets {
             let o = v.as_object_mut().expect("object");
@@ -328,6 +363,7 @@ mod view_tests {
             pending_attempt: None,
             failed_card_attempts: 0,
             mandate: None,
+            bank_credit: None,
             version: 1,
         }
     }
@@ -369,7 +405,15 @@ mod view_tests {
 
     #[test]
     fn payment_intent_json_is_unchanged() {
-        let mut intents = vec![full()];
+        let mut credited = full();
+        credited.bank_credit = Some(BankCredit {
+            virtual_account: Uuid::new_v4(),
+            session_id: "000013250303090000123456789012".into(),
+            sender_name: Some("BOLA ADE".into()),
+            sender_account_number: None,
+            account_deactivated: true,
+        });
+        let mut intents = vec![full(), credited];
         for c in Currency::ALL {
             for b in [FeeBearer::Merchant, FeeBearer::Customer] {
                 intents.push(bare(c, b));
