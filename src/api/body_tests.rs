@@ -117,18 +117,3 @@ fn type_errors_never_echo_the_value() {
     let e = parse::<Sample>(br#"{"amount": 100, "flag": "4084080000000409"}"#).unwrap_err();
     assert!(!e.message.contains("4084"), "{}", e.message);
 }
-
-#[test]
-fn limit_defaults_to_20_and_stays_within_1_to_100() {
-    assert_eq!(Query::parse("", &["limit"]).unwrap().limit().unwrap(), 20);
-    assert_eq!(
-        Query::parse("limit=100", &["limit"])
-            .unwrap()
-            .limit()
-            .unwrap(),
-        100
-    );
-    for bad in ["limit=0", "limit=101", "limit=x"] {
-        assert!(Query::parse(bad, &["limit"]).unwrap().limit().is_err());
-    }
-}

@@ -12,6 +12,7 @@ use kobo_actors::{admin, query};
 use super::body::{self as body};
 use super::components::{BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound};
 use super::endpoint::{Call, Endpoint};
+use super::params::page_query;
 use super::{parse_id, resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -38,21 +39,11 @@ pub struct CreateBrandRequest {
     name: String,
 }
 
-/// The fields `GET /v1/brands` accepts in its query.
-pub const LIST_PARAMS: &[&str] = &["limit", "starting_after"];
-
-// The query of `GET /v1/brands`, for the OpenAPI document; a unit test keeps
-// these names and [`LIST_PARAMS`] equal.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct ListBrandsQuery {
-    /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
-    /// The id of the last brand of the previous page.
-    starting_after: Option<Uuid>,
-}
+page_query!(
+    /// The query of `GET /v1/brands`.
+    ListBrandsQuery,
+    "The id of the last brand of the previous page."
+);
 
 /// The `{id}` of a brand.
 #[derive(IntoParams)]
@@ -116,14 +107,7 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .list_page(
-            req,
-            state,
-            LIST_PARAMS,
-            |kobo, merchant, mode, limit, after| {
-                query::list_brands(kobo, merchant, mode, limit, after)
-            },
-        )
+        .list_page::<ListBrandsQuery, _>(req, state, query::list_brands)
         .await
 }
 

@@ -23,9 +23,10 @@ use uuid::Uuid;
 use kobo_actors::idempotency::IdempotencySave;
 use kobo_actors::paging::Page;
 use kobo_actors::query::Principal;
-use kobo_actors::{DomainError, DomainResult, ErrorCode, Kobo, Mode};
+use kobo_actors::{DomainError, DomainResult, Env, ErrorCode, Kobo, Mode};
 
 use super::body;
+use super::params::{self, PageQuery};
 use super::{
     authenticate_for, idempotent, json_response, read_body, ApiError, ApiResult, Reply, State,
 };
@@ -243,28 +244,33 @@ impl Endpoint {
         Ok(run(call).await?.into_response(self))
     }
 
-    /// A GET of a newest-first list whose only query parameters are `limit`
-    /// and `starting_after` (`params`, the operation's documented list):
-    /// `read` gets the page for the caller's merchant and mode.
-    pub async fn list_page<F>(
-        &self,
-        req: HttpRequest,
-        state: State,
-        params: &'static [&'static str],
-        read: F,
-    ) -> ApiResult
+    /// A read with a query: authentication, the gate, the query's parse
+    /// into `Q` (see [`params`]), `run`, the rendering.
+    pub async fn get_with<Q, F, Fut, O>(&self, req: HttpRequest, state: State, run: F) -> ApiResult
     where
-        F: FnOnce(&Arc<Kobo>, Uuid, Mode, usize, Option<Uuid>) -> DomainResult<Page>,
+        Q: DeserializeOwned,
+        F: FnOnce(Call, Q) -> Fut,
+        Fut: Future<Output = ApiResult<O>>,
+        O: Answer,
     {
         self.get(req, state, |c| async move {
-            let q = super::body::Query::parse(c.req.query_string(), params)?;
-            let page = read(
-                c.kobo(),
-                c.p.merchant.id,
-                c.p.mode,
-                q.limit()?,
-                q.uuid("starting_after")?,
-            )?;
+            let q = params::parse::<Q>(c.req.query_string())?;
+            run(c, q).await
+        })
+        .await
+    }
+
+    /// A GET of a newest-first list whose only query parameters are `limit`
+    /// and `starting_after` (`Q`, the operation's [`PageQuery`]): `read`
+    /// gets the page for the caller's merchant and mode.
+    pub async fn list_page<Q, F>(&self, req: HttpRequest, state: State, read: F) -> ApiResult
+    where
+        Q: PageQuery,
+        F: FnOnce(&Env, Uuid, Mode, usize, Option<Uuid>) -> DomainResult<Page>,
+    {
+        self.get_with(req, state, |c, q: Q| async move {
+            let (limit, starting_after) = q.page();
+            let page = read(c.kobo(), c.p.merchant.id, c.p.mode, limit, starting_after)?;
             Ok(page.to_api())
         })
         .await

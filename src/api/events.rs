@@ -2,6 +2,7 @@
 //! redelivery.
 
 use actix_web::{web, HttpRequest};
+use serde::{Deserialize, Deserializer};
 use utoipa::IntoParams;
 use uuid::Uuid;
 
@@ -11,10 +12,10 @@ use kobo_actors::webhook::query::{self as webhook_query, EventFilter};
 use kobo_actors::webhook::{Command, RedeliveryView};
 use kobo_actors::DomainError;
 
-use super::body::NoFields;
-use super::body::Query;
+use super::body::{self, NoFields};
 use super::components::{BadRequest, EventRef, IdempotencyKey, NotFoundReplayable};
 use super::endpoint::{Call, Endpoint};
+use super::params;
 use super::{resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -22,23 +23,38 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/v1/events/{id}/redeliver").route(web::post().to(redeliver)));
 }
 
-/// The fields `GET /v1/events` accepts in its query.
-pub const LIST_PARAMS: &[&str] = &["limit", "starting_after", "type"];
-
-// The query of `GET /v1/events`, for the OpenAPI document; a unit test keeps
-// these names and [`LIST_PARAMS`] equal.
-#[derive(IntoParams)]
+/// The query of `GET /v1/events`.
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct ListEventsQuery {
     /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
+    #[param(value_type = Option<u8>, minimum = 1, maximum = 100, default = 20)]
+    #[serde(deserialize_with = "params::limit")]
+    limit: usize,
     /// The id of the last event of the previous page.
+    #[serde(deserialize_with = "params::uuid")]
     starting_after: Option<Uuid>,
     /// Only events of this type.
-    #[param(rename = "type", schema_with = kobo_actors::event::event_type_schema)]
+    #[param(schema_with = kobo_actors::event::event_type_schema)]
+    #[serde(rename = "type", deserialize_with = "event_type")]
     event_type: Option<String>,
+}
+
+/// `type`: one of the event types.
+fn event_type<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|s| {
+            EVENT_TYPES
+                .contains(&s.as_str())
+                .then_some(s)
+                .ok_or_else(|| {
+                    body::tunnel(DomainError::invalid(
+                        body::FIELD,
+                        format!("`{}` must be an event type", body::FIELD),
+                    ))
+                })
+        })
+        .transpose()
 }
 
 /// The `{id}` of an event.
@@ -67,18 +83,12 @@ pub struct EventId {
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let q = Query::parse(req.query_string(), LIST_PARAMS)?;
-            let event_type = q.one_of(
-                "type",
-                |s| EVENT_TYPES.contains(&s).then(|| s.to_string()),
-                "an event type",
-            )?;
+        .get_with(req, state, |c, q: ListEventsQuery| async move {
+            let Call { state, p, .. } = c;
             let filter = EventFilter {
-                limit: q.limit()?,
-                starting_after: q.uuid("starting_after")?,
-                event_type,
+                limit: q.limit,
+                starting_after: q.starting_after,
+                event_type: q.event_type,
             };
             let page = webhook_query::list_events(&state.kobo, p.merchant.id, p.mode, &filter)?;
             Ok(page.to_api())

@@ -18,13 +18,13 @@ use kobo_actors::payment_intent::{metadata_schema, PaymentIntentView};
 use kobo_actors::query::{ListView, Principal};
 use kobo_actors::{DomainError, ErrorCode};
 
-use super::body::Query;
 use super::body::{self as body, NoFields};
 use super::components::{
     BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
     Overloaded,
 };
 use super::endpoint::{live_payments, Call, Endpoint};
+use super::params;
 use super::payment_intents::MIN_PAYMENT_AMOUNT;
 use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
 
@@ -114,24 +114,23 @@ pub struct ChargeMandateRequest {
     metadata: Map<String, Value>,
 }
 
-/// The query `GET /v1/mandates` accepts.
-pub const LIST_PARAMS: &[&str] = &["limit", "starting_after", "customer", "status"];
-
-// The query of `GET /v1/mandates`; a unit test keeps these names and
-// [`LIST_PARAMS`] equal.
-#[derive(IntoParams)]
+/// The query of `GET /v1/mandates`.
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct ListMandatesQuery {
     /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
+    #[param(value_type = Option<u8>, minimum = 1, maximum = 100, default = 20)]
+    #[serde(deserialize_with = "params::limit")]
+    limit: usize,
     /// The id of the last mandate of the previous page.
+    #[serde(deserialize_with = "params::uuid")]
     starting_after: Option<Uuid>,
     /// Only this customer's mandates.
+    #[serde(deserialize_with = "params::uuid")]
     customer: Option<Uuid>,
     /// Only mandates in this status.
     #[param(inline)]
+    #[serde(deserialize_with = "params::one_of")]
     status: Option<MandateStatus>,
 }
 
@@ -214,14 +213,13 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let q = Query::parse(req.query_string(), LIST_PARAMS)?;
+        .get_with(req, state, |c, q: ListMandatesQuery| async move {
+            let Call { state, p, .. } = c;
             let filter = MandateFilter {
-                limit: q.limit()?,
-                starting_after: q.uuid("starting_after")?,
-                customer: q.uuid("customer")?,
-                status: q.one_of("status", MandateStatus::parse, "a mandate status")?,
+                limit: q.limit,
+                starting_after: q.starting_after,
+                customer: q.customer,
+                status: q.status,
             };
             let page = service::list(&state.kobo, p.merchant.id, p.mode, &filter)?;
             Ok(page.to_api())
@@ -463,7 +461,6 @@ async fn retrieve_customer(req: HttpRequest, state: State, path: web::Path<Strin
 mod tests {
     use std::collections::BTreeSet;
 
-    use utoipa::openapi::path::ParameterIn;
     use utoipa::openapi::schema::Schema;
     use utoipa::openapi::RefOr;
     use utoipa::PartialSchema;
@@ -492,11 +489,6 @@ mod tests {
             property_names(ChargeMandateRequest::schema()),
             names(super::body::fields_of::<ChargeMandateRequest>())
         );
-        let params: BTreeSet<String> = ListMandatesQuery::into_params(|| Some(ParameterIn::Query))
-            .into_iter()
-            .map(|p| p.name)
-            .collect();
-        assert_eq!(params, names(LIST_PARAMS));
         let charge = serde_json::to_value(ChargeMandateRequest::schema()).unwrap();
         assert_eq!(
             charge["properties"]["amount"]["minimum"],

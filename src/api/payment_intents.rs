@@ -16,13 +16,14 @@ use kobo_actors::payment_intent::{metadata_schema, PaymentIntentView, Status};
 use kobo_actors::query::{self, IntentFilter, ListView, Principal};
 use kobo_actors::DomainError;
 
+use super::body;
 pub use super::body::NoFields;
-use super::body::{self, Query};
 use super::components::{
     BadRequest, ChargeAttemptRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound,
     NotFoundReplayable, Overloaded, PaymentIntentId, PaymentIntentRef,
 };
 use super::endpoint::{live_payments, Endpoint};
+use super::params;
 use super::{parse_id, resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -100,25 +101,35 @@ impl From<CreatePaymentIntentRequest> for CreatePaymentIntent {
     }
 }
 
-/// The fields `GET /v1/payment_intents` accepts in its query.
-pub const LIST_PARAMS: &[&str] = &["limit", "starting_after", "customer", "status"];
-
-// The query of `GET /v1/payment_intents`, for the OpenAPI document; a unit
-// test keeps these names and [`LIST_PARAMS`] equal.
-#[derive(IntoParams)]
+/// The query of `GET /v1/payment_intents`.
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct ListPaymentIntentsQuery {
     /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
+    #[param(value_type = Option<u8>, minimum = 1, maximum = 100, default = 20)]
+    #[serde(deserialize_with = "params::limit")]
+    limit: usize,
     /// The id of the last payment intent of the previous page.
+    #[serde(deserialize_with = "params::uuid")]
     starting_after: Option<Uuid>,
     /// Only this customer's payment intents.
+    #[serde(deserialize_with = "params::uuid")]
     customer: Option<Uuid>,
     /// Only payment intents in this status.
     #[param(inline)]
+    #[serde(deserialize_with = "params::one_of")]
     status: Option<Status>,
+}
+
+impl From<ListPaymentIntentsQuery> for IntentFilter {
+    fn from(q: ListPaymentIntentsQuery) -> Self {
+        IntentFilter {
+            limit: q.limit,
+            starting_after: q.starting_after,
+            status: q.status,
+            customer: q.customer,
+        }
+    }
 }
 
 /// Create a payment intent
@@ -172,14 +183,8 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let q = Query::parse(c.req.query_string(), LIST_PARAMS)?;
-            let filter = IntentFilter {
-                limit: q.limit()?,
-                starting_after: q.uuid("starting_after")?,
-                status: q.one_of("status", Status::parse, "a payment intent status")?,
-                customer: q.uuid("customer")?,
-            };
+        .get_with(req, state, |c, q: ListPaymentIntentsQuery| async move {
+            let filter = q.into();
             let page = query::list_payment_intents(c.kobo(), c.p.merchant.id, c.p.mode, &filter)?;
             Ok(page.to_api())
         })

@@ -1,24 +1,23 @@
 //! Banks, bank accounts, payouts and the payout quote; operator approval.
 
 use actix_web::{web, HttpRequest};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use kobo_actors::banks::{self, BankAccountView, BankView};
-use kobo_actors::money::MAX_AMOUNT;
 use kobo_actors::payout::actor::{PayoutAction, PayoutMessage};
 use kobo_actors::payout::service::{self, CreatePayout, PayoutQuoteView, MIN_PAYOUT};
 use kobo_actors::payout::PayoutView;
 use kobo_actors::query::{ListView, Principal};
 use kobo_actors::{DomainError, Mode};
 
-use super::body::Query;
 use super::body::{self as body, NoFields};
 use super::components::{
     BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable, Overloaded,
 };
 use super::endpoint::{Call, Endpoint};
+use super::params::{self, page_query};
 use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -77,10 +76,8 @@ pub struct PayoutId {
 )]
 async fn list_banks(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, p, .. } = c;
-            Query::parse(req.query_string(), &[])?;
-            Ok(banks::banks_view(p.mode))
+        .get_with(req, state, |c, _: NoFields| async move {
+            Ok(banks::banks_view(c.p.mode))
         })
         .await
 }
@@ -157,9 +154,6 @@ async fn add_bank_account(req: HttpRequest, state: State, payload: web::Payload)
         .await
 }
 
-/// The fields `GET /v1/bank_accounts` accepts in its query: none.
-pub const LIST_BANK_ACCOUNTS_PARAMS: &[&str] = &[];
-
 /// List bank accounts
 ///
 /// All of the merchant's bank accounts in this mode, newest first, on one
@@ -177,10 +171,8 @@ pub const LIST_BANK_ACCOUNTS_PARAMS: &[&str] = &[];
 )]
 async fn list_bank_accounts(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            Query::parse(req.query_string(), LIST_BANK_ACCOUNTS_PARAMS)?;
-            Ok(banks::list(&state.kobo, p.merchant.id, p.mode)?)
+        .get_with(req, state, |c, _: NoFields| async move {
+            Ok(banks::list(c.kobo(), c.p.merchant.id, c.p.mode)?)
         })
         .await
 }
@@ -265,21 +257,11 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
         .await
 }
 
-/// The fields `GET /v1/payouts` accepts in its query.
-pub const LIST_PARAMS: &[&str] = &["limit", "starting_after"];
-
-// The query of `GET /v1/payouts`, for the OpenAPI document; a unit test
-// keeps these names and [`LIST_PARAMS`] equal.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct ListPayoutsQuery {
-    /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
-    /// The id of the last payout of the previous page.
-    starting_after: Option<Uuid>,
-}
+page_query!(
+    /// The query of `GET /v1/payouts`.
+    ListPayoutsQuery,
+    "The id of the last payout of the previous page."
+);
 
 /// List payouts
 ///
@@ -297,12 +279,7 @@ pub struct ListPayoutsQuery {
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .list_page(
-            req,
-            state,
-            LIST_PARAMS,
-            |kobo, merchant, mode, limit, after| service::list(kobo, merchant, mode, limit, after),
-        )
+        .list_page::<ListPayoutsQuery, _>(req, state, service::list)
         .await
 }
 
@@ -335,24 +312,40 @@ async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> Ap
         .await
 }
 
-/// The fields `GET /v1/payouts/quote` accepts in its query.
-pub const QUOTE_PARAMS: &[&str] = &["amount", "currency", "brand"];
-
-// The query of `GET /v1/payouts/quote`, for the OpenAPI document; a unit
-// test keeps these names and [`QUOTE_PARAMS`] equal.
-#[derive(IntoParams)]
+/// The query of `GET /v1/payouts/quote`.
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct QuoteQuery {
     /// Kobo the bank account would receive.
     #[param(minimum = 1, maximum = 1_000_000_000_000_i64)]
+    #[serde(deserialize_with = "quote_amount")]
     amount: i64,
     /// Default `NGN`, the only currency of payouts.
     #[param(inline)]
+    #[serde(deserialize_with = "naira")]
     currency: Option<PayoutCurrency>,
     /// The brand whose balance would pay (default: the merchant's default
     /// brand); unknown: 400.
+    #[serde(deserialize_with = "params::uuid")]
     brand: Option<Uuid>,
+}
+
+/// The quote's `amount`: required, 1 to 10^12 kobo.
+fn quote_amount<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    params::amount(d, "amount is an integer of kobo, at least 1")?
+        .ok_or_else(|| body::tunnel(DomainError::missing(body::FIELD)))
+}
+
+/// The quote's `currency`: `NGN` when given.
+fn naira<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PayoutCurrency>, D::Error> {
+    match Option::<String>::deserialize(d)?.as_deref() {
+        None => Ok(None),
+        Some("NGN") => Ok(Some(PayoutCurrency::NGN)),
+        Some(_) => Err(body::tunnel(DomainError::invalid(
+            "currency",
+            "payouts are in NGN",
+        ))),
+    }
 }
 
 /// Quote a payout
@@ -373,32 +366,15 @@ pub struct QuoteQuery {
 )]
 async fn quote(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let q = Query::parse(req.query_string(), QUOTE_PARAMS)?;
-            let amount = match q.get("amount") {
-                None => return Err(DomainError::missing("amount").into()),
-                Some(s) => s
-                    .parse::<i64>()
-                    .ok()
-                    .filter(|n| (1..=MAX_AMOUNT).contains(n))
-                    .ok_or_else(|| {
-                        DomainError::invalid("amount", "amount is an integer of kobo, at least 1")
-                    })?,
-            };
-            if let Some(c) = q.get("currency") {
-                if c != "NGN" {
-                    return Err(DomainError::invalid("currency", "payouts are in NGN").into());
-                }
-            }
-            let brand = match q.uuid("brand")? {
-                Some(b) => {
-                    kobo_actors::query::brand(&state.kobo, p.merchant.id, p.mode, b)
-                        .map_err(|_| DomainError::invalid("brand", format!("no such brand: {b}")))?
-                        .id
-                }
-                None => p.merchant.default_brand(p.mode),
-            };
+        .get_with(req, state, |c, q: QuoteQuery| async move {
+            let Call { state, p, .. } = c;
+            let QuoteQuery {
+                amount,
+                currency: None | Some(PayoutCurrency::NGN),
+                brand,
+            } = q;
+            let brand = params::brand(&state, &p, brand)?
+                .unwrap_or_else(|| p.merchant.default_brand(p.mode));
             Ok(service::quote(
                 &state.kobo,
                 &p.merchant,

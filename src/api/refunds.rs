@@ -13,13 +13,13 @@ use kobo_actors::refund::actor::{AftercareAction, AftercareMessage};
 use kobo_actors::refund::{service, DisputeView, RefundView};
 use kobo_actors::DomainError;
 
-use super::body::Query;
 use super::body::{self as body};
 use super::components::{
     BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
     Overloaded, PaymentIntentId,
 };
 use super::endpoint::{test_mode, Call, Endpoint};
+use super::params::{self, page_query};
 use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -168,21 +168,19 @@ async fn create_refund(req: HttpRequest, state: State, payload: web::Payload) ->
         .await
 }
 
-/// The fields `GET /v1/refunds` accepts in its query.
-pub const LIST_REFUNDS_PARAMS: &[&str] = &["limit", "starting_after", "payment_intent"];
-
-// The query of `GET /v1/refunds`, for the OpenAPI document; a unit test
-// keeps these names and [`LIST_REFUNDS_PARAMS`] equal.
-#[derive(IntoParams)]
+/// The query of `GET /v1/refunds`.
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct ListRefundsQuery {
     /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
+    #[param(value_type = Option<u8>, minimum = 1, maximum = 100, default = 20)]
+    #[serde(deserialize_with = "params::limit")]
+    limit: usize,
     /// The id of the last refund of the previous page.
+    #[serde(deserialize_with = "params::uuid")]
     starting_after: Option<Uuid>,
     /// Only this payment intent's refunds.
+    #[serde(deserialize_with = "params::uuid")]
     payment_intent: Option<Uuid>,
 }
 
@@ -202,16 +200,15 @@ pub struct ListRefundsQuery {
 )]
 async fn list_refunds(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let q = Query::parse(req.query_string(), LIST_REFUNDS_PARAMS)?;
+        .get_with(req, state, |c, q: ListRefundsQuery| async move {
+            let Call { state, p, .. } = c;
             let page = service::list_refunds(
                 &state.kobo,
                 p.merchant.id,
                 p.mode,
-                q.uuid("payment_intent")?,
-                q.limit()?,
-                q.uuid("starting_after")?,
+                q.payment_intent,
+                q.limit,
+                q.starting_after,
             )?;
             Ok(page.to_api())
         })
@@ -243,21 +240,11 @@ async fn retrieve_refund(req: HttpRequest, state: State, path: web::Path<String>
         .await
 }
 
-/// The fields `GET /v1/disputes` accepts in its query.
-pub const LIST_DISPUTES_PARAMS: &[&str] = &["limit", "starting_after"];
-
-// The query of `GET /v1/disputes`, for the OpenAPI document; a unit test
-// keeps these names and [`LIST_DISPUTES_PARAMS`] equal.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct ListDisputesQuery {
-    /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
-    /// The id of the last dispute of the previous page.
-    starting_after: Option<Uuid>,
-}
+page_query!(
+    /// The query of `GET /v1/disputes`.
+    ListDisputesQuery,
+    "The id of the last dispute of the previous page."
+);
 
 /// List disputes
 ///
@@ -275,14 +262,7 @@ pub struct ListDisputesQuery {
 )]
 async fn list_disputes(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .list_page(
-            req,
-            state,
-            LIST_DISPUTES_PARAMS,
-            |kobo, merchant, mode, limit, after| {
-                service::list_disputes(kobo, merchant, mode, limit, after)
-            },
-        )
+        .list_page::<ListDisputesQuery, _>(req, state, service::list_disputes)
         .await
 }
 

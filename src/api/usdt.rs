@@ -15,13 +15,12 @@ use kobo_actors::usdt::service::{
 use kobo_actors::usdt::{settings_of, CryptoPayoutView, Network, SANDBOX_OTP};
 use kobo_actors::{DomainError, ErrorCode, Mode};
 
-use super::body::Query;
-use super::body::{self as body};
+use super::body::{self as body, NoFields};
 use super::components::{
     BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
 };
 use super::endpoint::{Call, Endpoint};
-use super::fx::{parse_preview, ListQuery, PreviewQuery, LIST_PARAMS};
+use super::fx::{ListQuery, PreviewQuery};
 use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -70,9 +69,8 @@ pub struct CryptoPayoutId {
 )]
 async fn usdt(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            Query::parse(req.query_string(), &[])?;
+        .get_with(req, state, |c, _: NoFields| async move {
+            let Call { state, p, .. } = c;
             let view = service::usdt_view(&state.kobo, &p.merchant, p.mode)?;
             Ok(serde_json::to_value(view).expect("a USDT view serializes"))
         })
@@ -98,9 +96,9 @@ async fn usdt(req: HttpRequest, state: State) -> ApiResult {
 )]
 async fn preview(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let (usd_amount, brand) = parse_preview(&state, &p, req.query_string())?;
+        .get_with(req, state, |c, q: PreviewQuery| async move {
+            let Call { state, p, .. } = c;
+            let (usd_amount, brand) = q.checked(&state, &p)?;
             let view = service::preview(&state.kobo, &p.merchant, p.mode, brand, usd_amount)?;
             Ok(serde_json::to_value(view).expect("a preview serializes"))
         })
@@ -240,14 +238,7 @@ async fn create_payout(req: HttpRequest, state: State, payload: web::Payload) ->
 )]
 async fn list_payouts(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .list_page(
-            req,
-            state,
-            LIST_PARAMS,
-            |kobo, merchant, mode, limit, after| {
-                service::list_payouts(kobo, merchant, mode, limit, after)
-            },
-        )
+        .list_page::<ListQuery, _>(req, state, service::list_payouts)
         .await
 }
 

@@ -14,10 +14,9 @@ use kobo_actors::webhook::{
 };
 use kobo_actors::DomainError;
 
-use super::body::Query;
 use super::body::{self as body, NoFields};
 use super::components::{IdempotencyKey, NotFoundReplayable, WebhookEndpointRef};
-use super::endpoint::{Call, Endpoint};
+use super::endpoint::Endpoint;
 use super::{resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -54,9 +53,6 @@ fn event_types() -> utoipa::openapi::schema::Schema {
         ))
         .into()
 }
-
-/// The fields `GET /v1/webhook_endpoints` accepts in its query: none.
-pub const LIST_PARAMS: &[&str] = &[];
 
 /// The `{id}` of a webhook endpoint.
 #[derive(IntoParams)]
@@ -162,10 +158,8 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            Query::parse(req.query_string(), LIST_PARAMS)?;
-            let page = webhook_query::list_endpoints(&state.kobo, p.merchant.id, p.mode)?;
+        .get_with(req, state, |c, _: NoFields| async move {
+            let page = webhook_query::list_endpoints(c.kobo(), c.p.merchant.id, c.p.mode)?;
             Ok(page.to_api())
         })
         .await
