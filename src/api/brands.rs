@@ -2,18 +2,17 @@
 
 use actix_web::{web, HttpRequest};
 use serde::Deserialize;
-use utoipa::{IntoParams, ToSchema};
-use uuid::Uuid;
+use utoipa::ToSchema;
 
 use kobo_actors::merchant::BrandView;
 use kobo_actors::query::ListView;
 use kobo_actors::{admin, query};
 
 use super::body::{self as body};
-use super::components::{BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound};
+use super::components::{path_id, BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound};
 use super::endpoint::{Call, Endpoint};
 use super::params::page_query;
-use super::{parse_id, resource, ApiResult, Reply, State};
+use super::{resource, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -45,15 +44,13 @@ page_query!(
     "The id of the last brand of the previous page."
 );
 
-/// The `{id}` of a brand.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct BrandId {
+path_id!(
+    /// The `{id}` of a brand.
+    BrandId,
+    "brand",
     /// The brand's id; unknown, malformed, another merchant's or the other
     /// mode's: 404.
-    id: Uuid,
-}
+);
 
 /// Create a brand
 ///
@@ -127,7 +124,7 @@ async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> Ap
     Endpoint::secret_key(200)
         .get(req, state, |c| async move {
             let Call { state, p, .. } = c;
-            let id = parse_id(&path, "brand")?;
+            let id = BrandId::parse(&path)?.id;
             let brand = query::brand(&state.kobo, p.merchant.id, p.mode, id)?;
             Ok(brand.to_api())
         })

@@ -31,7 +31,7 @@ use super::components::{
     ConflictReplayable, Forbidden, IdempotencyKey, NotFoundReplayable, Overloaded, PaymentIntentId,
 };
 use super::endpoint::{live_payments, Endpoint, Fingerprint};
-use super::{parse_id, resource, ApiError, ApiResult, State};
+use super::{resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/payment_intents/{id}/card").route(web::post().to(card)))
@@ -254,7 +254,7 @@ pub(crate) async fn card(
                     "card payments are turned off in this merchant's payment settings",
                 )));
             }
-            let id = parse_id(&path, "payment_intent")?;
+            let id = PaymentIntentId::parse(&path)?.id;
             let intent = query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
             if intent.currency == Currency::USD && card.billing_address.is_none() {
                 return Err(ApiError(DomainError::missing("billing_address")));
@@ -378,7 +378,7 @@ pub(crate) async fn authenticate(
             |c, body: AuthenticateRequest| async move {
                 let (state, p) = (&c.state, &c.p);
                 let answer = body.into_answer()?;
-                let id = parse_id(&path, "payment_intent")?;
+                let id = PaymentIntentId::parse(&path)?.id;
                 query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
                 let action = match answer {
                     Answer::Cancel => Action::CancelAuthentication,

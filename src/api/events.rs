@@ -13,7 +13,7 @@ use kobo_actors::webhook::{Command, RedeliveryView};
 use kobo_actors::DomainError;
 
 use super::body::{self, NoFields};
-use super::components::{BadRequest, EventRef, IdempotencyKey, NotFoundReplayable};
+use super::components::{path_id, BadRequest, EventRef, IdempotencyKey, NotFoundReplayable};
 use super::endpoint::{Call, Endpoint};
 use super::params;
 use super::{resource, ApiResult, Reply, State};
@@ -57,14 +57,12 @@ fn event_type<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Erro
         .transpose()
 }
 
-/// The `{id}` of an event.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct EventId {
+path_id!(
+    /// The `{id}` of an event.
+    EventId,
+    "event",
     /// The event's id; unknown, another merchant's or the other mode's: 404.
-    id: Uuid,
-}
+);
 
 /// List events
 ///
@@ -125,8 +123,7 @@ async fn redeliver(
             let (state, p) = (&c.state, &c.p);
             let save = c.idem();
             let raw_id = path.as_str();
-            let event =
-                Uuid::try_parse(raw_id).map_err(|_| DomainError::not_found("event", raw_id))?;
+            let event = EventId::parse(raw_id)?.id;
             let view = state
                 .kobo
                 .webhooks

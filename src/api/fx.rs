@@ -14,11 +14,11 @@ use kobo_actors::DomainError;
 
 use super::body::{self as body};
 use super::components::{
-    BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
+    path_id, BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
 };
 use super::endpoint::{Call, Endpoint};
 use super::params::{self, page_query};
-use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
+use super::{resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/fx").route(web::get().to(preview)))
@@ -59,14 +59,12 @@ page_query!(
     "The id of the last object of the previous page."
 );
 
-/// The `{id}` of a conversion.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct ConversionId {
+path_id!(
+    /// The `{id}` of a conversion.
+    ConversionId,
+    "fx_conversion",
     /// Unknown, another merchant's or the other mode's: 404.
-    id: Uuid,
-}
+);
 
 impl PreviewQuery {
     /// `usd_amount`, and the brand (400 when it is not one of the
@@ -217,7 +215,7 @@ async fn retrieve_conversion(req: HttpRequest, state: State, path: web::Path<Str
     Endpoint::secret_key(200)
         .get(req, state, |c| async move {
             let Call { state, p, .. } = c;
-            let id = parse_id(&path, "fx_conversion")?;
+            let id = ConversionId::parse(&path)?.id;
             match fx::load_conversion(&state.kobo, id)? {
                 Some(c) if c.merchant == p.merchant.id && c.mode == p.mode => Ok(c.to_api()),
                 _ => Err(ApiError(DomainError::not_found("fx_conversion", id))),

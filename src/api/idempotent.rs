@@ -8,11 +8,12 @@ use actix_web::{HttpRequest, HttpResponse};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use kobo_actors::idempotency::{self, IdempotencySave, MAX_KEY_LEN};
+use kobo_actors::idempotency::{self, IdempotencySave};
 use kobo_actors::query::Principal;
 use kobo_actors::{DomainError, ErrorCode};
 use kobo_storage::Batch;
 
+use super::components::IdempotencyKey;
 use super::error::{error_body, json_response, status_of, ApiError, ApiResult};
 use super::state::{AppState, FlightKey};
 
@@ -70,24 +71,7 @@ where
     F: FnOnce(IdempotencySave) -> Fut,
     Fut: Future<Output = ApiResult<Reply>>,
 {
-    let key = match req.headers().get("idempotency-key") {
-        None => {
-            return Err(ApiError(
-                DomainError::of(
-                    ErrorCode::ParameterMissing,
-                    "every POST needs an Idempotency-Key header",
-                )
-                .with_param("Idempotency-Key"),
-            ))
-        }
-        Some(v) => v.to_str().ok().map(str::to_string).unwrap_or_default(),
-    };
-    if key.is_empty() || key.len() > MAX_KEY_LEN {
-        return Err(ApiError(DomainError::invalid(
-            "Idempotency-Key",
-            format!("the Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters"),
-        )));
-    }
+    let IdempotencyKey { key } = IdempotencyKey::read(req)?;
     let mut h = Sha256::new();
     h.update(req.method().as_str().as_bytes());
     h.update(b" ");

@@ -20,13 +20,13 @@ use kobo_actors::{DomainError, ErrorCode};
 
 use super::body::{self as body, NoFields};
 use super::components::{
-    BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
-    Overloaded,
+    path_id, BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound,
+    NotFoundReplayable, Overloaded,
 };
 use super::endpoint::{live_payments, Call, Endpoint};
 use super::params;
 use super::payment_intents::MIN_PAYMENT_AMOUNT;
-use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
+use super::{resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -43,25 +43,21 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 pub type MandateRef = ByRef<MandateView>;
 
-/// The `{id}` of a mandate.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct MandateId {
+path_id!(
+    /// The `{id}` of a mandate.
+    MandateId,
+    "mandate",
     /// The mandate's id; unknown, malformed, another merchant's or the
     /// other mode's: 404.
-    id: Uuid,
-}
+);
 
-/// The `{id}` of a customer.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct CustomerId {
+path_id!(
+    /// The `{id}` of a customer.
+    CustomerId,
+    "customer",
     /// The customer's id; unknown, malformed, another merchant's or the
     /// other mode's: 404.
-    id: Uuid,
-}
+);
 
 // The body of `POST /v1/mandates`, for the OpenAPI document; a unit test
 /// The body that creates a mandate: exactly one of `customer` and
@@ -98,10 +94,9 @@ pub struct ChargeMandateRequest {
     #[serde(deserialize_with = "body::amount::<_, MIN_PAYMENT_AMOUNT>")]
     amount: i64,
     /// `NGN`: direct debit is naira only.
-    #[schema(pattern = "^NGN$")]
+    #[schema(value_type = String, pattern = "^NGN$")]
     #[serde(deserialize_with = "naira")]
-    #[allow(dead_code)] // checked by the parser; the one value there is
-    currency: String,
+    currency: Currency,
     #[schema(max_length = 1000)]
     #[serde(deserialize_with = "body::text::<_, 1000>")]
     description: Option<String>,
@@ -228,7 +223,7 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
 }
 
 fn own(state: &State, p: &Principal, raw: &str) -> Result<Mandate, DomainError> {
-    let id = parse_id(raw, "mandate").map_err(|e| e.0)?;
+    let id = MandateId::parse(raw).map_err(|e| e.0)?.id;
     service::own(&state.kobo, p.merchant.id, p.mode, id)
 }
 
@@ -354,7 +349,7 @@ impl ChargeMandateRequest {
     fn into_params(self) -> CreatePaymentIntent {
         CreatePaymentIntent {
             amount: self.amount,
-            currency: Currency::NGN,
+            currency: self.currency,
             reference: self.reference,
             description: self.description,
             customer_email: None,
@@ -368,9 +363,9 @@ impl ChargeMandateRequest {
 }
 
 /// Direct debit is naira only: `currency` must be `NGN`.
-fn naira<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+fn naira<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Currency, D::Error> {
     match body::currency(d)? {
-        Some(Currency::NGN) => Ok("NGN".to_string()),
+        Some(Currency::NGN) => Ok(Currency::NGN),
         None => Err(body::tunnel(DomainError::missing(body::FIELD))),
         Some(_) => Err(body::tunnel(DomainError::invalid(
             body::FIELD,
@@ -450,7 +445,7 @@ async fn retrieve_customer(req: HttpRequest, state: State, path: web::Path<Strin
     Endpoint::secret_key(200)
         .get(req, state, |c| async move {
             let Call { state, p, .. } = c;
-            let id = parse_id(&path, "customer")?;
+            let id = CustomerId::parse(&path)?.id;
             let c = customer::load(&state.kobo, p.merchant.id, p.mode, id).map_err(ApiError)?;
             Ok(c.to_api())
         })

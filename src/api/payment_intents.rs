@@ -24,7 +24,7 @@ use super::components::{
 };
 use super::endpoint::{live_payments, Endpoint};
 use super::params;
-use super::{parse_id, resource, ApiResult, State};
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -210,7 +210,7 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
 async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
     Endpoint::intent_key(200)
         .get(req, state, |c| async move {
-            let id = parse_id(&path, "payment_intent")?;
+            let id = PaymentIntentId::parse(&path)?.id;
             let intent = query::payment_intent(c.kobo(), c.p.merchant.id, c.p.mode, id)?;
             Ok(intent.to_api(None))
         })
@@ -235,7 +235,7 @@ async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> Ap
 async fn charge_attempts(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
     Endpoint::secret_key(200)
         .get(req, state, |c| async move {
-            let id = parse_id(&path, "payment_intent")?;
+            let id = PaymentIntentId::parse(&path)?.id;
             let intent = query::payment_intent(c.kobo(), c.p.merchant.id, c.p.mode, id)?;
             Ok(query::charge_attempts(c.kobo(), &intent)?.to_api())
         })
@@ -276,7 +276,7 @@ pub async fn intent_action<B: DeserializeOwned>(
         .saves_itself()
         .post(req, state, payload, |c, body: B| async move {
             let raw = c.req.match_info().get("id").unwrap_or_default();
-            let id = parse_id(raw, "payment_intent")?;
+            let id = PaymentIntentId::parse(raw)?.id;
             Ok(act(&c.state, &c.p, id, action(body), c.save).await?)
         })
         .await

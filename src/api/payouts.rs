@@ -14,11 +14,12 @@ use kobo_actors::{DomainError, Mode};
 
 use super::body::{self as body, NoFields};
 use super::components::{
-    BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable, Overloaded,
+    path_id, BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
+    Overloaded,
 };
 use super::endpoint::{Call, Endpoint};
 use super::params::{self, page_query};
-use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
+use super::{resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/banks").route(web::get().to(list_banks)))
@@ -51,15 +52,13 @@ pub enum PayoutCurrency {
     NGN,
 }
 
-/// The `{id}` of a payout.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct PayoutId {
+path_id!(
+    /// The `{id}` of a payout.
+    PayoutId,
+    "payout",
     /// The payout's id; unknown, malformed, another merchant's or the other
     /// mode's: 404.
-    id: Uuid,
-}
+);
 
 /// List banks
 ///
@@ -189,7 +188,6 @@ pub struct CreatePayoutRequest {
     #[schema(minimum = 100, maximum = 1_000_000_000_000_i64)]
     #[serde(deserialize_with = "body::amount::<_, MIN_PAYOUT>")]
     amount: i64,
-    #[allow(dead_code)] // checked by the parser; the one value there is
     currency: PayoutCurrency,
     /// One of the merchant's bank accounts in this mode (unknown: 404).
     #[serde(deserialize_with = "body::required_uuid")]
@@ -236,7 +234,7 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
                     amount,
                     bank_account_id: bank_account,
                     brand,
-                    ..
+                    currency: PayoutCurrency::NGN,
                 } = body;
                 let payout = service::create(
                     state.kobo.payouts.deps(),
@@ -284,7 +282,7 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
 }
 
 fn own(state: &State, p: &Principal, raw: &str) -> ApiResult<kobo_actors::payout::Payout> {
-    let id = parse_id(raw, "payout")?;
+    let id = PayoutId::parse(raw)?.id;
     match service::load(&state.kobo, id)? {
         Some(po) if po.merchant == p.merchant.id && po.mode == p.mode => Ok(po),
         _ => Err(ApiError(DomainError::not_found("payout", id))),
@@ -458,7 +456,7 @@ async fn cancel(
 async fn review(req: HttpRequest, state: State, raw: &str, action: PayoutAction) -> ApiResult {
     Endpoint::operator(200)
         .operate(req, state, |state| async move {
-            let id = parse_id(raw, "payout")?;
+            let id = PayoutId::parse(raw)?.id;
             let po = service::load(&state.kobo, id)?
                 .ok_or_else(|| DomainError::not_found("payout", id))?;
             Ok(send(&state, po.merchant, po.mode, po.id, action, None).await?)

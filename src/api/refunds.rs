@@ -15,12 +15,12 @@ use kobo_actors::DomainError;
 
 use super::body::{self as body};
 use super::components::{
-    BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
+    path_id, BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
     Overloaded, PaymentIntentId,
 };
 use super::endpoint::{test_mode, Call, Endpoint};
 use super::params::{self, page_query};
-use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
+use super::{resource, ApiError, ApiResult, Reply, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -43,25 +43,21 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 pub type RefundRef = ByRef<RefundView>;
 pub type DisputeRef = ByRef<DisputeView>;
 
-/// The `{id}` of a refund.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct RefundId {
+path_id!(
+    /// The `{id}` of a refund.
+    RefundId,
+    "refund",
     /// The refund's id; unknown, malformed, another merchant's or the other
     /// mode's: 404.
-    id: Uuid,
-}
+);
 
-/// The `{id}` of a dispute.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct DisputeId {
+path_id!(
+    /// The `{id}` of a dispute.
+    DisputeId,
+    "dispute",
     /// The dispute's id; unknown, malformed, another merchant's or the other
     /// mode's: 404.
-    id: Uuid,
-}
+);
 
 async fn send(
     state: &State,
@@ -231,7 +227,7 @@ async fn retrieve_refund(req: HttpRequest, state: State, path: web::Path<String>
     Endpoint::secret_key(200)
         .get(req, state, |c| async move {
             let Call { state, p, .. } = c;
-            let id = parse_id(&path, "refund")?;
+            let id = RefundId::parse(&path)?.id;
             match service::load_refund(&state.kobo, id)? {
                 Some(r) if r.merchant == p.merchant.id && r.mode == p.mode => Ok(r.to_api()),
                 _ => Err(ApiError(DomainError::not_found("refund", id))),
@@ -267,7 +263,7 @@ async fn list_disputes(req: HttpRequest, state: State) -> ApiResult {
 }
 
 fn own_dispute(state: &State, p: &Principal, raw: &str) -> ApiResult<kobo_actors::refund::Dispute> {
-    let id = parse_id(raw, "dispute")?;
+    let id = DisputeId::parse(raw)?.id;
     match service::load_dispute(&state.kobo, id)? {
         Some(d) if d.merchant == p.merchant.id && d.mode == p.mode => Ok(d),
         _ => Err(ApiError(DomainError::not_found("dispute", id))),
@@ -458,7 +454,7 @@ async fn open_dispute(
                 let save = c.idem();
                 let raw = path.as_str();
                 let OpenDisputeRequest { amount, reason } = body;
-                let id = parse_id(raw, "payment_intent")?;
+                let id = PaymentIntentId::parse(raw)?.id;
                 query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
                 let view = send(
                     state,
@@ -477,7 +473,6 @@ async fn open_dispute(
 /// How a dispute is decided.
 #[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
-#[allow(dead_code)]
 pub enum DisputeOutcome {
     /// The held amount returns to the merchant.
     Won,

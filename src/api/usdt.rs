@@ -4,7 +4,7 @@
 use actix_web::{web, HttpRequest};
 use serde::Deserialize;
 use serde_json::Value;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use kobo_actors::query::{ListView, Principal};
@@ -17,7 +17,8 @@ use kobo_actors::{DomainError, ErrorCode, Mode};
 
 use super::body::{self as body, NoFields};
 use super::components::{
-    BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
+    path_id, BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound,
+    NotFoundReplayable,
 };
 use super::endpoint::{Call, Endpoint};
 use super::fx::{ListQuery, PreviewQuery};
@@ -43,14 +44,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 pub type CryptoPayoutRef = ByRef<CryptoPayoutView>;
 
-/// The `{id}` of a crypto payout.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct CryptoPayoutId {
+path_id!(
+    /// The `{id}` of a crypto payout.
+    CryptoPayoutId,
+    "crypto_payout",
     /// Unknown, another merchant's or the other mode's: 404.
-    id: Uuid,
-}
+);
 
 /// The merchant's USDT set-up
 ///
@@ -258,7 +257,7 @@ async fn retrieve_payout(req: HttpRequest, state: State, path: web::Path<String>
     Endpoint::secret_key(200)
         .get(req, state, |c| async move {
             let Call { state, p, .. } = c;
-            let id = parse_id(&path, "crypto_payout")?;
+            let id = CryptoPayoutId::parse(&path)?.id;
             match service::load_payout(&state.kobo, id)? {
                 Some(po) if po.merchant == p.merchant.id && po.mode == p.mode => Ok(po.to_api()),
                 _ => Err(ApiError(DomainError::not_found("crypto_payout", id))),

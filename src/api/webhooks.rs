@@ -5,8 +5,7 @@
 use actix_web::{web, HttpRequest};
 use serde::Deserialize;
 use serde_json::Value;
-use utoipa::{IntoParams, ToSchema};
-use uuid::Uuid;
+use utoipa::ToSchema;
 
 use kobo_actors::query::ListView;
 use kobo_actors::webhook::{
@@ -15,7 +14,7 @@ use kobo_actors::webhook::{
 use kobo_actors::DomainError;
 
 use super::body::{self as body, NoFields};
-use super::components::{IdempotencyKey, NotFoundReplayable, WebhookEndpointRef};
+use super::components::{path_id, IdempotencyKey, NotFoundReplayable, WebhookEndpointRef};
 use super::endpoint::Endpoint;
 use super::{resource, ApiResult, Reply, State};
 
@@ -54,15 +53,13 @@ fn event_types() -> utoipa::openapi::schema::Schema {
         .into()
 }
 
-/// The `{id}` of a webhook endpoint.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct WebhookEndpointId {
+path_id!(
+    /// The `{id}` of a webhook endpoint.
+    WebhookEndpointId,
+    "webhook_endpoint",
     /// The endpoint's id; unknown, deleted, another merchant's or the other
     /// mode's: 404.
-    id: Uuid,
-}
+);
 
 /// `events`: an array of event types (strings).
 fn event_types_list<'de, D: serde::Deserializer<'de>>(
@@ -177,8 +174,7 @@ async fn change(
         .post(req, state, payload, |c, _: NoFields| async move {
             let (state, p) = (&c.state, &c.p);
             let save = c.idem();
-            let id = Uuid::try_parse(raw_id)
-                .map_err(|_| DomainError::not_found("webhook_endpoint", raw_id))?;
+            let id = WebhookEndpointId::parse(raw_id)?.id;
             let view = state
                 .kobo
                 .webhooks
