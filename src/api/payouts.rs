@@ -36,8 +36,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )
         .service(resource("/v1/payouts/{id}").route(web::get().to(retrieve)))
         .service(resource("/v1/payouts/{id}/cancel").route(web::post().to(cancel)))
-        .service(resource("/admin/v1/payouts/{id}/approve").route(web::post().to(approve)))
-        .service(resource("/admin/v1/payouts/{id}/reject").route(web::post().to(reject)));
+        .service(resource("/admin/v1/payouts/{id}/approve").route(web::post().to(review::<true>)))
+        .service(resource("/admin/v1/payouts/{id}/reject").route(web::post().to(review::<false>)));
 }
 
 /// List items: `ListView<BankRef>` is `List_Bank`.
@@ -453,21 +453,24 @@ async fn cancel(
         .await
 }
 
-async fn review(req: HttpRequest, state: State, raw: &str, action: PayoutAction) -> ApiResult {
+/// The operator's approval (`APPROVE`) or rejection of a payout awaiting
+/// it.
+async fn review<const APPROVE: bool>(
+    req: HttpRequest,
+    state: State,
+    path: web::Path<String>,
+) -> ApiResult {
+    let action = if APPROVE {
+        PayoutAction::Approve
+    } else {
+        PayoutAction::Reject
+    };
     Endpoint::operator(200)
         .operate(req, state, |state| async move {
-            let id = PayoutId::parse(raw)?.id;
+            let id = PayoutId::parse(&path)?.id;
             let po = service::load(&state.kobo, id)?
                 .ok_or_else(|| DomainError::not_found("payout", id))?;
             Ok(send(&state, po.merchant, po.mode, po.id, action, None).await?)
         })
         .await
-}
-
-async fn approve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    review(req, state, &path, PayoutAction::Approve).await
-}
-
-async fn reject(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    review(req, state, &path, PayoutAction::Reject).await
 }

@@ -1,6 +1,7 @@
 //! Refunds, disputes, and the dispute test helpers.
 
 use actix_web::{web, HttpRequest};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
@@ -20,7 +21,7 @@ use super::components::{
 };
 use super::endpoint::{test_mode, Call, Endpoint};
 use super::params::{self, page_query};
-use super::{resource, ApiError, ApiResult, Reply, State};
+use super::{resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -59,6 +60,26 @@ path_id!(
     /// mode's: 404.
 );
 
+/// A POST whose body `B` makes an action for a payment's aftercare actor:
+/// `action` checks the body and looks up what it names, then the actor
+/// runs it and saves its answer (the endpoint's status) under the
+/// Idempotency-Key.
+async fn aftercare_action<B: DeserializeOwned>(
+    endpoint: Endpoint,
+    req: HttpRequest,
+    state: State,
+    payload: web::Payload,
+    action: impl FnOnce(&State, &Principal, B) -> ApiResult<(Uuid, AftercareAction)>,
+) -> ApiResult {
+    endpoint
+        .saves_itself()
+        .post(req, state, payload, |c, body: B| async move {
+            let (payment, action) = action(&c.state, &c.p, body)?;
+            Ok(send(&c.state, &c.p, payment, action, c.idem()).await?)
+        })
+        .await
+}
+
 async fn send(
     state: &State,
     p: &Principal,
@@ -66,19 +87,13 @@ async fn send(
     action: AftercareAction,
     idem: IdempotencySave,
 ) -> Result<Value, DomainError> {
-    state
-        .kobo
-        .aftercare
-        .send(
-            payment,
-            AftercareMessage {
-                merchant: p.merchant.id,
-                mode: p.mode,
-                action,
-                idem: Some(idem),
-            },
-        )
-        .await?
+    let msg = AftercareMessage {
+        merchant: p.merchant.id,
+        mode: p.mode,
+        action,
+        idem: Some(idem),
+    };
+    state.kobo.aftercare.send(payment, msg).await?
 }
 
 // The body of `POST /v1/refunds`, for the OpenAPI document; a unit test
@@ -129,39 +144,30 @@ pub struct CreateRefundRequest {
 )]
 
 async fn create_refund(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    Endpoint::secret_key(201)
-        .saves_itself()
-        .post(
-            req,
-            state,
-            payload,
-            |c, body: CreateRefundRequest| async move {
-                let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
-                let CreateRefundRequest {
-                    payment_intent: payment,
-                    amount,
-                    reason,
-                    metadata,
-                } = body;
-                query::payment_intent(&state.kobo, p.merchant.id, p.mode, payment)
-                    .map_err(|e| e.with_param("payment_intent"))?;
-                let view = send(
-                    state,
-                    p,
-                    payment,
-                    AftercareAction::CreateRefund {
-                        amount,
-                        reason,
-                        metadata,
-                    },
-                    save,
-                )
-                .await?;
-                Ok(Reply::saved(201, view))
-            },
-        )
-        .await
+    let create = Endpoint::secret_key(201);
+    aftercare_action(
+        create,
+        req,
+        state,
+        payload,
+        |state, p, body: CreateRefundRequest| {
+            let CreateRefundRequest {
+                payment_intent: payment,
+                amount,
+                reason,
+                metadata,
+            } = body;
+            query::payment_intent(&state.kobo, p.merchant.id, p.mode, payment)
+                .map_err(|e| e.with_param("payment_intent"))?;
+            let refund = AftercareAction::CreateRefund {
+                amount,
+                reason,
+                metadata,
+            };
+            Ok((payment, refund))
+        },
+    )
+    .await
 }
 
 /// The query of `GET /v1/refunds`.
@@ -366,36 +372,26 @@ async fn evidence(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    Endpoint::secret_key(200)
-        .saves_itself()
-        .post(
-            req,
-            state,
-            payload,
-            |c, body: SubmitEvidenceRequest| async move {
-                let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
-                let raw = path.as_str();
-                let evidence = body.into_map();
-                if evidence.is_empty() {
-                    return Err(DomainError::missing("text").into());
-                }
-                let d = own_dispute(state, p, raw)?;
-                let view = send(
-                    state,
-                    p,
-                    d.payment_intent,
-                    AftercareAction::SubmitEvidence {
-                        dispute: d.id,
-                        evidence: Value::Object(evidence),
-                    },
-                    save,
-                )
-                .await?;
-                Ok(Reply::saved(200, view))
-            },
-        )
-        .await
+    let submit = Endpoint::secret_key(200);
+    aftercare_action(
+        submit,
+        req,
+        state,
+        payload,
+        |state, p, body: SubmitEvidenceRequest| {
+            let evidence = body.into_map();
+            if evidence.is_empty() {
+                return Err(DomainError::missing("text").into());
+            }
+            let d = own_dispute(state, p, &path)?;
+            let evidence = AftercareAction::SubmitEvidence {
+                dispute: d.id,
+                evidence: Value::Object(evidence),
+            };
+            Ok((d.payment_intent, evidence))
+        },
+    )
+    .await
 }
 
 // The body of `POST /v1/test_helpers/payment_intents/{id}/dispute`, for the
@@ -442,32 +438,20 @@ async fn open_dispute(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    Endpoint::secret_key(200)
-        .gate(test_mode)
-        .saves_itself()
-        .post(
-            req,
-            state,
-            payload,
-            |c, body: OpenDisputeRequest| async move {
-                let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
-                let raw = path.as_str();
-                let OpenDisputeRequest { amount, reason } = body;
-                let id = PaymentIntentId::parse(raw)?.id;
-                query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
-                let view = send(
-                    state,
-                    p,
-                    id,
-                    AftercareAction::OpenDispute { amount, reason },
-                    save,
-                )
-                .await?;
-                Ok(Reply::saved(200, view))
-            },
-        )
-        .await
+    let open = Endpoint::secret_key(200).gate(test_mode);
+    aftercare_action(
+        open,
+        req,
+        state,
+        payload,
+        |state, p, body: OpenDisputeRequest| {
+            let OpenDisputeRequest { amount, reason } = body;
+            let id = PaymentIntentId::parse(&path)?.id;
+            query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
+            Ok((id, AftercareAction::OpenDispute { amount, reason }))
+        },
+    )
+    .await
 }
 
 /// How a dispute is decided.
@@ -514,29 +498,18 @@ async fn resolve(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    Endpoint::secret_key(200)
-        .gate(test_mode)
-        .saves_itself()
-        .post(
-            req,
-            state,
-            payload,
-            |c, body: ResolveDisputeRequest| async move {
-                let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
-                let raw = path.as_str();
-                let won = matches!(body.outcome, DisputeOutcome::Won);
-                let d = own_dispute(state, p, raw)?;
-                let view = send(
-                    state,
-                    p,
-                    d.payment_intent,
-                    AftercareAction::ResolveDispute { dispute: d.id, won },
-                    save,
-                )
-                .await?;
-                Ok(Reply::saved(200, view))
-            },
-        )
-        .await
+    let resolve = Endpoint::secret_key(200).gate(test_mode);
+    aftercare_action(
+        resolve,
+        req,
+        state,
+        payload,
+        |state, p, body: ResolveDisputeRequest| {
+            let won = matches!(body.outcome, DisputeOutcome::Won);
+            let d = own_dispute(state, p, &path)?;
+            let decision = AftercareAction::ResolveDispute { dispute: d.id, won };
+            Ok((d.payment_intent, decision))
+        },
+    )
+    .await
 }

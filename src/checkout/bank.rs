@@ -8,11 +8,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/sandbox/bank/{reference}", web::get().to(bank_page))
         .route(
             "/sandbox/bank/{reference}/approve",
-            web::post().to(bank_approve),
+            web::post().to(bank_form::<true>),
         )
         .route(
             "/sandbox/bank/{reference}/decline",
-            web::post().to(bank_decline),
+            web::post().to(bank_form::<false>),
         );
 }
 
@@ -138,41 +138,20 @@ fn brand_name(brand: &str) -> &str {
     }
 }
 
-async fn bank_approve(
+/// A button's POST (`APPROVED`: Approve, else Decline): the body (cap and
+/// deadline), the page's form token, then the answer.
+async fn bank_form<const APPROVED: bool>(
     state: State,
     key: web::Data<forms::FormKey>,
     req: HttpRequest,
     path: web::Path<String>,
     payload: web::Payload,
-) -> HttpResponse {
-    bank_form(state, key, req, path, payload, true).await
-}
-
-async fn bank_decline(
-    state: State,
-    key: web::Data<forms::FormKey>,
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
-) -> HttpResponse {
-    bank_form(state, key, req, path, payload, false).await
-}
-
-/// A button's POST: the body (cap and deadline), the page's form token,
-/// then the answer.
-async fn bank_form(
-    state: State,
-    key: web::Data<forms::FormKey>,
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
-    approved: bool,
 ) -> HttpResponse {
     let page = forms::Page::Bank;
     if let Err(refused) = accept_form(&key, page, "Kobo Sandbox Bank", &req, &path, payload).await {
         return refused;
     }
-    bank_answer(state, req, &path, approved).await
+    bank_answer(state, req, &path, APPROVED).await
 }
 
 /// `POST .../approve` or `.../decline`: a browser (the page's buttons) is
