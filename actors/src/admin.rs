@@ -12,8 +12,9 @@ use kobo_storage::{Batch, Table};
 
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::{scope_key, Mode};
-use crate::merchant::{key_hash, new_secret_key, ApiKey, Brand, Merchant, Settings};
+use crate::merchant::{key_hash, new_secret_key, ApiKey, Brand, BrandView, Merchant, Settings};
 use crate::registry::{run_once, Activation, VirtualActor};
 
 pub fn brand_index_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {
@@ -37,8 +38,8 @@ pub async fn create_brand(
     merchant: Uuid,
     mode: Mode,
     name: String,
-    idem: Option<&crate::idempotency::IdempotencySave>,
-) -> DomainResult<Value> {
+    idem: Option<&IdempotencySave>,
+) -> DomainResult<Answer<BrandView>> {
     let now = kobo.clock.now();
     let brand = Brand {
         id: crate::ids::new_id(now),
@@ -49,17 +50,14 @@ pub async fn create_brand(
         default: false,
         created_at: now,
     };
-    let view = brand.to_api();
     let mut batch = Batch::new();
     add_brand(&mut batch, &brand);
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 201, &view.to_string(), now);
-    }
+    let answer = Answer::save(Outcome::Created(brand.view()), idem, &mut batch, now);
     kobo.writer
         .commit(batch)
         .await
         .map_err(|e| DomainError::internal(e.to_string()))?;
-    Ok(view)
+    Ok(answer)
 }
 
 /// Creates a merchant. Returns the operator view with both secret keys (the

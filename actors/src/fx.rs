@@ -27,7 +27,7 @@ use kobo_storage::{decode, Batch, KeyBuf, Table};
 
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, scope_key, Mode};
 use crate::ledger::actor::{Ledgers, PostEntry};
 use crate::ledger::{balance_prefix, BalanceRow, Bucket, EntrySpec, EntryType, LineSpec};
@@ -382,7 +382,7 @@ pub async fn convert(
     mode: Mode,
     req: Convert,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<FxConversion> {
+) -> DomainResult<Answer<FxConversionView>> {
     let brand = resolve_brand(kobo, merchant, mode, req.brand)?;
     let rate = load_rate(kobo, req.rate_id)?
         .ok_or_else(|| DomainError::not_found("fx_rate", req.rate_id).with_param("rate_id"))?;
@@ -425,9 +425,7 @@ pub async fn convert(
             c.id.as_bytes().to_vec(),
         )
         .note_seq(c.seq);
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 201, &c.to_api().to_string(), now);
-    }
+    let answer = Answer::save(Outcome::Created(c.view()), idem, &mut batch, now);
     let line = |currency, amount| LineSpec {
         brand,
         currency,
@@ -459,7 +457,7 @@ pub async fn convert(
             },
         )
         .await??;
-    Ok(c)
+    Ok(answer)
 }
 
 pub fn load_conversion(kobo: &Env, id: Uuid) -> DomainResult<Option<FxConversion>> {

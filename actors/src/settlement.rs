@@ -229,7 +229,7 @@ pub async fn settle_dollars(
                     };
                     match convert(&kobo.fx, merchant, mode, req, None).await {
                         Ok(c) => {
-                            done.conversions.push(c.id);
+                            done.conversions.push(c.outcome.view().id);
                             break;
                         }
                         Err(e) if e.code == ErrorCode::RateChanged => continue,
@@ -273,7 +273,7 @@ pub async fn settle_dollars(
                 )
                 .await
                 {
-                    Ok(p) => done.crypto_payouts.push(p.id),
+                    Ok(p) => done.crypto_payouts.push(p.view().id),
                     Err(e) => {
                         tracing::warn!(merchant = %merchant.id, %brand, error = %e, "dollar settlement: USDT payout skipped")
                     }

@@ -12,7 +12,7 @@ use kobo_actors::{admin, query};
 use super::body::{self as body};
 use super::components::{BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound};
 use super::endpoint::{Call, Endpoint};
-use super::{parse_id, resource, ApiResult, Reply, State};
+use super::{parse_id, resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -82,19 +82,14 @@ pub struct BrandId {
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     Endpoint::secret_key(201)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: CreateBrandRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let name = body.name;
-                let view =
-                    admin::create_brand(&state.kobo, p.merchant.id, p.mode, name, Some(&save))
-                        .await?;
-                Ok(Reply::saved(201, view))
+                Ok(admin::create_brand(&state.kobo, p.merchant.id, p.mode, name, c.save()).await?)
             },
         )
         .await

@@ -6,10 +6,11 @@ use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use kobo_actors::idempotency::IdempotencySave;
+use kobo_actors::idempotency::{Answer, IdempotencySave};
 use kobo_actors::payment_intent::metadata_schema;
 use kobo_actors::query::{self, ListView, Principal};
 use kobo_actors::refund::actor::{AftercareAction, AftercareMessage};
+use kobo_actors::refund::machine::AftercareView;
 use kobo_actors::refund::{service, DisputeView, RefundView};
 use kobo_actors::DomainError;
 
@@ -20,7 +21,7 @@ use super::components::{
     Overloaded, PaymentIntentId,
 };
 use super::endpoint::{test_mode, Call, Endpoint};
-use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
+use super::{parse_id, resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -68,8 +69,8 @@ async fn send(
     p: &Principal,
     payment: Uuid,
     action: AftercareAction,
-    idem: IdempotencySave,
-) -> Result<Value, DomainError> {
+    idem: Option<IdempotencySave>,
+) -> Result<Answer<AftercareView>, DomainError> {
     state
         .kobo
         .aftercare
@@ -79,7 +80,7 @@ async fn send(
                 merchant: p.merchant.id,
                 mode: p.mode,
                 action,
-                idem: Some(idem),
+                idem,
             },
         )
         .await?
@@ -134,14 +135,12 @@ pub struct CreateRefundRequest {
 
 async fn create_refund(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     Endpoint::secret_key(201)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: CreateRefundRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let CreateRefundRequest {
                     payment_intent: payment,
                     amount,
@@ -150,7 +149,7 @@ async fn create_refund(req: HttpRequest, state: State, payload: web::Payload) ->
                 } = body;
                 query::payment_intent(&state.kobo, p.merchant.id, p.mode, payment)
                     .map_err(|e| e.with_param("payment_intent"))?;
-                let view = send(
+                let answer = send(
                     state,
                     p,
                     payment,
@@ -159,10 +158,10 @@ async fn create_refund(req: HttpRequest, state: State, payload: web::Payload) ->
                         reason,
                         metadata,
                     },
-                    save,
+                    c.save.clone(),
                 )
                 .await?;
-                Ok(Reply::saved(201, view))
+                Ok(answer)
             },
         )
         .await
@@ -391,21 +390,19 @@ async fn evidence(
     payload: web::Payload,
 ) -> ApiResult {
     Endpoint::secret_key(200)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: SubmitEvidenceRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let raw = path.as_str();
                 let evidence = body.into_map();
                 if evidence.is_empty() {
                     return Err(DomainError::missing("text").into());
                 }
                 let d = own_dispute(state, p, raw)?;
-                let view = send(
+                let answer = send(
                     state,
                     p,
                     d.payment_intent,
@@ -413,10 +410,10 @@ async fn evidence(
                         dispute: d.id,
                         evidence: Value::Object(evidence),
                     },
-                    save,
+                    c.save.clone(),
                 )
                 .await?;
-                Ok(Reply::saved(200, view))
+                Ok(answer)
             },
         )
         .await
@@ -468,27 +465,25 @@ async fn open_dispute(
 ) -> ApiResult {
     Endpoint::secret_key(200)
         .gate(test_mode)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: OpenDisputeRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let raw = path.as_str();
                 let OpenDisputeRequest { amount, reason } = body;
                 let id = parse_id(raw, "payment_intent")?;
                 query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
-                let view = send(
+                let answer = send(
                     state,
                     p,
                     id,
                     AftercareAction::OpenDispute { amount, reason },
-                    save,
+                    c.save.clone(),
                 )
                 .await?;
-                Ok(Reply::saved(200, view))
+                Ok(answer)
             },
         )
         .await
@@ -541,26 +536,24 @@ async fn resolve(
 ) -> ApiResult {
     Endpoint::secret_key(200)
         .gate(test_mode)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: ResolveDisputeRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let raw = path.as_str();
                 let won = matches!(body.outcome, DisputeOutcome::Won);
                 let d = own_dispute(state, p, raw)?;
-                let view = send(
+                let answer = send(
                     state,
                     p,
                     d.payment_intent,
                     AftercareAction::ResolveDispute { dispute: d.id, won },
-                    save,
+                    c.save.clone(),
                 )
                 .await?;
-                Ok(Reply::saved(200, view))
+                Ok(answer)
             },
         )
         .await

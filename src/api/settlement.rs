@@ -16,7 +16,7 @@ use super::components::{
     BadRequest, ConflictReplayable, IdempotencyKey, NotFoundReplayable, Overloaded,
 };
 use super::endpoint::{test_mode, Call, Endpoint};
-use super::{resource, ApiResult, Reply, State};
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/reserve").route(web::get().to(reserve)))
@@ -125,11 +125,7 @@ async fn release_pending(req: HttpRequest, state: State, payload: web::Payload) 
                 livemode: false,
                 released,
             };
-            Ok(Reply {
-                status: 200,
-                body: serde_json::to_value(view).expect("a test helper result serializes"),
-                saved: false,
-            })
+            Ok(serde_json::to_value(view).expect("a test helper result serializes"))
         })
         .await
 }
@@ -187,11 +183,7 @@ async fn run(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult
                 payouts,
                 conversions: dollars.conversions,
             };
-            Ok(Reply {
-                status: 200,
-                body: serde_json::to_value(view).expect("a test helper result serializes"),
-                saved: false,
-            })
+            Ok(serde_json::to_value(view).expect("a test helper result serializes"))
         })
         .await
 }

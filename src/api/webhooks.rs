@@ -18,7 +18,7 @@ use super::body::Query;
 use super::body::{self as body, NoFields};
 use super::components::{IdempotencyKey, NotFoundReplayable, WebhookEndpointRef};
 use super::endpoint::{Call, Endpoint};
-use super::{resource, ApiResult, Reply, State};
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -121,16 +121,14 @@ impl CreateWebhookEndpointRequest {
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     Endpoint::secret_key(201)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: CreateWebhookEndpointRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let (url, events) = body.into_parts()?;
-                let view = state
+                let answer = state
                     .kobo
                     .webhooks
                     .command(Command::Create {
@@ -138,10 +136,10 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
                         mode: p.mode,
                         url,
                         events,
-                        idem: Some(save),
+                        idem: c.save.clone(),
                     })
                     .await?;
-                Ok(Reply::saved(201, view))
+                Ok(answer)
             },
         )
         .await
@@ -179,13 +177,11 @@ async fn change(
     change: EndpointChange,
 ) -> ApiResult {
     Endpoint::secret_key(200)
-        .saves_itself()
         .post(req, state, payload, |c, _: NoFields| async move {
             let (state, p) = (&c.state, &c.p);
-            let save = c.idem();
             let id = Uuid::try_parse(raw_id)
                 .map_err(|_| DomainError::not_found("webhook_endpoint", raw_id))?;
-            let view = state
+            let answer = state
                 .kobo
                 .webhooks
                 .command(Command::Change {
@@ -193,10 +189,10 @@ async fn change(
                     mode: p.mode,
                     id,
                     change,
-                    idem: Some(save),
+                    idem: c.save.clone(),
                 })
                 .await?;
-            Ok(Reply::saved(200, view))
+            Ok(answer)
         })
         .await
 }

@@ -413,7 +413,7 @@ fn release_entry(row: &ScheduledRelease, amount: i64) -> EntrySpec {
 }
 
 /// Money of one payment moving after capture (refunds, disputes).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PaymentMoneyOp {
     /// Take `amount` from the payment's money: from `pending` up to what of
     /// it is still waiting for release, the rest from `available`, into

@@ -9,7 +9,7 @@ use kobo_storage::{Batch, CommitError, KeyBuf, Table};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{render, Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, random_base62, scope_key, sha256_hex, time_ordered_code, Mode};
 use crate::ledger::actor::PostEntry;
 use crate::ledger::release::plan_capture;
@@ -18,7 +18,8 @@ use crate::merchant::{Merchant, Settings};
 use crate::money::{Channel, Currency, FeeBearer};
 use crate::payment_intent::deps::PaymentIntentDeps;
 use crate::payment_intent::{
-    decide, ChargeAttempt, Command, Decision, Effect, PaymentIntent, Status,
+    decide, ChargeAttempt, Command, Decision, Effect, NewIds, PaymentIntent, PaymentIntentView,
+    Status,
 };
 use crate::timer::{Timer, TimerKind};
 
@@ -68,7 +69,7 @@ pub async fn create(
     mode: Mode,
     params: CreatePaymentIntent,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<Value> {
+) -> DomainResult<Answer<PaymentIntentView>> {
     let now = kobo.clock.now();
     let (intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
     commit_new(kobo, &intent, &client_secret, &[], idem, now).await
@@ -87,13 +88,19 @@ pub async fn create_mandate_charge(
     mandate: Uuid,
     mut params: CreatePaymentIntent,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<Value> {
+) -> DomainResult<Answer<PaymentIntentView>> {
     let now = kobo.clock.now();
     // The business bears the fee, at the direct-debit price.
     params.fee_bearer = FeeBearer::Merchant;
     let (mut intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
     intent.mandate = Some(mandate);
-    let decision = decide(&intent, None, &Command::StartDirectDebit, now)?;
+    let decision = decide(
+        &intent,
+        None,
+        &Command::StartDirectDebit,
+        NewIds::draw(),
+        now,
+    )?;
     commit_new(
         kobo,
         &decision.intent,
@@ -205,11 +212,11 @@ async fn commit_new(
     effects: &[Effect],
     idem: Option<&IdempotencySave>,
     now: DateTime<Utc>,
-) -> DomainResult<Value> {
+) -> DomainResult<Answer<PaymentIntentView>> {
     let (id, seq, merchant_id, mode) = (intent.id, intent.seq, intent.merchant, intent.mode);
     let checkout_code = intent.checkout_code.clone();
     let checkout_url = format!("{}/c/{}", kobo.config.base_url, checkout_code);
-    let view = intent.to_api(Some(super::CreatedSecrets {
+    let view = intent.view(Some(super::CreatedSecrets {
         checkout_url: &checkout_url,
         client_secret,
     }));
@@ -269,11 +276,9 @@ async fn commit_new(
             .require_absent(Table::PaymentIntentReferences, key.clone())
             .put_raw(Table::PaymentIntentReferences, key, id.as_bytes().to_vec());
     }
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 201, &view.to_string(), now);
-    }
+    let answer = Answer::save(Outcome::Created(view), idem, &mut batch, now);
     match kobo.writer.commit(batch).await {
-        Ok(()) => Ok(view),
+        Ok(()) => Ok(answer),
         Err(CommitError::Conflict { table, .. })
             if table == Table::PaymentIntentReferences.name() =>
         {
@@ -299,7 +304,7 @@ pub async fn commit_decision(
     idem: Option<&IdempotencySave>,
     batch: Batch,
     now: DateTime<Utc>,
-) -> DomainResult<Value> {
+) -> DomainResult<Answer<PaymentIntentView>> {
     commit_decision_with(kobo, before, decision, idem, batch, now, None).await
 }
 
@@ -348,9 +353,10 @@ pub async fn commit_decision_with(
     mut batch: Batch,
     now: DateTime<Utc>,
     settings: Option<&Settings>,
-) -> DomainResult<Value> {
+) -> DomainResult<Answer<PaymentIntentView>> {
     let after = &decision.intent;
-    let view = after.to_api(None);
+    let view = after.view(None);
+    let body = render(&view);
     if after != before {
         batch.put(Table::PaymentIntents, after.id.as_bytes().to_vec(), after);
     }
@@ -377,7 +383,7 @@ pub async fn commit_decision_with(
                 kobo,
                 (after.merchant, after.mode),
                 t,
-                view.clone(),
+                body.clone(),
                 now,
                 &mut batch,
             ),
@@ -424,9 +430,7 @@ pub async fn commit_decision_with(
             Effect::Capture { gross, fee, net } => capture = Some((*gross, *fee, *net)),
         }
     }
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 200, &view.to_string(), now);
-    }
+    let answer = Answer::save_rendered(Outcome::Updated(view), &body, idem, &mut batch, now);
     match capture {
         Some((gross, fee, net)) => {
             // The merchant's settlement terms as they were checked before
@@ -484,7 +488,7 @@ pub async fn commit_decision_with(
             .map_err(|e| DomainError::internal(e.to_string()))?,
         None => {}
     }
-    Ok(view)
+    Ok(answer)
 }
 
 /// Reads one charge attempt.

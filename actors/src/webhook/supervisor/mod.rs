@@ -27,7 +27,6 @@ use std::time::Duration;
 use actix::prelude::*;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, Notify};
 use uuid::Uuid;
 
@@ -36,7 +35,7 @@ use kobo_storage::{prefix_end, Batch, CommitError, KeyBuf, ReadTxn, Table};
 use crate::clock::{from_micros, micros};
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{Answer, IdempotencySave};
 use crate::ids::{new_id, scope_key, Mode};
 use crate::webhook::Hub;
 
@@ -49,7 +48,7 @@ use super::{
     delivery_key, endpoint_index_key, new_secret, parse_queue_key, queue_key, stream_key,
     validate_url, Command, DeletedEndpointView, Delivery, DeliveryStatus, EndpointChange,
     EndpointStatus, EventRedeliveryObject, Msg, RedeliveryView, StreamItem, WebhookEndpoint,
-    WebhookEndpointObject, MAX_ENDPOINTS_PER_MODE, RETRY_DELAYS_SECS,
+    WebhookEndpointObject, WebhookView, MAX_ENDPOINTS_PER_MODE, RETRY_DELAYS_SECS,
 };
 
 /// Attempts in flight in all at most.
@@ -210,7 +209,11 @@ struct Supervisor {
     waiters: Vec<oneshot::Sender<()>>,
 }
 
-type Replies = Vec<(oneshot::Sender<DomainResult<Value>>, DomainResult<Value>)>;
+/// Command answers, sent after the turn's commit.
+type Replies = Vec<(
+    oneshot::Sender<DomainResult<Answer<WebhookView>>>,
+    DomainResult<Answer<WebhookView>>,
+)>;
 
 impl Supervisor {
     async fn run(mut self) {
