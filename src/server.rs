@@ -196,6 +196,7 @@ async fn demo_merchant(
                 Settings::default(),
             )
             .await?;
+            let view = kobo_actors::idempotency::render(&view);
             let mut b = Batch::new();
             b.put_raw(
                 Table::Meta,
