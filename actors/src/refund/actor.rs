@@ -17,7 +17,9 @@ use crate::idempotency::{render, Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, Mode};
 use crate::ledger::actor::{Ledgers, PaymentMoney};
 use crate::payment_intent::PaymentIntent;
-use crate::refund::machine::{decide, AftercareView, Command, Decision, Effect, NewIds, Subject};
+use crate::refund::machine::{
+    decide, AftercareView, Command, Decision, Effect, Money, NewIds, Subject,
+};
 use crate::refund::provider::{sandbox_answer, RefundAnswer, SANDBOX_CONFIRMATION_DELAY};
 use crate::refund::service::{self, dispute_list_key, refund_by_payment_key, refund_list_key};
 use crate::refund::{Aftercare, Dispute, Refund, RefundStatus};
@@ -230,33 +232,43 @@ async fn commit(
         }
     }
     let answer = Answer::save_rendered(Outcome::new(kind, view), &body, idem, &mut batch, now);
-    match money {
-        Some(m) => {
-            let move_money = PaymentMoney {
-                payment: intent.id,
-                brand: intent.brand,
-                currency: intent.currency,
-                entry_type: m.entry_type,
-                source: subject.id(),
-                description: m.description,
-                op: m.op,
-                with: batch,
-            };
-            kobo.ledgers
-                .send((intent.merchant, intent.mode), move_money)
-                .await??;
-        }
-        None => {
-            kobo.writer
-                .commit(batch)
-                .await
-                .map_err(|e| DomainError::internal(e.to_string()))?;
-        }
-    }
+    submit(kobo, intent, subject.id(), money, batch).await?;
     if let (true, Subject::Refund(r)) = (ask, &subject) {
         ask_provider(kobo, r.merchant, r.mode, r.payment_intent, r.id, r.amount);
     }
     Ok(answer)
+}
+
+/// Commits `batch`: through the merchant's ledger with the payment's money
+/// move (`source`: the refund or dispute) when there is one.
+async fn submit(
+    kobo: &AftercareDeps,
+    intent: &PaymentIntent,
+    source: Uuid,
+    money: Option<Money>,
+    batch: Batch,
+) -> DomainResult<()> {
+    let Some(m) = money else {
+        return kobo
+            .writer
+            .commit(batch)
+            .await
+            .map_err(|e| DomainError::internal(e.to_string()));
+    };
+    let move_money = PaymentMoney {
+        payment: intent.id,
+        brand: intent.brand,
+        currency: intent.currency,
+        entry_type: m.entry_type,
+        source,
+        description: m.description,
+        op: m.op,
+        with: batch,
+    };
+    kobo.ledgers
+        .send((intent.merchant, intent.mode), move_money)
+        .await??;
+    Ok(())
 }
 
 /// A new refund's or dispute's list rows (a refund's also its row among
