@@ -16,8 +16,7 @@ use crate::event::Event;
 use crate::idempotency::{render, Answer, IdempotencySave, Outcome};
 use crate::ids::Mode;
 use crate::ledger::actor::Ledgers;
-use crate::ledger::actor::{PostEntry, UsageChange};
-use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
+use crate::ledger::actor::PostEntry;
 use crate::payout::rail::Rails;
 use crate::payout::rail::{RailStatus, SendOutcome, Transfer};
 use crate::payout::{decide, service, Command, Effect, Payout, PayoutStatus, PayoutView};
@@ -202,7 +201,9 @@ async fn finish(
                 after.mode,
             )
             .schedule(&mut batch, due),
-            Effect::ReturnMoney | Effect::PayOut => money = Some(money_of(&after, &effect)),
+            Effect::ReturnMoney | Effect::PayOut => {
+                money = Some(super::entries::money_of(&after, &effect))
+            }
         }
     }
     let answer = Answer::save_rendered(Outcome::Updated(view), &body, idem, &mut batch, now);
@@ -227,47 +228,4 @@ async fn finish(
         None => {}
     }
     Ok((after, answer))
-}
-
-/// The ledger entry (and the day's usage change) of a money effect.
-fn money_of(after: &Payout, effect: &Effect) -> (EntrySpec, Option<UsageChange>) {
-    let total = after.total();
-    let line = |bucket: Bucket, amount: i64| LineSpec {
-        brand: after.brand,
-        currency: after.currency,
-        bucket,
-        amount,
-        gross: None,
-        fee: None,
-    };
-    match effect {
-        Effect::ReturnMoney => (
-            EntrySpec {
-                entry_type: EntryType::Payout,
-                source: after.id,
-                description: format!("payout {} returned", after.status.as_str()),
-                lines: vec![
-                    line(Bucket::PayoutInFlight, -total),
-                    line(Bucket::Available, total),
-                ],
-                allow_negative: false,
-            },
-            Some(UsageChange {
-                day: after.day,
-                delta: -after.amount,
-                daily_limit: None,
-            }),
-        ),
-        Effect::PayOut => (
-            EntrySpec {
-                entry_type: EntryType::Payout,
-                source: after.id,
-                description: "payout paid".into(),
-                lines: vec![line(Bucket::PayoutInFlight, -total)],
-                allow_negative: false,
-            },
-            None,
-        ),
-        other => unreachable!("{other:?} moves no money"),
-    }
 }

@@ -14,7 +14,6 @@ use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, scope_key, Mode};
 use crate::ledger::actor::{stored_usage, PostEntry, UsageChange};
-use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
 use crate::merchant::{Merchant, PayoutTier};
 use crate::money::{payout_fee, Currency};
 use crate::payout::actor::PayoutDeps;
@@ -279,7 +278,7 @@ pub async fn create(
         .send(
             (merchant.id, mode),
             PostEntry {
-                entry: hold_entry(&payout, &account),
+                entry: super::entries::hold_entry(&payout, &account),
                 with: batch,
                 usage: Some(usage),
             },
@@ -367,30 +366,6 @@ fn new_payout(
         updated_at: now,
         paid_at: None,
         version: 1,
-    }
-}
-
-/// The ledger entry of a new payout: amount + fee + VAT from `available`
-/// to `payout_in_flight`.
-fn hold_entry(payout: &Payout, account: &BankAccount) -> EntrySpec {
-    let total = payout.total();
-    let line = |bucket, amount, fee| LineSpec {
-        brand: payout.brand,
-        currency: Currency::NGN,
-        bucket,
-        amount,
-        gross: None,
-        fee,
-    };
-    EntrySpec {
-        entry_type: EntryType::Payout,
-        source: payout.id,
-        description: format!("payout to {} {}", account.bank_name, account.account_number),
-        lines: vec![
-            line(Bucket::Available, -total, Some(payout.fee + payout.vat)),
-            line(Bucket::PayoutInFlight, total, None),
-        ],
-        allow_negative: false,
     }
 }
 
