@@ -7,7 +7,8 @@
 //! other message can reach an object that does not exist yet.
 //!
 //! Files: this one holds the stored object and its pricing; `machine.rs`
-//! the commands, effects and [`decide`]; `steps.rs` its step per command; `checks.rs` the card prechecks;
+//! the commands and effects; `steps.rs` [`decide`] and its step per
+//! command; `checks.rs` the card prechecks;
 //! `views.rs` the public views; `query.rs` the reads.
 
 pub mod actor;
@@ -23,6 +24,7 @@ mod views;
 
 pub use checks::*;
 pub use machine::*;
+pub use steps::decide;
 pub use views::*;
 
 use std::collections::BTreeMap;

@@ -7,6 +7,46 @@ use super::machine::{
 };
 use super::*;
 
+/// The state machine: one step per command (below). `pending` is the
+/// stored pending charge attempt, if any; `ids` and `now` are drawn by the
+/// caller.
+pub fn decide(
+    intent: &PaymentIntent,
+    pending: Option<&ChargeAttempt>,
+    command: &Command,
+    ids: NewIds,
+    now: DateTime<Utc>,
+) -> DomainResult<Decision> {
+    let step = Step {
+        intent,
+        pending,
+        next: intent.clone(),
+        effects: Vec::new(),
+        ids,
+        now,
+    };
+    match command {
+        Command::Cancel => step.cancel(),
+        Command::StartBankTransfer { account } => step.start_bank_transfer(account.as_ref()),
+        Command::TransferReceived { amount } => step.transfer_received(*amount),
+        Command::TestSucceed => step.test_succeed(),
+        Command::AbandonDue => step.abandon_due(),
+        Command::StartCard {
+            card,
+            reference,
+            outcome,
+        } => step.start_card(card, reference, outcome),
+        Command::Authenticate { input, outcome } => step.authenticate(*input, outcome),
+        Command::CancelAuthentication => step.cancel_authentication(),
+        Command::CardResult { attempt, outcome } => step.card_result(*attempt, outcome),
+        Command::StartDirectDebit => step.start_direct_debit(),
+        // The provider holds the debit, or is still working on it: ask
+        // again after the interval. Nothing about the intent changes.
+        Command::DebitSent | Command::DebitPending => step.ask_about_debit(),
+        Command::DebitResult(result) => step.debit_result(result),
+    }
+}
+
 /// One decision being made: the intent before (`intent`), the intent after
 /// (`next`) and the effects so far.
 pub(super) struct Step<'a> {

@@ -33,7 +33,7 @@ fn decide(
     command: &Command,
     now: DateTime<Utc>,
 ) -> DomainResult<Decision> {
-    machine::decide(intent, pending, command, NewIds::draw(), now)
+    steps::decide(intent, pending, command, NewIds::draw(), now)
 }
 
 fn account(amount: i64, issued: DateTime<Utc>) -> BankTransferAccount {
@@ -1198,8 +1198,8 @@ fn the_same_inputs_give_the_same_decision() {
                     Command::DebitPending,
                 ];
                 for cmd in &commands {
-                    let first = machine::decide(&pi, pending.as_ref(), cmd, ids, at);
-                    let again = machine::decide(&pi, pending.as_ref(), cmd, ids, at);
+                    let first = steps::decide(&pi, pending.as_ref(), cmd, ids, at);
+                    let again = steps::decide(&pi, pending.as_ref(), cmd, ids, at);
                     let ctx = format!("{currency:?} {status:?} {cmd:?} at {at}");
                     assert_eq!(first, again, "{ctx}");
                     if let Ok(d) = &first {
