@@ -100,15 +100,13 @@ pub fn page_within<T: DeserializeOwned>(
     scope_of: impl Fn(&T) -> (Uuid, Mode, u64),
     render: impl Fn(&T) -> Value,
 ) -> DomainResult<Page> {
-    let read = kobo.store.read()?;
-    let prefix = within.to_vec();
     let before = match starting_after {
-        Some(id) => match read.get_decoded::<T>(objects, id.as_bytes())? {
-            Some(o) if scope_of(&o).0 == merchant && scope_of(&o).1 == mode => {
-                let mut k = prefix.clone();
-                k.extend_from_slice(&scope_of(&o).2.to_be_bytes());
-                Some(k)
-            }
+        Some(id) => match kobo
+            .store
+            .read()?
+            .get_decoded::<T>(objects, id.as_bytes())?
+        {
+            Some(o) if scope_of(&o).0 == merchant && scope_of(&o).1 == mode => Some(scope_of(&o).2),
             _ => {
                 return Err(DomainError::invalid(
                     "starting_after",
@@ -118,71 +116,76 @@ pub fn page_within<T: DeserializeOwned>(
         },
         None => None,
     };
-    let mut data = Vec::new();
-    let mut has_more = false;
-    read.scan_prefix_rev(index, &prefix, before.as_deref(), |_, v| {
-        let id = Uuid::from_slice(v).map_err(|_| {
-            kobo_storage::StoreError::Redb("an index row does not hold an id".into())
-        })?;
-        if let Some(o) = read.get_decoded::<T>(objects, id.as_bytes())? {
-            if data.len() == limit {
-                has_more = true;
-                return Ok(false);
-            }
-            data.push(render(&o));
-        }
-        Ok(true)
-    })?;
-    Ok(Page { data, has_more })
+    let walk = Walk {
+        objects,
+        index,
+        prefix: within,
+        before_seq: before,
+        limit,
+    };
+    walk.page(kobo, |_: &T| true, render)
 }
 
-/// A typed newest-first page: the objects of `index` rows keyed
-/// `prefix|seq` (the cursor's `seq` excluded and newer skipped), decoded,
-/// those `keep` accepts, at most `limit`, and whether more follow. The
-/// caller resolves the cursor (its own object, else 400).
-pub fn scan_typed<T: DeserializeOwned>(
-    kobo: &Env,
-    (objects, index): (Table, Table),
-    prefix: &[u8],
-    before_seq: Option<u64>,
-    limit: usize,
-    keep: impl Fn(&T) -> bool,
-) -> DomainResult<(Vec<T>, bool)> {
-    let read = kobo.store.read()?;
-    let before = before_seq.map(|seq| {
-        let mut k = prefix.to_vec();
-        k.extend_from_slice(&seq.to_be_bytes());
-        k
-    });
-    let mut data = Vec::new();
-    let mut has_more = false;
-    read.scan_prefix_rev(index, prefix, before.as_deref(), |_, v| {
-        let id = Uuid::from_slice(v).map_err(|_| {
-            kobo_storage::StoreError::Redb("an index row does not hold an id".into())
-        })?;
-        if let Some(o) = read.get_decoded::<T>(objects, id.as_bytes())? {
-            if !keep(&o) {
-                return Ok(true);
-            }
-            if data.len() == limit {
-                has_more = true;
-                return Ok(false);
-            }
-            data.push(o);
-        }
-        Ok(true)
-    })?;
-    Ok((data, has_more))
+/// One newest-first walk of an index whose rows are `prefix|seq -> id`:
+/// every list is read through [`Walk::scan`].
+pub struct Walk<'a> {
+    /// The table of the listed objects, keyed by id.
+    pub objects: Table,
+    pub index: Table,
+    pub prefix: &'a [u8],
+    /// The cursor's `seq`: it and newer rows are skipped. The caller
+    /// resolves the cursor (its own object, else 400).
+    pub before_seq: Option<u64>,
+    pub limit: usize,
 }
 
-impl<T> ListView<T> {
-    /// One page of a typed list.
-    pub fn page(data: Vec<T>, has_more: bool) -> Self {
-        ListView {
-            object: ListObject::List,
-            data,
+impl Walk<'_> {
+    /// The objects of the walk's rows, decoded, those `keep` accepts, at
+    /// most `limit`, and whether more follow.
+    pub fn scan<T: DeserializeOwned>(
+        &self,
+        kobo: &Env,
+        keep: impl Fn(&T) -> bool,
+    ) -> DomainResult<(Vec<T>, bool)> {
+        let read = kobo.store.read()?;
+        let before = self.before_seq.map(|seq| {
+            let mut k = self.prefix.to_vec();
+            k.extend_from_slice(&seq.to_be_bytes());
+            k
+        });
+        let mut data = Vec::new();
+        let mut has_more = false;
+        read.scan_prefix_rev(self.index, self.prefix, before.as_deref(), |_, v| {
+            let id = Uuid::from_slice(v).map_err(|_| {
+                kobo_storage::StoreError::Redb("an index row does not hold an id".into())
+            })?;
+            if let Some(o) = read.get_decoded::<T>(self.objects, id.as_bytes())? {
+                if !keep(&o) {
+                    return Ok(true);
+                }
+                if data.len() == self.limit {
+                    has_more = true;
+                    return Ok(false);
+                }
+                data.push(o);
+            }
+            Ok(true)
+        })?;
+        Ok((data, has_more))
+    }
+
+    /// [`Walk::scan`] as a [`Page`], each object rendered by `render`.
+    pub fn page<T: DeserializeOwned>(
+        &self,
+        kobo: &Env,
+        keep: impl Fn(&T) -> bool,
+        render: impl Fn(&T) -> Value,
+    ) -> DomainResult<Page> {
+        let (objects, has_more) = self.scan(kobo, keep)?;
+        Ok(Page {
+            data: objects.iter().map(render).collect(),
             has_more,
-        }
+        })
     }
 }
 

@@ -1,32 +1,33 @@
 //! `/v1/customers`: create (find-or-create by email), list, retrieve,
 //! update, delete, verify_identity.
 
-use actix_web::http::header::{HeaderName, HeaderValue};
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use kobo_actors::banks::bank_name;
-use kobo_actors::customer::directory::{self, CustomerAction, Outcome};
+use kobo_actors::customer::directory::{self, CustomerAction, DeleteCustomer};
 use kobo_actors::customer::identity::{Bvn, IdentityRequest};
 use kobo_actors::customer::service::{self, CustomerFilter};
 use kobo_actors::customer::{
     self, CustomerPatch, CustomerView, DeletedCustomerView, Field, NewCustomer, RiskAction,
 };
+use kobo_actors::idempotency::Answer;
 use kobo_actors::merchant::query::brand;
 use kobo_actors::payment_intent::metadata_schema;
 use kobo_actors::query::ListView;
 use kobo_actors::{DomainError, ErrorCode};
 
-use super::body::{self, tunnel, NoFields, Query, FIELD};
+use super::body::{self, tunnel, NoFields, FIELD};
 use super::components::{
-    BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
-    Overloaded,
+    path_id, BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound,
+    NotFoundReplayable, Overloaded,
 };
 use super::endpoint::{live_payments, Call, Endpoint, Fingerprint};
-use super::{parse_id, resource, ApiResult, Reply, State};
+use super::params;
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -45,19 +46,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 pub type CustomerRef = ByRef<CustomerView>;
 
-/// The header on a create that found the existing object (lowercase: the
-/// form HTTP/2 sends; HTTP/1 names are case-insensitive).
-pub const EXISTING_OBJECT: &str = "existing-object";
-
-/// The `{id}` of a customer.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct CustomerId {
+path_id!(
+    /// The `{id}` of a customer.
+    CustomerId,
+    "customer",
     /// The customer's id; unknown, malformed, deleted, another merchant's
     /// or the other mode's: 404.
-    id: Uuid,
-}
+);
 
 /// An E.164 phone number: `+`, then 8 to 15 digits, the first not 0.
 pub fn is_e164(s: &str) -> bool {
@@ -246,59 +241,59 @@ fn account_number<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     Ok(s)
 }
 
-/// The query `GET /v1/customers` accepts.
-pub const LIST_PARAMS: &[&str] = &[
-    "limit",
-    "starting_after",
-    "email",
-    "phone",
-    "brand",
-    "risk_action",
-];
+/// `phone` of a list's query: an E.164 number.
+fn phone_filter<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Option::<String>::deserialize(d)? {
+        Some(p) if !is_e164(&p) => Err(tunnel(DomainError::invalid(
+            FIELD,
+            format!("`{FIELD}` must be an E.164 number"),
+        ))),
+        p => Ok(p),
+    }
+}
 
-// The query of `GET /v1/customers`; a unit test keeps these names and
-// [`LIST_PARAMS`] equal.
-#[derive(IntoParams)]
+/// The query of `GET /v1/customers`.
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct ListCustomersQuery {
     /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
+    #[param(value_type = Option<u8>, minimum = 1, maximum = 100, default = 20)]
+    #[serde(deserialize_with = "params::limit")]
+    limit: usize,
     /// The id of the last customer of the previous page.
+    #[serde(deserialize_with = "params::uuid")]
     starting_after: Option<Uuid>,
     /// Only the customer with this email (compared case-insensitively).
     email: Option<String>,
     /// Only customers with this E.164 phone number.
     #[param(pattern = "^\\+[1-9][0-9]{7,14}$")]
+    #[serde(deserialize_with = "phone_filter")]
     phone: Option<String>,
     /// Only this brand's customers.
+    #[serde(deserialize_with = "params::uuid")]
     brand: Option<Uuid>,
     /// Only customers with this risk action.
     #[param(inline)]
+    #[serde(deserialize_with = "params::one_of")]
     risk_action: Option<RiskAction>,
 }
 
-async fn send(c: &Call, action: CustomerAction) -> Result<Outcome, DomainError> {
-    let scope = (c.p.merchant.id, c.p.mode);
-    directory::send(&c.kobo().customers, scope, action, Some(c.idem())).await
-}
-
-fn customer_id(raw: &str) -> Result<Uuid, DomainError> {
-    parse_id(raw, "customer").map_err(|e| e.0)
-}
-
-/// The customer's view of an outcome, with its status.
-fn reply(outcome: Outcome) -> Result<Reply, DomainError> {
-    match outcome {
-        Outcome::Created(c) => Ok(Reply::saved(201, c.to_api())),
-        Outcome::Existing(c) | Outcome::Changed(c) => Ok(Reply::saved(200, c.to_api())),
-        Outcome::Deleted(c) => Ok(Reply::saved(
-            200,
-            serde_json::to_value(c.deleted_view()).expect("a deleted view serializes"),
-        )),
-        other => Err(DomainError::internal(format!("unexpected {other:?}"))),
+impl From<ListCustomersQuery> for CustomerFilter {
+    fn from(q: ListCustomersQuery) -> Self {
+        CustomerFilter {
+            limit: q.limit,
+            starting_after: q.starting_after,
+            email: q.email,
+            phone: q.phone,
+            brand: q.brand,
+            risk_action: q.risk_action,
+        }
     }
+}
+
+async fn send(c: &Call, action: CustomerAction) -> Result<Answer<CustomerView>, DomainError> {
+    let scope = (c.p.merchant.id, c.p.mode);
+    directory::send(&c.kobo().customers, scope, action, c.save.clone()).await
 }
 
 /// Create a customer
@@ -324,8 +319,8 @@ fn reply(outcome: Outcome) -> Result<Reply, DomainError> {
     )
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    const CREATE: Endpoint = Endpoint::secret_key(201).saves_itself();
-    let resp = CREATE
+    const CREATE: Endpoint = Endpoint::secret_key(201).existing_object(200);
+    CREATE
         .post(
             req,
             state,
@@ -336,22 +331,10 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
                     brand(c.kobo(), c.p.merchant.id, c.p.mode, b)
                         .map_err(|e| e.with_param("brand"))?;
                 }
-                Ok(reply(send(&c, CustomerAction::Create(new)).await?)?)
+                Ok(send(&c, CustomerAction::Create(new)).await?)
             },
         )
-        .await?;
-    Ok(mark_existing(resp))
-}
-
-/// A create answered 200 found its customer (replays included).
-pub fn mark_existing(mut resp: HttpResponse) -> HttpResponse {
-    if resp.status().as_u16() == 200 {
-        resp.headers_mut().insert(
-            HeaderName::from_static(EXISTING_OBJECT),
-            HeaderValue::from_static("true"),
-        );
-    }
-    resp
+        .await
 }
 
 /// List customers
@@ -370,34 +353,12 @@ pub fn mark_existing(mut resp: HttpResponse) -> HttpResponse {
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let q = Query::parse(c.req.query_string(), LIST_PARAMS)?;
-            let phone = q.get("phone").map(str::to_string);
-            if phone.as_deref().is_some_and(|p| !is_e164(p)) {
-                return Err(
-                    DomainError::invalid("phone", "`phone` must be an E.164 number").into(),
-                );
-            }
-            let filter = CustomerFilter {
-                limit: q.limit()?,
-                starting_after: q.uuid("starting_after")?,
-                email: q.get("email").map(str::to_string),
-                phone,
-                brand: q.uuid("brand")?,
-                risk_action: q.one_of(
-                    "risk_action",
-                    RiskAction::parse,
-                    "default, allow or deny",
-                )?,
-            };
+        .get_with(req, state, |c, q: ListCustomersQuery| async move {
+            let filter = q.into();
             let page = service::list(c.kobo(), c.p.merchant.id, c.p.mode, &filter)?;
-            Ok(serde_json::to_value(page).expect("a list serializes"))
+            Ok(page.to_api())
         })
         .await
-}
-
-fn own(c: &Call, raw: &str) -> Result<customer::Customer, DomainError> {
-    customer::load(c.kobo(), c.p.merchant.id, c.p.mode, customer_id(raw)?)
 }
 
 /// Retrieve a customer
@@ -414,7 +375,11 @@ fn own(c: &Call, raw: &str) -> Result<customer::Customer, DomainError> {
 )]
 async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move { Ok(own(&c, &path)?.to_api()) })
+        .get(req, state, |c| async move {
+            let id = CustomerId::parse(&path)?.id;
+            let customer = customer::load(c.kobo(), c.p.merchant.id, c.p.mode, id)?;
+            Ok(customer.to_api())
+        })
         .await
 }
 
@@ -444,13 +409,12 @@ async fn update(
     payload: web::Payload,
 ) -> ApiResult {
     Endpoint::secret_key(200)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: UpdateCustomerRequest| async move {
-                let id = customer_id(&path)?;
+                let id = CustomerId::parse(&path)?.id;
                 let patch = CustomerPatch {
                     email: body.email,
                     phone: body.phone,
@@ -458,9 +422,7 @@ async fn update(
                     metadata: Some(body.metadata),
                     risk_action: body.risk_action,
                 };
-                Ok(reply(
-                    send(&c, CustomerAction::Update { id, patch }).await?,
-                )?)
+                Ok(send(&c, CustomerAction::Update { id, patch }).await?)
             },
         )
         .await
@@ -492,10 +454,14 @@ async fn delete(
     payload: web::Payload,
 ) -> ApiResult {
     Endpoint::secret_key(200)
-        .saves_itself()
         .post(req, state, payload, |c, _: NoFields| async move {
-            let id = customer_id(&path)?;
-            Ok(reply(send(&c, CustomerAction::Delete { id }).await?)?)
+            let id = CustomerId::parse(&path)?.id;
+            let msg = DeleteCustomer {
+                id,
+                idem: c.save.clone(),
+            };
+            let scope = (c.p.merchant.id, c.p.mode);
+            Ok(c.kobo().customers.send(scope, msg).await??)
         })
         .await
 }
@@ -532,22 +498,19 @@ async fn verify_identity(
 ) -> ApiResult {
     Endpoint::secret_key(200)
         .gate(live_payments)
-        .saves_itself()
         .fingerprint(Fingerprint::Keyed)
         .post(
             req,
             state,
             payload,
             |c, body: VerifyIdentityRequest| async move {
-                let id = customer_id(&path)?;
+                let id = CustomerId::parse(&path)?.id;
                 let request = IdentityRequest {
                     bvn: body.bvn,
                     bank_code: body.bank_code,
                     account_number: body.account_number,
                 };
-                Ok(reply(
-                    send(&c, CustomerAction::VerifyIdentity { id, request }).await?,
-                )?)
+                Ok(send(&c, CustomerAction::VerifyIdentity { id, request }).await?)
             },
         )
         .await

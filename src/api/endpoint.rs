@@ -1,8 +1,15 @@
 //! The one endpoint wrapper (in the spirit of hyperswitch's `server_wrap`).
 //! Each operation declares an [`Endpoint`]: its credential, the gate its
-//! principal must pass (live-mode checks), its success status, whether it
-//! saves its response itself, and how its body is fingerprinted; its
-//! handler gives the body type and the `run`. The wrapper does the rest, in
+//! principal must pass (live-mode checks), its success statuses, and how its
+//! body is fingerprinted; its handler gives the body type and the `run`.
+//! The domain answers what it did ([`Outcome`]: created, updated, existing,
+//! with a typed view); the endpoint chooses the status of each kind
+//! ([`Statuses`]). A command that saves its response with its effect is
+//! handed those statuses in its [`IdempotencySave`] and answers the saved
+//! body ([`DomainAnswer`]), which is sent as it is; a find-or-create
+//! declares its `existing` status with [`Endpoint::existing_object`], and
+//! its responses of that status (replays too) carry `Existing-Object:
+//! true`. The wrapper does the rest, in
 //! the order of CONTRACT 3a: authentication and rate limits (401/403/429),
 //! the gate, the body (cap and deadline: 413/408), the Idempotency-Key
 //! (400/409/422, replays), the body's parse (400), then `run` (its lookups
@@ -14,18 +21,23 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 
+use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use kobo_actors::idempotency::IdempotencySave;
+use kobo_actors::idempotency::{
+    render, Answer as DomainAnswer, IdempotencySave, Outcome, Statuses,
+};
 use kobo_actors::paging::Page;
 use kobo_actors::query::Principal;
-use kobo_actors::{DomainError, DomainResult, ErrorCode, Kobo, Mode};
+use kobo_actors::{DomainError, DomainResult, Env, ErrorCode, Kobo, Mode};
 
 use super::body;
+use super::idempotent::Body;
+use super::params::{self, PageQuery};
 use super::{
     authenticate_for, idempotent, json_response, read_body, ApiError, ApiResult, Reply, State,
 };
@@ -87,10 +99,19 @@ pub enum Fingerprint {
 pub struct Endpoint {
     credential: Credential,
     gate: Gate,
+    /// The success status (of every kind of outcome but `existing`).
     status: u16,
-    saves_itself: bool,
+    /// The status of an [`Outcome::Existing`].
+    existing: u16,
+    /// Whether a response with the `existing` status carries
+    /// `Existing-Object: true` ([`Endpoint::existing_object`]).
+    existing_object: bool,
     fingerprint: Fingerprint,
 }
+
+/// The header of a find-or-create answered with what was there already
+/// (lowercase: the form HTTP/2 sends; HTTP/1 names are case-insensitive).
+pub const EXISTING_OBJECT: &str = "existing-object";
 
 /// The context `run` gets: the request, the state, the authenticated
 /// principal, and (on POSTs) the idempotency record to save with the
@@ -107,60 +128,60 @@ impl Call {
         &self.state.kobo
     }
 
-    /// The idempotency record, for an operation that saves its response in
-    /// its effect's batch.
+    /// The idempotency record (on POSTs), for the command to save its
+    /// response in its effect's batch.
     pub fn save(&self) -> Option<&IdempotencySave> {
         self.save.as_ref()
     }
-
-    /// The idempotency record of a POST (which always has one).
-    pub fn idem(&self) -> IdempotencySave {
-        self.save
-            .clone()
-            .expect("the wrapper gives every POST its idempotency record")
-    }
 }
 
-/// What `run` answers: a body (the endpoint's status), or a full [`Reply`].
-pub trait Outcome {
+/// What a POST's `run` answers: a domain command's [`DomainAnswer`] (the
+/// endpoint's status for its kind; the body as the command saved it, or
+/// rendered and saved here), or a body (the endpoint's status; saved here).
+pub trait IntoReply {
     fn into_reply(self, e: &Endpoint) -> Reply;
 }
 
-impl Outcome for Value {
+impl IntoReply for Value {
     fn into_reply(self, e: &Endpoint) -> Reply {
         Reply {
             status: e.status,
-            body: self,
-            saved: e.saves_itself,
+            body: Body::Json(self),
         }
     }
 }
 
-impl Outcome for Reply {
-    fn into_reply(self, _: &Endpoint) -> Reply {
-        self
+impl<V: serde::Serialize> IntoReply for DomainAnswer<V> {
+    fn into_reply(self, e: &Endpoint) -> Reply {
+        let status = e.statuses().of(self.outcome.kind());
+        let body = match self.saved {
+            Some(saved) => Body::Saved(saved),
+            None => Body::Json(render(self.outcome.view())),
+        };
+        Reply { status, body }
     }
 }
 
-/// What a read's `run` answers: a body (the endpoint's status), a full
-/// [`Reply`], or a response of its own (the event stream).
-pub trait Answer {
+/// What a read's or an operator call's `run` answers: a body (the
+/// endpoint's status), a domain [`Outcome`] (the endpoint's status for its
+/// kind), or a response of its own (the event stream).
+pub trait IntoResponse {
     fn into_response(self, e: &Endpoint) -> HttpResponse;
 }
 
-impl Answer for Value {
+impl IntoResponse for Value {
     fn into_response(self, e: &Endpoint) -> HttpResponse {
         json_response(e.status, &self)
     }
 }
 
-impl Answer for Reply {
-    fn into_response(self, _: &Endpoint) -> HttpResponse {
-        json_response(self.status, &self.body)
+impl<V: serde::Serialize> IntoResponse for Outcome<V> {
+    fn into_response(self, e: &Endpoint) -> HttpResponse {
+        json_response(e.statuses().of(self.kind()), &render(self.view()))
     }
 }
 
-impl Answer for HttpResponse {
+impl IntoResponse for HttpResponse {
     fn into_response(self, _: &Endpoint) -> HttpResponse {
         self
     }
@@ -173,7 +194,8 @@ impl Endpoint {
             credential: Credential::SecretKey,
             gate: open,
             status,
-            saves_itself: false,
+            existing: status,
+            existing_object: false,
             fingerprint: Fingerprint::Plain,
         }
     }
@@ -200,11 +222,44 @@ impl Endpoint {
         Endpoint { gate, ..self }
     }
 
-    /// `run` passes [`Call::save`] into its effect's batch.
-    pub const fn saves_itself(self) -> Self {
+    /// The status of an [`Outcome::Existing`] (what was asked for was there
+    /// already).
+    pub const fn existing(self, existing: u16) -> Self {
+        Endpoint { existing, ..self }
+    }
+
+    /// [`Endpoint::existing`], and a response with that status carries
+    /// `Existing-Object: true` (a find-or-create that found its object).
+    /// The header is derived from the status, so a replay carries it too.
+    pub const fn existing_object(self, existing: u16) -> Self {
         Endpoint {
-            saves_itself: true,
+            existing,
+            existing_object: true,
             ..self
+        }
+    }
+
+    /// Marks a response of the `existing` status ([`Endpoint::existing_object`]).
+    fn mark_existing(&self, mut resp: HttpResponse) -> HttpResponse {
+        if self.existing_object
+            && self.existing != self.status
+            && resp.status().as_u16() == self.existing
+        {
+            resp.headers_mut().insert(
+                HeaderName::from_static(EXISTING_OBJECT),
+                HeaderValue::from_static("true"),
+            );
+        }
+        resp
+    }
+
+    /// The status of each kind of outcome, handed down to the domain with
+    /// the idempotency record.
+    pub const fn statuses(&self) -> Statuses {
+        Statuses {
+            created: self.status,
+            updated: self.status,
+            existing: self.existing,
         }
     }
 
@@ -231,7 +286,7 @@ impl Endpoint {
     where
         F: FnOnce(Call) -> Fut,
         Fut: Future<Output = ApiResult<O>>,
-        O: Answer,
+        O: IntoResponse,
     {
         let p = self.authenticate(&req, &state)?;
         let call = Call {
@@ -243,28 +298,33 @@ impl Endpoint {
         Ok(run(call).await?.into_response(self))
     }
 
-    /// A GET of a newest-first list whose only query parameters are `limit`
-    /// and `starting_after` (`params`, the operation's documented list):
-    /// `read` gets the page for the caller's merchant and mode.
-    pub async fn list_page<F>(
-        &self,
-        req: HttpRequest,
-        state: State,
-        params: &'static [&'static str],
-        read: F,
-    ) -> ApiResult
+    /// A read with a query: authentication, the gate, the query's parse
+    /// into `Q` (see [`params`]), `run`, the rendering.
+    pub async fn get_with<Q, F, Fut, O>(&self, req: HttpRequest, state: State, run: F) -> ApiResult
     where
-        F: FnOnce(&Arc<Kobo>, Uuid, Mode, usize, Option<Uuid>) -> DomainResult<Page>,
+        Q: DeserializeOwned,
+        F: FnOnce(Call, Q) -> Fut,
+        Fut: Future<Output = ApiResult<O>>,
+        O: IntoResponse,
     {
         self.get(req, state, |c| async move {
-            let q = super::body::Query::parse(c.req.query_string(), params)?;
-            let page = read(
-                c.kobo(),
-                c.p.merchant.id,
-                c.p.mode,
-                q.limit()?,
-                q.uuid("starting_after")?,
-            )?;
+            let q = params::parse::<Q>(c.req.query_string())?;
+            run(c, q).await
+        })
+        .await
+    }
+
+    /// A GET of a newest-first list whose only query parameters are `limit`
+    /// and `starting_after` (`Q`, the operation's [`PageQuery`]): `read`
+    /// gets the page for the caller's merchant and mode.
+    pub async fn list_page<Q, F>(&self, req: HttpRequest, state: State, read: F) -> ApiResult
+    where
+        Q: PageQuery,
+        F: FnOnce(&Env, Uuid, Mode, usize, Option<Uuid>) -> DomainResult<Page>,
+    {
+        self.get_with(req, state, |c, q: Q| async move {
+            let (limit, starting_after) = q.page();
+            let page = read(c.kobo(), c.p.merchant.id, c.p.mode, limit, starting_after)?;
             Ok(page.to_api())
         })
         .await
@@ -283,7 +343,7 @@ impl Endpoint {
         B: DeserializeOwned,
         F: FnOnce(Call, B) -> Fut,
         Fut: Future<Output = ApiResult<O>>,
-        O: Outcome,
+        O: IntoReply,
     {
         let p = self.authenticate(&req, &state)?;
         let bytes = read_body(payload).await?;
@@ -292,17 +352,25 @@ impl Endpoint {
             Fingerprint::Keyed => Cow::Owned(keyed(&state.card_key, &bytes)),
         };
         let (req2, state2, p2, bytes) = (req.clone(), state.clone(), p.clone(), &bytes);
-        idempotent(&req, &state, &p, &fingerprint, |save| async move {
-            let parsed = body::parse::<B>(bytes)?;
-            let call = Call {
-                req: req2,
-                state: state2,
-                p: p2,
-                save: Some(save),
-            };
-            Ok(run(call, parsed).await?.into_reply(self))
-        })
-        .await
+        let resp = idempotent(
+            &req,
+            &state,
+            &p,
+            &fingerprint,
+            self.statuses(),
+            |save| async move {
+                let parsed = body::parse::<B>(bytes)?;
+                let call = Call {
+                    req: req2,
+                    state: state2,
+                    p: p2,
+                    save: Some(save),
+                };
+                Ok(run(call, parsed).await?.into_reply(self))
+            },
+        )
+        .await?;
+        Ok(self.mark_existing(resp))
     }
 }
 
@@ -313,7 +381,7 @@ impl Endpoint {
     where
         F: FnOnce(State) -> Fut,
         Fut: Future<Output = ApiResult<O>>,
-        O: Answer,
+        O: IntoResponse,
     {
         self.operator_only(&req, &state)?;
         Ok(run(state).await?.into_response(self))
@@ -332,7 +400,7 @@ impl Endpoint {
         B: DeserializeOwned,
         F: FnOnce(State, B) -> Fut,
         Fut: Future<Output = ApiResult<O>>,
-        O: Answer,
+        O: IntoResponse,
     {
         self.operator_only(&req, &state)?;
         let bytes = read_body(payload).await?;
@@ -380,4 +448,31 @@ pub fn keyed(key: &[u8; 32], body: &[u8]) -> Vec<u8> {
     h.update(key);
     h.update(body);
     hex::encode(h.finalize()).into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::http::StatusCode;
+
+    use super::*;
+
+    fn marked(e: Endpoint, status: u16) -> bool {
+        let resp = HttpResponse::build(StatusCode::from_u16(status).unwrap()).finish();
+        e.mark_existing(resp).headers().get(EXISTING_OBJECT)
+            == Some(&HeaderValue::from_static("true"))
+    }
+
+    /// `Existing-Object: true` goes with the `existing` status of an
+    /// endpoint that declared it, and with nothing else.
+    #[test]
+    fn existing_object_follows_the_existing_status() {
+        let find_or_create = Endpoint::secret_key(201).existing_object(200);
+        assert!(marked(find_or_create, 200));
+        assert!(!marked(find_or_create, 201));
+        assert!(!marked(find_or_create, 409));
+        // Declared without the header (a bank account added again).
+        assert!(!marked(Endpoint::secret_key(201).existing(200), 200));
+        // No distinct status to tell an existing object by.
+        assert!(!marked(Endpoint::secret_key(200).existing_object(200), 200));
+    }
 }

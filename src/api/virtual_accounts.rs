@@ -8,25 +8,26 @@ use sha2::{Digest, Sha256};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use kobo_actors::idempotency::Answer;
 use kobo_actors::payment_intent::{metadata_schema, PaymentIntentView};
 use kobo_actors::query::ListView;
 use kobo_actors::virtual_account::actor::{
-    AccountAction, AccountMessage, AccountReply, SimulatedTransfer,
+    AccountAction, AccountMessage, Credit, CreditMessage, SimulatedTransfer,
 };
 use kobo_actors::virtual_account::service::{
-    self, AccountFilter, CreateVirtualAccount, Created, ACCOUNT_BANKS,
+    self, AccountFilter, CreateVirtualAccount, ACCOUNT_BANKS,
 };
 use kobo_actors::virtual_account::{AccountStatus, VirtualAccountView};
 use kobo_actors::DomainError;
 
-use super::body::{self, tunnel, NoFields, Query, FIELD};
+use super::body::{self, tunnel, NoFields, FIELD};
 use super::components::{
-    BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
-    Overloaded,
+    path_id, BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound,
+    NotFoundReplayable, Overloaded,
 };
-use super::customers::mark_existing;
 use super::endpoint::{live_payments, test_mode, Call, Endpoint};
-use super::{parse_id, resource, ApiResult, Reply, State};
+use super::params;
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -45,15 +46,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 pub type VirtualAccountRef = ByRef<VirtualAccountView>;
 
-/// The `{id}` of a virtual account.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct VirtualAccountId {
+path_id!(
+    /// The `{id}` of a virtual account.
+    VirtualAccountId,
+    "virtual_account",
     /// The account's id; unknown, malformed, another merchant's or the
     /// other mode's: 404.
-    id: Uuid,
-}
+);
 
 fn preferred_bank<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     let Some(s) = body::text::<D, 6>(d)? else {
@@ -141,33 +140,38 @@ pub struct SimulateAccountTransferRequest {
     sender_account: Option<String>,
 }
 
-/// The query `GET /v1/virtual_accounts` accepts.
-pub const LIST_PARAMS: &[&str] = &[
-    "limit",
-    "starting_after",
-    "customer",
-    "status",
-    "account_number",
-];
-
-// The query of `GET /v1/virtual_accounts`; a unit test keeps these names
-// and [`LIST_PARAMS`] equal.
-#[derive(IntoParams)]
+/// The query of `GET /v1/virtual_accounts`.
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct ListVirtualAccountsQuery {
     /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
+    #[param(value_type = Option<u8>, minimum = 1, maximum = 100, default = 20)]
+    #[serde(deserialize_with = "params::limit")]
+    limit: usize,
     /// The id of the last account of the previous page.
+    #[serde(deserialize_with = "params::uuid")]
     starting_after: Option<Uuid>,
     /// Only this customer's accounts.
+    #[serde(deserialize_with = "params::uuid")]
     customer: Option<Uuid>,
     /// Only accounts in this status.
     #[param(inline)]
+    #[serde(deserialize_with = "params::one_of")]
     status: Option<AccountStatus>,
     /// Only the account with this number.
     account_number: Option<String>,
+}
+
+impl From<ListVirtualAccountsQuery> for AccountFilter {
+    fn from(q: ListVirtualAccountsQuery) -> Self {
+        AccountFilter {
+            limit: q.limit,
+            starting_after: q.starting_after,
+            customer: q.customer,
+            status: q.status,
+            account_number: q.account_number,
+        }
+    }
 }
 
 /// Create a virtual account
@@ -199,8 +203,10 @@ pub struct ListVirtualAccountsQuery {
     )
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    const CREATE: Endpoint = Endpoint::secret_key(201).gate(live_payments).saves_itself();
-    let resp = CREATE
+    const CREATE: Endpoint = Endpoint::secret_key(201)
+        .existing_object(200)
+        .gate(live_payments);
+    CREATE
         .post(
             req,
             state,
@@ -212,21 +218,10 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
                     metadata: body.metadata,
                 };
                 let deps = c.kobo().virtual_accounts.deps();
-                let created =
-                    service::create(deps, &c.p.merchant, c.p.mode, request, c.save()).await?;
-                Ok(match created {
-                    Created::New(a) => Reply::saved(201, a.to_api()),
-                    // Not saved yet: the wrapper saves it.
-                    Created::Existing(a) => Reply {
-                        status: 200,
-                        body: a.to_api(),
-                        saved: false,
-                    },
-                })
+                Ok(service::create(deps, &c.p.merchant, c.p.mode, request, c.save()).await?)
             },
         )
-        .await?;
-    Ok(mark_existing(resp))
+        .await
 }
 
 /// List virtual accounts
@@ -245,24 +240,18 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let q = Query::parse(c.req.query_string(), LIST_PARAMS)?;
-            let filter = AccountFilter {
-                limit: q.limit()?,
-                starting_after: q.uuid("starting_after")?,
-                customer: q.uuid("customer")?,
-                status: q.one_of("status", AccountStatus::parse, "a virtual account status")?,
-                account_number: q.get("account_number").map(str::to_string),
-            };
+        .get_with(req, state, |c, q: ListVirtualAccountsQuery| async move {
+            let filter = q.into();
             let page = service::list(c.kobo(), c.p.merchant.id, c.p.mode, &filter)?;
-            Ok(serde_json::to_value(page).expect("a list serializes"))
+            Ok(page.to_api())
         })
         .await
 }
 
+/// The `{id}` of the call's path.
 fn account_id(c: &Call) -> Result<Uuid, DomainError> {
     let raw = c.req.match_info().get("id").unwrap_or_default();
-    parse_id(raw, "virtual_account").map_err(|e| e.0)
+    Ok(VirtualAccountId::parse(raw).map_err(|e| e.0)?.id)
 }
 
 /// Retrieve a virtual account
@@ -286,21 +275,24 @@ async fn retrieve(req: HttpRequest, state: State) -> ApiResult {
         .await
 }
 
-/// Sends `action` to the account's actor, after checking it is the
-/// caller's (unknown ids never activate an actor).
-async fn act(c: &Call, action: AccountAction, idem: bool) -> Result<Value, DomainError> {
+/// The caller's account of the path, checked before its actor is asked
+/// (unknown ids never activate an actor).
+fn own_account(c: &Call) -> Result<Uuid, DomainError> {
     let id = account_id(c)?;
     service::own(c.kobo(), c.p.merchant.id, c.p.mode, id)?;
+    Ok(id)
+}
+
+/// Sends `action` to the account's actor.
+async fn act(c: &Call, action: AccountAction) -> Result<Answer<VirtualAccountView>, DomainError> {
+    let id = own_account(c)?;
     let msg = AccountMessage {
         merchant: c.p.merchant.id,
         mode: c.p.mode,
         action,
-        idem: if idem { c.save.clone() } else { None },
+        idem: c.save.clone(),
     };
-    match c.kobo().virtual_accounts.send(id, msg).await?? {
-        AccountReply::Account(a) => Ok(a.to_api()),
-        AccountReply::Payment(p) => Ok(p.to_api(None)),
-    }
+    c.kobo().virtual_accounts.send(id, msg).await?
 }
 
 /// Refresh a virtual account
@@ -326,7 +318,7 @@ async fn act(c: &Call, action: AccountAction, idem: bool) -> Result<Value, Domai
 async fn refresh(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     Endpoint::secret_key(200)
         .post(req, state, payload, |c, _: NoFields| async move {
-            Ok(act(&c, AccountAction::Refresh, false).await?)
+            Ok(act(&c, AccountAction::Refresh).await?)
         })
         .await
 }
@@ -353,10 +345,8 @@ async fn refresh(req: HttpRequest, state: State, payload: web::Payload) -> ApiRe
 )]
 async fn deactivate(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     Endpoint::secret_key(200)
-        .saves_itself()
         .post(req, state, payload, |c, _: NoFields| async move {
-            let view = act(&c, AccountAction::Deactivate, true).await?;
-            Ok(Reply::saved(200, view))
+            Ok(act(&c, AccountAction::Deactivate).await?)
         })
         .await
 }
@@ -403,10 +393,13 @@ async fn simulate_transfer(req: HttpRequest, state: State, payload: web::Payload
             state,
             payload,
             |c, body: SimulateAccountTransferRequest| async move {
-                let id = account_id(&c)?;
+                let id = own_account(&c)?;
                 let session_id = match body.session_id {
                     Some(s) => s,
-                    None => derived_session_id(id, &c.idem().key),
+                    None => {
+                        let key = c.save().map(|s| s.key.as_str()).unwrap_or_default();
+                        derived_session_id(id, key)
+                    }
                 };
                 let transfer = SimulatedTransfer {
                     amount: body.amount,
@@ -414,7 +407,13 @@ async fn simulate_transfer(req: HttpRequest, state: State, payload: web::Payload
                     sender_name: body.sender_name,
                     sender_account_number: body.sender_account,
                 };
-                Ok(act(&c, AccountAction::SimulateTransfer(transfer), false).await?)
+                let msg = CreditMessage {
+                    merchant: c.p.merchant.id,
+                    mode: c.p.mode,
+                    credit: Credit::Simulated(transfer),
+                    idem: c.save.clone(),
+                };
+                Ok(c.kobo().virtual_accounts.send(id, msg).await??)
             },
         )
         .await
@@ -424,7 +423,6 @@ async fn simulate_transfer(req: HttpRequest, state: State, payload: web::Payload
 mod tests {
     use std::collections::BTreeSet;
 
-    use utoipa::openapi::path::ParameterIn;
     use utoipa::PartialSchema;
 
     use super::*;
@@ -453,12 +451,6 @@ mod tests {
             property_names::<SimulateAccountTransferRequest>(),
             names(body::fields_of::<SimulateAccountTransferRequest>())
         );
-        let params: BTreeSet<String> =
-            ListVirtualAccountsQuery::into_params(|| Some(ParameterIn::Query))
-                .into_iter()
-                .map(|p| p.name)
-                .collect();
-        assert_eq!(params, names(LIST_PARAMS));
         let create = serde_json::to_value(CreateVirtualAccountRequest::schema()).unwrap();
         assert_eq!(
             create["properties"]["preferred_bank"]["pattern"],

@@ -11,12 +11,16 @@
 //!   `customer_exists`);
 //! - a delete checks what uses the customer ([`super::deps::InUse`]) while
 //!   no link can be made: objects that link to a customer (mandates,
-//!   virtual accounts) commit through [`CustomerAction::Link`] here.
+//!   virtual accounts) commit through a [`Link`] here.
 //!
-//! Every command that answers a customer saves the idempotent response in
-//! its own batch.
+//! Each message answers its own type: a customer command
+//! ([`CustomerMessage`]) and a delete ([`DeleteCustomer`]) the typed
+//! [`Answer`] of their view (`Created`, `Updated`, or `Existing` for a
+//! create that found the email's customer), saved with their change
+//! ([`Answer::save`]; unsaved when nothing changed, for the idempotency
+//! layer to save); a link ([`Link`]) what its builder made (the linked
+//! object's saved `Answer`), with the commit's result.
 
-use std::fmt;
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -26,9 +30,12 @@ use kobo_storage::{Batch, CommitError, Table};
 
 use super::deps::CustomerDeps;
 use super::identity::IdentityRequest;
-use super::{load, Customer, CustomerPatch, Identity, NewCustomer};
+use super::steps::commit_answer;
+use super::{
+    load, Customer, CustomerPatch, CustomerView, DeletedCustomerView, Identity, NewCustomer,
+};
 use crate::error::{DomainError, DomainResult, ErrorCode};
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, Mode};
 use crate::registry::{run_once, Activation, Registry, VirtualActor};
 use crate::timer::{Timer, TimerKind};
@@ -51,24 +58,11 @@ pub enum LinkTo {
     Email { email: String, name: Option<String> },
 }
 
-/// Makes the batch of an object that links to a customer.
-pub type BuildFn = dyn Fn(&Customer) -> DomainResult<Batch> + Send + Sync;
-
-/// Builds the batch of the object that links to the customer it is given
-/// (checks included: an error refuses the link).
-#[derive(Clone)]
-pub struct LinkBuild(pub Arc<BuildFn>);
-
-impl fmt::Debug for LinkBuild {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("LinkBuild(..)")
-    }
-}
-
+/// A command that answers a customer.
 #[derive(Debug, Clone)]
 pub enum CustomerAction {
-    /// `POST /v1/customers`: a new customer, or the live customer of the
-    /// email, unchanged.
+    /// `POST /v1/customers`: a new customer (`Created`), or the live
+    /// customer of the email, unchanged (`Existing`).
     Create(NewCustomer),
     /// The customer of `email`, found or made (payment intents).
     FindOrCreate {
@@ -79,49 +73,67 @@ pub enum CustomerAction {
         id: Uuid,
         patch: CustomerPatch,
     },
-    Delete {
-        id: Uuid,
-    },
     VerifyIdentity {
         id: Uuid,
         request: IdentityRequest,
     },
-    /// The identity check timer fired.
-    IdentityTimer {
-        id: Uuid,
-        timer_key: Vec<u8>,
-    },
-    /// Commits the batch `build` makes for the customer (a live customer
-    /// of this scope, 404 with `param: customer` otherwise).
-    Link {
-        to: LinkTo,
-        build: LinkBuild,
-    },
-}
-
-#[derive(Debug)]
-pub enum Outcome {
-    /// A new customer.
-    Created(Customer),
-    /// The live customer of that email, unchanged.
-    Existing(Customer),
-    /// The customer after an update or an identity request.
-    Changed(Customer),
-    Deleted(Customer),
-    /// The link's customer and its commit (a precondition of the built
-    /// batch may refuse it).
-    Linked {
-        customer: Customer,
-        result: Result<(), CommitError>,
-    },
-    Done,
 }
 
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "DomainResult<Outcome>")]
+#[rtype(result = "DomainResult<Answer<CustomerView>>")]
 pub struct CustomerMessage {
     pub action: CustomerAction,
     pub idem: Option<IdempotencySave>,
+}
+
+/// Deletes a customer (409 `customer_in_use` while something uses it).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "DomainResult<Answer<DeletedCustomerView>>")]
+pub struct DeleteCustomer {
+    pub id: Uuid,
+    pub idem: Option<IdempotencySave>,
+}
+
+/// The identity check timer fired.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "DomainResult<()>")]
+pub struct IdentityTimer {
+    pub id: Uuid,
+    pub timer_key: Vec<u8>,
+}
+
+/// Makes the batch of an object that links to the customer it is given,
+/// with what the link answers (the object's [`Answer`], saved in that
+/// batch); its checks included: an error refuses the link.
+pub type BuildFn<T> = dyn Fn(&Customer) -> DomainResult<(Batch, T)> + Send + Sync;
+
+/// Commits the batch `build` makes for the customer (a live customer of
+/// this scope, 404 with `param: customer` otherwise).
+pub struct Link<T> {
+    pub to: LinkTo,
+    pub build: Arc<BuildFn<T>>,
+}
+
+impl<T> Clone for Link<T> {
+    fn clone(&self) -> Self {
+        Link {
+            to: self.to.clone(),
+            build: self.build.clone(),
+        }
+    }
+}
+
+impl<T: 'static> Message for Link<T> {
+    type Result = DomainResult<Linked<T>>;
+}
+
+/// A link's customer, what its builder made, and the commit (a
+/// precondition of the built batch may refuse it).
+#[derive(Debug)]
+pub struct Linked<T> {
+    pub customer: Customer,
+    pub built: T,
+    pub result: Result<(), CommitError>,
 }
 
 impl Actor for CustomerDirectory {
@@ -140,17 +152,55 @@ impl VirtualActor for CustomerDirectory {
     }
 }
 
-impl Handler<CustomerMessage> for CustomerDirectory {
-    type Result = AtomicResponse<Self, DomainResult<Outcome>>;
-    fn handle(&mut self, msg: CustomerMessage, _: &mut Context<Self>) -> Self::Result {
+impl CustomerDirectory {
+    /// Runs `work` (given the handles and the scope) as this message.
+    fn run<T, F, Fut>(&mut self, work: F) -> AtomicResponse<Self, DomainResult<T>>
+    where
+        T: 'static,
+        F: FnOnce(Arc<CustomerDeps>, Scope) -> Fut,
+        Fut: std::future::Future<Output = DomainResult<T>> + 'static,
+    {
         self.activation.touch();
-        let k = self.activation.deps.clone();
-        let scope = self.activation.key;
-        run_once(self, async move { process(&k, scope, msg).await })
+        let work = work(self.activation.deps.clone(), self.activation.key);
+        run_once(self, work)
     }
 }
 
-async fn process(k: &CustomerDeps, scope: Scope, msg: CustomerMessage) -> DomainResult<Outcome> {
+impl Handler<CustomerMessage> for CustomerDirectory {
+    type Result = AtomicResponse<Self, DomainResult<Answer<CustomerView>>>;
+    fn handle(&mut self, msg: CustomerMessage, _: &mut Context<Self>) -> Self::Result {
+        self.run(|k, scope| async move { process(&k, scope, msg).await })
+    }
+}
+
+impl Handler<DeleteCustomer> for CustomerDirectory {
+    type Result = AtomicResponse<Self, DomainResult<Answer<DeletedCustomerView>>>;
+    fn handle(&mut self, msg: DeleteCustomer, _: &mut Context<Self>) -> Self::Result {
+        self.run(|k, scope| async move { delete(&k, scope, msg.id, msg.idem.as_ref()).await })
+    }
+}
+
+impl Handler<IdentityTimer> for CustomerDirectory {
+    type Result = AtomicResponse<Self, DomainResult<()>>;
+    fn handle(&mut self, msg: IdentityTimer, _: &mut Context<Self>) -> Self::Result {
+        self.run(|k, scope| async move {
+            super::steps::identity_timer(&k, scope, msg.id, msg.timer_key).await
+        })
+    }
+}
+
+impl<T: Send + 'static> Handler<Link<T>> for CustomerDirectory {
+    type Result = AtomicResponse<Self, DomainResult<Linked<T>>>;
+    fn handle(&mut self, msg: Link<T>, _: &mut Context<Self>) -> Self::Result {
+        self.run(|k, scope| async move { link(&k, scope, msg).await })
+    }
+}
+
+async fn process(
+    k: &CustomerDeps,
+    scope: Scope,
+    msg: CustomerMessage,
+) -> DomainResult<Answer<CustomerView>> {
     let idem = msg.idem.as_ref();
     match msg.action {
         CustomerAction::Create(new) => create(k, scope, new, idem).await,
@@ -163,39 +213,9 @@ async fn process(k: &CustomerDeps, scope: Scope, msg: CustomerMessage) -> Domain
             create(k, scope, new, None).await
         }
         CustomerAction::Update { id, patch } => update(k, scope, id, patch, idem).await,
-        CustomerAction::Delete { id } => delete(k, scope, id, idem).await,
         CustomerAction::VerifyIdentity { id, request } => {
-            super::service::verify_identity(k, scope, id, request, idem).await
+            super::steps::verify_identity(k, scope, id, request, idem).await
         }
-        CustomerAction::IdentityTimer { id, timer_key } => {
-            super::service::identity_timer(k, scope, id, timer_key).await
-        }
-        CustomerAction::Link { to, build } => link(k, scope, to, build).await,
-    }
-}
-
-/// Commits `batch` with the saved response (`status`, the customer's view
-/// or `body`).
-pub(super) async fn commit(
-    k: &CustomerDeps,
-    mut batch: Batch,
-    idem: Option<&IdempotencySave>,
-    status: u16,
-    body: &serde_json::Value,
-) -> DomainResult<()> {
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, status, &body.to_string(), k.clock.now());
-    }
-    if batch.is_empty() {
-        return Ok(());
-    }
-    match k.writer.commit(batch).await {
-        Ok(()) => Ok(()),
-        Err(CommitError::Conflict { .. }) => Err(DomainError::state(
-            ErrorCode::CustomerExists,
-            "another customer of this mode has this email",
-        )),
-        Err(e) => Err(DomainError::internal(e.to_string())),
     }
 }
 
@@ -249,23 +269,23 @@ fn new_customer(
     })
 }
 
+/// A new customer, or the live customer of the email unchanged (nothing
+/// to commit: the idempotency layer saves that answer).
 async fn create(
     k: &CustomerDeps,
     scope: Scope,
     new: NewCustomer,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<Outcome> {
+) -> DomainResult<Answer<CustomerView>> {
     if let Some(email) = &new.email {
         if let Some(c) = by_email(k, scope, email)? {
-            commit(k, Batch::new(), idem, 200, &c.to_api()).await?;
-            return Ok(Outcome::Existing(c));
+            return Ok(Answer::unsaved(Outcome::Existing(c.view())));
         }
     }
     let c = new_customer(k, scope, new)?;
     let mut batch = Batch::new();
     c.add_to(&mut batch);
-    commit(k, batch, idem, 201, &c.to_api()).await?;
-    Ok(Outcome::Created(c))
+    commit_answer(k, Outcome::Created(c.view()), idem, batch).await
 }
 
 async fn update(
@@ -274,7 +294,7 @@ async fn update(
     id: Uuid,
     patch: CustomerPatch,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<Outcome> {
+) -> DomainResult<Answer<CustomerView>> {
     let c = load(k, scope.0, scope.1, id)?;
     let after = patch.apply(&c, k.clock.now())?;
     if let Some(email) = after.email.as_deref() {
@@ -289,8 +309,7 @@ async fn update(
     if after != c {
         c.update_in(&after, &mut batch);
     }
-    commit(k, batch, idem, 200, &after.to_api()).await?;
-    Ok(Outcome::Changed(after))
+    commit_answer(k, Outcome::Updated(after.view()), idem, batch).await
 }
 
 async fn delete(
@@ -298,7 +317,7 @@ async fn delete(
     scope: Scope,
     id: Uuid,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<Outcome> {
+) -> DomainResult<Answer<DeletedCustomerView>> {
     let c = load(k, scope.0, scope.1, id)?;
     for in_use in &k.in_use {
         if let Some(what) = in_use(&k.env, scope.0, scope.1, id)? {
@@ -321,18 +340,11 @@ async fn delete(
         );
     }
     c.delete_in(&after, &mut batch);
-    let body = serde_json::to_value(after.deleted_view()).expect("a deleted view serializes");
-    commit(k, batch, idem, 200, &body).await?;
-    Ok(Outcome::Deleted(after))
+    commit_answer(k, Outcome::Updated(after.deleted_view()), idem, batch).await
 }
 
-async fn link(
-    k: &CustomerDeps,
-    scope: Scope,
-    to: LinkTo,
-    build: LinkBuild,
-) -> DomainResult<Outcome> {
-    let (customer, mut batch) = match to {
+async fn link<T>(k: &CustomerDeps, scope: Scope, msg: Link<T>) -> DomainResult<Linked<T>> {
+    let (customer, mut batch) = match msg.to {
         LinkTo::Id(id) => (
             load(k, scope.0, scope.1, id).map_err(|e| e.with_param("customer"))?,
             Batch::new(),
@@ -352,22 +364,38 @@ async fn link(
             }
         },
     };
-    batch.append((build.0)(&customer)?);
+    let (built_batch, built) = (msg.build)(&customer)?;
+    batch.append(built_batch);
     let result = match k.writer.commit(batch).await {
         Err(CommitError::Closed) => return Err(DomainError::internal("the store writer stopped")),
         r => r,
     };
-    Ok(Outcome::Linked { customer, result })
+    Ok(Linked {
+        customer,
+        built,
+        result,
+    })
 }
 
-/// Sends `action` to the directory of `scope`.
+/// Sends a command to the directory of `scope`.
 pub async fn send(
     customers: &Customers,
     scope: Scope,
     action: CustomerAction,
     idem: Option<IdempotencySave>,
-) -> DomainResult<Outcome> {
+) -> DomainResult<Answer<CustomerView>> {
     customers
         .send(scope, CustomerMessage { action, idem })
         .await?
+}
+
+/// Commits, through the directory of `scope`, the batch `build` makes for
+/// the customer `to` names.
+pub async fn link_to<T: Send + 'static>(
+    customers: &Customers,
+    scope: Scope,
+    to: LinkTo,
+    build: Arc<BuildFn<T>>,
+) -> DomainResult<Linked<T>> {
+    customers.send(scope, Link { to, build }).await?
 }

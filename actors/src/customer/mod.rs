@@ -11,15 +11,18 @@
 //! while something that uses it is being made.
 //!
 //! Files: this one holds the stored object, its view and keys;
-//! `directory.rs` the actor and its commands; `identity.rs` BVN checks
-//! (the providers, the sandbox); `service.rs` reads, lists and the helpers
-//! other resources call; `deps.rs` the actor's handles.
+//! `directory.rs` the actor and its commands; `steps.rs` the directory's
+//! writing steps (commits with their saved answers, the identity request
+//! and its timer); `identity.rs` BVN checks (the providers, the sandbox);
+//! `service.rs` reads, lists and the helpers other resources call;
+//! `deps.rs` the actor's handles.
 
 pub mod deps;
 pub mod directory;
 pub mod identity;
 mod patch;
 pub mod service;
+mod steps;
 
 pub use patch::{CustomerPatch, Field, NewCustomer};
 
@@ -323,10 +326,6 @@ impl Customer {
             batch.delete(table, key);
         }
     }
-
-    pub fn is_blocked(&self) -> bool {
-        self.risk_action == RiskAction::Deny
-    }
 }
 
 /// The email index key: the address lowercased (addresses are compared
@@ -354,10 +353,15 @@ pub fn load(kobo: &Env, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<Cu
 
 /// 409 `customer_blocked` for a customer whose `risk_action` is `deny`.
 pub fn check_not_blocked(c: &Customer) -> DomainResult<()> {
-    if c.is_blocked() {
+    refuse_blocked(c.id, c.risk_action)
+}
+
+/// 409 `customer_blocked` when customer `id`'s `risk_action` is `deny`.
+pub fn refuse_blocked(id: Uuid, risk_action: RiskAction) -> DomainResult<()> {
+    if risk_action == RiskAction::Deny {
         return Err(DomainError::state(
             ErrorCode::CustomerBlocked,
-            format!("customer {} is blocked (risk_action: deny)", c.id),
+            format!("customer {id} is blocked (risk_action: deny)"),
         ));
     }
     Ok(())

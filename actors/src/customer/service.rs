@@ -1,26 +1,16 @@
-//! Customer reads and lists, identity checks (run by the directory), the
-//! customer of a new payment, and the index backfill of customers stored
-//! before the indexes existed.
+//! Customer reads and lists, the customer of a new payment, and the index
+//! backfill of customers stored before the indexes existed.
 
-use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
-use super::deps::CustomerDeps;
-use super::directory::{self, by_email, commit, CustomerAction, Customers, Outcome};
-use super::identity::{IdentityAnswer, IdentityRequest};
-use super::{
-    check_not_blocked, identity_check_interval, identity_check_window, load, phone_prefix,
-    Customer, IdentityStatus, RiskAction,
-};
+use super::directory::{self, by_email, CustomerAction, Customers};
+use super::{load, phone_prefix, refuse_blocked, Customer, RiskAction};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
-use crate::event::{self, Event};
-use crate::idempotency::IdempotencySave;
 use crate::ids::{scope_key, Mode};
-use crate::paging::{scan_typed, ListView};
-use crate::timer::{Timer, TimerKind};
+use crate::paging::{Page, Walk};
 
 type Scope = (Uuid, Mode);
 
@@ -52,12 +42,7 @@ impl CustomerFilter {
 /// Newest first, with a cursor (a customer of this merchant and mode, else
 /// 400 on `starting_after`). The most selective filter picks the index
 /// (email, then phone, brand, risk action); the others filter.
-pub fn list(
-    kobo: &Env,
-    merchant: Uuid,
-    mode: Mode,
-    f: &CustomerFilter,
-) -> DomainResult<ListView<super::CustomerView>> {
+pub fn list(kobo: &Env, merchant: Uuid, mode: Mode, f: &CustomerFilter) -> DomainResult<Page> {
     let before = match f.starting_after {
         Some(id) => {
             let c: Option<Customer> = kobo
@@ -80,8 +65,10 @@ pub fn list(
         // One live customer per email: the page is it, or nothing.
         let found = by_email(kobo, (merchant, mode), email)?
             .filter(|c| f.keeps(c) && before.is_none_or(|s| c.seq < s));
-        let data = found.iter().map(Customer::view).collect();
-        return Ok(ListView::page(data, false));
+        return Ok(Page {
+            data: found.iter().map(Customer::to_api).collect(),
+            has_more: false,
+        });
     }
     let scope = || scope_key(merchant, mode);
     let (index, prefix) = match (&f.phone, f.brand, f.risk_action) {
@@ -93,18 +80,14 @@ pub fn list(
         (None, None, Some(r)) => (Table::CustomerRiskIndex, scope().u8(r.byte()).build()),
         (None, None, None) => (Table::CustomerIndex, scope().build()),
     };
-    let (data, has_more) = scan_typed(
-        kobo,
-        (Table::Customers, index),
-        &prefix,
-        before,
-        f.limit,
-        |c: &Customer| f.keeps(c),
-    )?;
-    Ok(ListView::page(
-        data.iter().map(Customer::view).collect(),
-        has_more,
-    ))
+    let walk = Walk {
+        objects: Table::Customers,
+        index,
+        prefix: &prefix,
+        before_seq: before,
+        limit: f.limit,
+    };
+    walk.page(kobo, |c: &Customer| f.keeps(c), Customer::to_api)
 }
 
 /// The customer a new payment belongs to: `customer` (a live customer of
@@ -119,138 +102,28 @@ pub async fn for_payment(
     customer: Option<Uuid>,
     email: Option<&str>,
 ) -> DomainResult<Option<Uuid>> {
-    let c = match (customer, email) {
-        (Some(id), _) => load(kobo, merchant, mode, id).map_err(|e| e.with_param("customer"))?,
+    let (id, risk_action) = match (customer, email) {
+        (Some(id), _) => {
+            let c = load(kobo, merchant, mode, id).map_err(|e| e.with_param("customer"))?;
+            (c.id, c.risk_action)
+        }
         (None, Some(email)) => match by_email(kobo, (merchant, mode), email)? {
             // The common case, a returning customer, needs no directory.
-            Some(c) => c,
+            Some(c) => (c.id, c.risk_action),
             None => {
                 let action = CustomerAction::FindOrCreate {
                     email: email.to_string(),
                     brand: Some(brand),
                 };
-                match directory::send(customers, (merchant, mode), action, None).await? {
-                    Outcome::Created(c) | Outcome::Existing(c) => c,
-                    other => return Err(DomainError::internal(format!("{other:?}"))),
-                }
+                let answer = directory::send(customers, (merchant, mode), action, None).await?;
+                let c = answer.view();
+                (c.id, c.risk_action)
             }
         },
         (None, None) => return Ok(None),
     };
-    check_not_blocked(&c)?;
-    Ok(Some(c.id))
-}
-
-fn last4(s: &str) -> String {
-    s[s.len().saturating_sub(4)..].to_string()
-}
-
-/// `verify_identity` (in the directory): hands the check to the provider
-/// and makes the identity `pending` with a check timer. A verified
-/// customer is answered unchanged.
-pub(super) async fn verify_identity(
-    k: &CustomerDeps,
-    scope: Scope,
-    id: Uuid,
-    request: IdentityRequest,
-    idem: Option<&IdempotencySave>,
-) -> DomainResult<Outcome> {
-    let c = load(k, scope.0, scope.1, id)?;
-    if c.identity.status == IdentityStatus::Verified {
-        commit(k, Batch::new(), idem, 200, &c.to_api()).await?;
-        return Ok(Outcome::Changed(c));
-    }
-    let reference = Uuid::new_v4();
-    k.identity
-        .for_mode(scope.1)
-        .submit(reference, &request)
-        .await?;
-    let now = k.clock.now();
-    let mut batch = Batch::new();
-    if let Some(due) = c.identity.check_due {
-        batch.delete(Table::Timers, timer_key(due, id));
-    }
-    let due = now + identity_check_interval();
-    let mut after = c.clone();
-    after.identity = super::Identity {
-        status: IdentityStatus::Pending,
-        bvn_last4: Some(request.bvn.last4()),
-        bank_code: Some(request.bank_code.clone()),
-        account_number_last4: Some(last4(&request.account_number)),
-        failure_reason: None,
-        requested_at: Some(now),
-        verified_at: None,
-        reference: Some(reference),
-        check_due: Some(due),
-    };
-    after.updated_at = Some(now);
-    Timer::new(TimerKind::CustomerIdentityCheck, id, scope.0, scope.1).schedule(&mut batch, due);
-    c.update_in(&after, &mut batch);
-    commit(k, batch, idem, 200, &after.to_api()).await?;
-    Ok(Outcome::Changed(after))
-}
-
-fn timer_key(due: DateTime<Utc>, id: Uuid) -> Vec<u8> {
-    Timer::key(due, TimerKind::CustomerIdentityCheck, id)
-}
-
-/// The identity check timer (in the directory): asks the provider; a
-/// verdict moves the identity and records its event; still pending, the
-/// next check is set while the check window lasts.
-pub(super) async fn identity_timer(
-    k: &CustomerDeps,
-    scope: Scope,
-    id: Uuid,
-    fired: Vec<u8>,
-) -> DomainResult<Outcome> {
-    let mut batch = Batch::new();
-    batch.delete(Table::Timers, fired.clone());
-    let c = match load(k, scope.0, scope.1, id) {
-        Ok(c) => Some(c),
-        Err(e) if e.code == crate::error::ErrorCode::ResourceMissing => None,
-        Err(e) => return Err(e),
-    };
-    let live = c.as_ref().filter(|c| {
-        c.identity.status == IdentityStatus::Pending
-            && c.identity.check_due.map(|d| timer_key(d, id)) == Some(fired.clone())
-    });
-    let (Some(c), Some(reference)) = (live, live.and_then(|c| c.identity.reference)) else {
-        commit(k, batch, None, 200, &serde_json::Value::Null).await?;
-        return Ok(Outcome::Done);
-    };
-    let answer = k.identity.for_mode(scope.1).status(reference).await?;
-    let now = k.clock.now();
-    let mut after = c.clone();
-    after.identity.check_due = None;
-    let event = match answer {
-        IdentityAnswer::Verified => {
-            after.identity.status = IdentityStatus::Verified;
-            after.identity.verified_at = Some(now);
-            Some(event::CUSTOMER_IDENTITY_VERIFIED)
-        }
-        IdentityAnswer::Failed(reason) => {
-            after.identity.status = IdentityStatus::Failed;
-            after.identity.failure_reason = Some(reason);
-            Some(event::CUSTOMER_IDENTITY_FAILED)
-        }
-        IdentityAnswer::Pending => {
-            let requested = c.identity.requested_at.unwrap_or(now);
-            if now < requested + identity_check_window() {
-                let due = now + identity_check_interval();
-                after.identity.check_due = Some(due);
-                Timer::new(TimerKind::CustomerIdentityCheck, id, scope.0, scope.1)
-                    .schedule(&mut batch, due);
-            }
-            None
-        }
-    };
-    if let Some(t) = event {
-        after.updated_at = Some(now);
-        Event::record(k, scope, t, after.to_api(), now, &mut batch);
-    }
-    c.update_in(&after, &mut batch);
-    commit(k, batch, None, 200, &serde_json::Value::Null).await?;
-    Ok(Outcome::Done)
+    refuse_blocked(id, risk_action)?;
+    Ok(Some(id))
 }
 
 /// The meta key marking the customer index backfill done.

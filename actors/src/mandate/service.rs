@@ -1,19 +1,22 @@
 //! Creating mandates (through the customer directory, which finds or
 //! makes the customer of an email), loads and lists.
 
-use serde_json::Value;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use kobo_storage::{Batch, KeyBuf, Table};
 
-use crate::customer::directory::{self, CustomerAction, LinkBuild, LinkTo, Outcome};
+use crate::customer::directory::{self, BuildFn, LinkTo};
 use crate::customer::Customer;
+use crate::direct_debit::MandateProviders;
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, random_base62, scope_key, Mode};
-use crate::mandate::{approval_window, check_interval, Mandate, MandateStatus};
-use crate::paging::Page;
+use crate::mandate::{approval_window, check_interval, Mandate, MandateStatus, MandateView};
+use crate::paging::{Page, Walk};
 use crate::timer::{Timer, TimerKind};
 
 /// A validated create request.
@@ -67,17 +70,16 @@ pub fn by_authorization_reference(kobo: &Env, reference: &str) -> DomainResult<O
 }
 
 /// What a new mandate is made of before its customer is known.
-#[derive(Clone)]
 struct Draft {
     id: Uuid,
     merchant: Uuid,
     mode: Mode,
     seq: u64,
-    now: chrono::DateTime<chrono::Utc>,
+    now: DateTime<Utc>,
     reference: String,
     customer_name: Option<String>,
     callback_url: Option<String>,
-    providers: std::sync::Arc<crate::direct_debit::MandateProviders>,
+    providers: Arc<MandateProviders>,
     base_url: String,
 }
 
@@ -116,51 +118,18 @@ impl Draft {
     }
 }
 
-/// A new mandate's batch: the object, its list indexes, its periodic-check
-/// and expiry timers and the saved response.
-fn mandate_batch(m: &Mandate, idem: Option<&IdempotencySave>) -> Batch {
-    let (id, merchant, mode) = (m.id, m.merchant, m.mode);
-    let mut batch = Batch::new();
-    batch
-        .put(Table::Mandates, id.as_bytes().to_vec(), m)
-        .put_raw(
-            Table::MandateIndex,
-            list_key(merchant, mode, m.seq),
-            id.as_bytes().to_vec(),
-        )
-        .put_raw(
-            Table::MandateStatusIndex,
-            status_prefix(merchant, mode, m.status).u64(m.seq).build(),
-            id.as_bytes().to_vec(),
-        )
-        .put_raw(
-            Table::MandateCustomerIndex,
-            customer_prefix(merchant, mode, m.customer)
-                .u64(m.seq)
-                .build(),
-            id.as_bytes().to_vec(),
-        )
-        .note_seq(m.seq);
-    if let Some(due) = m.check_due {
-        Timer::new(TimerKind::MandateCheck, id, merchant, mode).schedule(&mut batch, due);
-    }
-    Timer::new(TimerKind::MandateExpire, id, merchant, mode).schedule(&mut batch, m.expires_at);
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 201, &m.to_api().to_string(), m.created_at);
-    }
-    batch
-}
-
 /// Creates a pending mandate for `customer`, or for the customer of
-/// `customer_email` (found, or made in the same batch): committed through
-/// the customer directory, so the customer cannot be deleted meanwhile.
+/// `customer_email` (found, or made in the same batch): the mandate, its
+/// list indexes, its periodic-check and expiry timers and the saved
+/// response in one batch, committed through the customer directory, so
+/// the customer cannot be deleted meanwhile.
 pub async fn create(
     kobo: &super::deps::MandateDeps,
     merchant: Uuid,
     mode: Mode,
     req: CreateMandate,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<Mandate> {
+) -> DomainResult<Answer<MandateView>> {
     let to = match (req.customer, req.customer_email) {
         (Some(id), None) => LinkTo::Id(id),
         (None, Some(email)) => LinkTo::Email {
@@ -189,18 +158,19 @@ pub async fn create(
         providers: kobo.mandate_providers.clone(),
         base_url: kobo.config.base_url.clone(),
     };
-    let (d, idem) = (draft.clone(), idem.cloned());
-    let build = LinkBuild(std::sync::Arc::new(move |c: &Customer| {
-        Ok(mandate_batch(&d.mandate(c)?, idem.as_ref()))
-    }));
-    let action = CustomerAction::Link { to, build };
-    match directory::send(&kobo.customers, (merchant, mode), action, None).await? {
-        Outcome::Linked {
-            customer,
-            result: Ok(()),
-        } => draft.mandate(&customer),
-        other => Err(DomainError::internal(format!(
-            "a mandate's commit failed: {other:?}"
+    let idem = idem.cloned();
+    let build: Arc<BuildFn<_>> = Arc::new(move |c: &Customer| {
+        let m = draft.mandate(c)?;
+        let mut batch = Batch::new();
+        insert(&mut batch, &m);
+        let answer = Answer::save(Outcome::Created(m.view()), idem.as_ref(), &mut batch, now);
+        Ok((batch, answer))
+    });
+    let linked = directory::link_to(&kobo.customers, (merchant, mode), to, build).await?;
+    match linked.result {
+        Ok(()) => Ok(linked.built),
+        Err(e) => Err(DomainError::internal(format!(
+            "a mandate's commit failed: {e}"
         ))),
     }
 }
@@ -228,6 +198,35 @@ pub fn customer_in_use(
     Ok(found.then_some("a pending or active mandate"))
 }
 
+/// A new mandate's rows: the object, its list indexes, its periodic-check
+/// and expiry timers.
+fn insert(batch: &mut Batch, m: &Mandate) {
+    let (id, merchant, mode) = (m.id, m.merchant, m.mode);
+    batch
+        .put(Table::Mandates, id.as_bytes().to_vec(), m)
+        .put_raw(
+            Table::MandateIndex,
+            list_key(merchant, mode, m.seq),
+            id.as_bytes().to_vec(),
+        )
+        .put_raw(
+            Table::MandateStatusIndex,
+            status_prefix(merchant, mode, m.status).u64(m.seq).build(),
+            id.as_bytes().to_vec(),
+        )
+        .put_raw(
+            Table::MandateCustomerIndex,
+            customer_prefix(merchant, mode, m.customer)
+                .u64(m.seq)
+                .build(),
+            id.as_bytes().to_vec(),
+        )
+        .note_seq(m.seq);
+    let check_due = m.check_due.expect("a new mandate is checked");
+    Timer::new(TimerKind::MandateCheck, id, merchant, mode).schedule(batch, check_due);
+    Timer::new(TimerKind::MandateExpire, id, merchant, mode).schedule(batch, m.expires_at);
+}
+
 pub struct MandateFilter {
     pub limit: usize,
     pub starting_after: Option<Uuid>,
@@ -238,8 +237,7 @@ pub struct MandateFilter {
 /// Newest first, with a cursor. With a customer, that customer's index
 /// (filtered by status when asked); else the status index; else all.
 pub fn list(kobo: &Env, merchant: Uuid, mode: Mode, f: &MandateFilter) -> DomainResult<Page> {
-    let read = kobo.store.read()?;
-    let (table, prefix) = match (f.customer, f.status) {
+    let (index, prefix) = match (f.customer, f.status) {
         (Some(c), _) => (
             Table::MandateCustomerIndex,
             customer_prefix(merchant, mode, c).build(),
@@ -250,13 +248,9 @@ pub fn list(kobo: &Env, merchant: Uuid, mode: Mode, f: &MandateFilter) -> Domain
         ),
         (None, None) => (Table::MandateIndex, scope_key(merchant, mode).build()),
     };
-    let before = match f.starting_after {
-        Some(id) => match read.get_decoded::<Mandate>(Table::Mandates, id.as_bytes())? {
-            Some(m) if m.merchant == merchant && m.mode == mode => {
-                let mut k = prefix.clone();
-                k.extend_from_slice(&m.seq.to_be_bytes());
-                Some(k)
-            }
+    let before_seq = match f.starting_after {
+        Some(id) => match load(kobo, id)? {
+            Some(m) if m.merchant == merchant && m.mode == mode => Some(m.seq),
             _ => {
                 return Err(DomainError::invalid(
                     "starting_after",
@@ -266,23 +260,13 @@ pub fn list(kobo: &Env, merchant: Uuid, mode: Mode, f: &MandateFilter) -> Domain
         },
         None => None,
     };
-    let mut data: Vec<Value> = Vec::new();
-    let mut has_more = false;
-    read.scan_prefix_rev(table, &prefix, before.as_deref(), |_, v| {
-        let id = Uuid::from_slice(v)
-            .map_err(|_| kobo_storage::StoreError::Redb("bad mandate index".into()))?;
-        let Some(m) = read.get_decoded::<Mandate>(Table::Mandates, id.as_bytes())? else {
-            return Ok(true);
-        };
-        if f.status.is_some_and(|s| m.status != s) {
-            return Ok(true);
-        }
-        if data.len() == f.limit {
-            has_more = true;
-            return Ok(false);
-        }
-        data.push(m.to_api());
-        Ok(true)
-    })?;
-    Ok(Page { data, has_more })
+    let walk = Walk {
+        objects: Table::Mandates,
+        index,
+        prefix: &prefix,
+        before_seq,
+        limit: f.limit,
+    };
+    let keep = |m: &Mandate| f.status.is_none_or(|s| m.status == s);
+    walk.page(kobo, keep, Mandate::to_api)
 }

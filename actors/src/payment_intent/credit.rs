@@ -18,9 +18,12 @@ use super::service::{
     build_intent, commit_decision_with, customer_prefix, list_key, virtual_account_prefix,
     CreatePaymentIntent,
 };
-use super::{AttemptStatus, BankCredit, Decision, Effect, PaymentIntent, Status};
+use super::{
+    AttemptStatus, BankCredit, Decision, Effect, NewIds, PaymentIntent, PaymentIntentView, Status,
+};
 use crate::error::DomainResult;
 use crate::event;
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::Mode;
 use crate::merchant::Merchant;
 use crate::money::{Channel, Currency, FeeBearer};
@@ -47,14 +50,16 @@ pub struct CreditSpec {
 }
 
 /// Records a credit as a new successful payment intent, committed through
-/// the merchant's ledger with `with` (the caller's rows) in one batch.
+/// the merchant's ledger with `with` (the caller's rows) and, under
+/// `idem`, the saved response, in one batch.
 pub async fn record(
     kobo: &PaymentIntentDeps,
     merchant: &Merchant,
     mode: Mode,
     spec: CreditSpec,
     mut with: Batch,
-) -> DomainResult<PaymentIntent> {
+    idem: Option<&IdempotencySave>,
+) -> DomainResult<Answer<PaymentIntentView>> {
     let now = kobo.clock.now();
     let params = CreatePaymentIntent {
         amount: spec.amount,
@@ -72,6 +77,7 @@ pub async fn record(
     let attempt = {
         let mut a = new_attempt(
             &before,
+            NewIds::draw().attempt,
             Channel::BankTransfer,
             AttemptStatus::Successful,
             None,
@@ -108,8 +114,10 @@ pub async fn record(
     for (table, key) in spec.rows {
         with.put_raw(table, key, decision.intent.id.as_bytes().to_vec());
     }
+    let created = Outcome::Created(decision.intent.view(None));
+    let answer = Answer::save(created, idem, &mut with, now);
     commit_decision_with(kobo, &before, &decision, None, with, now, None).await?;
-    Ok(decision.intent)
+    Ok(answer)
 }
 
 /// The new intent's list rows (the status row comes with the decision):

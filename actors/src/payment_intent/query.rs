@@ -8,7 +8,7 @@ use kobo_storage::{decode, Table};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{scope_key, Mode};
-use crate::paging::Page;
+use crate::paging::{Page, Walk};
 use crate::payment_intent::service::{
     attempt_key, customer_prefix, status_prefix, virtual_account_prefix,
 };
@@ -46,32 +46,29 @@ pub fn list_payment_intents(
     mode: Mode,
     f: &IntentFilter,
 ) -> DomainResult<Page> {
-    let read = kobo.store.read()?;
-    let (table, prefix) = match (f.status, f.customer) {
-        (Some(s), _) => (
+    let (index, prefix) = match (f.status, f.virtual_account, f.customer) {
+        (Some(s), _, _) => (
             Table::PaymentIntentStatusIndex,
             status_prefix(merchant, mode, s).build(),
         ),
-        (None, _) if f.virtual_account.is_some() => (
+        (None, Some(v), _) => (
             Table::PaymentIntentVirtualAccountIndex,
-            virtual_account_prefix(merchant, mode, f.virtual_account.unwrap_or_default()).build(),
+            virtual_account_prefix(merchant, mode, v).build(),
         ),
-        (None, Some(c)) => (
+        (None, None, Some(c)) => (
             Table::PaymentIntentCustomerIndex,
             customer_prefix(merchant, mode, c).build(),
         ),
-        (None, None) => (Table::PaymentIntentIndex, scope_key(merchant, mode).build()),
+        (None, None, None) => (Table::PaymentIntentIndex, scope_key(merchant, mode).build()),
     };
-    let before = match f.starting_after {
+    let before_seq = match f.starting_after {
         Some(id) => {
-            let cursor: Option<PaymentIntent> =
-                read.get_decoded(Table::PaymentIntents, id.as_bytes())?;
+            let cursor: Option<PaymentIntent> = kobo
+                .store
+                .read()?
+                .get_decoded(Table::PaymentIntents, id.as_bytes())?;
             match cursor {
-                Some(c) if c.merchant == merchant && c.mode == mode => {
-                    let mut k = prefix.clone();
-                    k.extend_from_slice(&c.seq.to_be_bytes());
-                    Some(k)
-                }
+                Some(c) if c.merchant == merchant && c.mode == mode => Some(c.seq),
                 _ => {
                     return Err(DomainError::invalid(
                         "starting_after",
@@ -82,31 +79,20 @@ pub fn list_payment_intents(
         }
         None => None,
     };
-    let mut data = Vec::new();
-    let mut has_more = false;
-    read.scan_prefix_rev(table, &prefix, before.as_deref(), |_, v| {
-        let id =
-            Uuid::from_slice(v).map_err(|_| kobo_storage::StoreError::Redb("bad index".into()))?;
-        let intent: PaymentIntent = match read.get_decoded(Table::PaymentIntents, id.as_bytes())? {
-            Some(i) => i,
-            None => return Ok(true),
-        };
-        // The index is exact; the other filters apply to what it lists.
-        if f.customer.is_some_and(|c| intent.customer != Some(c)) {
-            return Ok(true);
-        }
+    let walk = Walk {
+        objects: Table::PaymentIntents,
+        index,
+        prefix: &prefix,
+        before_seq,
+        limit: f.limit,
+    };
+    // The index is exact; the other filters apply to what it lists.
+    let keep = |intent: &PaymentIntent| {
         let account = intent.bank_credit.as_ref().map(|c| c.virtual_account);
-        if f.virtual_account.is_some_and(|v| account != Some(v)) {
-            return Ok(true);
-        }
-        if data.len() == f.limit {
-            has_more = true;
-            return Ok(false);
-        }
-        data.push(intent.to_api(None));
-        Ok(true)
-    })?;
-    Ok(Page { data, has_more })
+        f.customer.is_none_or(|c| intent.customer == Some(c))
+            && f.virtual_account.is_none_or(|v| account == Some(v))
+    };
+    walk.page(kobo, keep, |intent| intent.to_api(None))
 }
 
 pub fn charge_attempts(kobo: &Env, intent: &PaymentIntent) -> DomainResult<Page> {

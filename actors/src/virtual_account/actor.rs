@@ -1,7 +1,7 @@
-//! The virtual account actor: one per account. It takes one command at a
-//! time to completion (reading the account from the store, whose only
-//! writer it is after the create), so checks, deactivation and credits
-//! never race, and each credit is recorded once (`credit.rs`).
+//! The virtual account actor: one per account, the only writer of its
+//! account after the create. It keeps the account and takes one command
+//! at a time to completion ([`run_command`]), so checks, deactivation and
+//! credits never race, and each credit is recorded once (`credit.rs`).
 
 use std::sync::Arc;
 
@@ -15,14 +15,14 @@ use super::bank::{AccountCheck, ReceivedTransfer};
 use super::credit::record_credit;
 use super::deps::VirtualAccountDeps;
 use super::service::{load, open_key, status_prefix};
-use super::{decide, AccountStatus, Command, Effect, VirtualAccount};
+use super::{decide, AccountStatus, Command, Effect, VirtualAccount, VirtualAccountView};
 use crate::customer::Customer;
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::Mode;
-use crate::payment_intent::PaymentIntent;
-use crate::registry::{run_once, Activation, Registry, VirtualActor};
+use crate::payment_intent::PaymentIntentView;
+use crate::registry::{run_command, Activation, ObjectActor, Registry, VirtualActor};
 use crate::timer::{Timer, TimerKind};
 
 /// The accounts' registry: what `src/` and the timers hold.
@@ -30,6 +30,7 @@ pub type VirtualAccounts = Arc<Registry<VirtualAccountActor>>;
 
 pub struct VirtualAccountActor {
     activation: Activation<Self>,
+    state: Option<VirtualAccount>,
 }
 
 /// A transfer the test helper sends (its session id resolved).
@@ -41,6 +42,7 @@ pub struct SimulatedTransfer {
     pub sender_account_number: Option<String>,
 }
 
+/// A command that answers the account.
 #[derive(Debug, Clone)]
 pub enum AccountAction {
     /// Ask the bank now (a pending account), and record every transfer on
@@ -51,26 +53,33 @@ pub enum AccountAction {
     CheckTimer {
         timer_key: Vec<u8>,
     },
-    /// The bank notified a transfer (by its session id).
-    Notified {
-        session_id: String,
-    },
-    /// Test mode: a transfer arrives at the sandbox bank.
-    SimulateTransfer(SimulatedTransfer),
-}
-
-#[derive(Debug)]
-pub enum AccountReply {
-    Account(Box<VirtualAccount>),
-    Payment(Box<PaymentIntent>),
 }
 
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "DomainResult<AccountReply>")]
+#[rtype(result = "DomainResult<Answer<VirtualAccountView>>")]
 pub struct AccountMessage {
     pub merchant: Uuid,
     pub mode: Mode,
     pub action: AccountAction,
+    pub idem: Option<IdempotencySave>,
+}
+
+/// A transfer into the account: it answers the payment intent the
+/// transfer made (`Created`), or made before (`Existing`).
+#[derive(Debug, Clone)]
+pub enum Credit {
+    /// The bank notified a transfer (by its session id).
+    Notified { session_id: String },
+    /// Test mode: a transfer arrives at the sandbox bank.
+    Simulated(SimulatedTransfer),
+}
+
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "DomainResult<Answer<PaymentIntentView>>")]
+pub struct CreditMessage {
+    pub merchant: Uuid,
+    pub mode: Mode,
+    pub credit: Credit,
     pub idem: Option<IdempotencySave>,
 }
 
@@ -83,38 +92,69 @@ impl VirtualActor for VirtualAccountActor {
     type Deps = VirtualAccountDeps;
     const KIND: &'static str = "virtual_account";
     fn activate(activation: Activation<Self>) -> Self {
-        VirtualAccountActor { activation }
+        VirtualAccountActor {
+            activation,
+            state: None,
+        }
     }
     fn activation(&self) -> &Activation<Self> {
         &self.activation
     }
 }
 
+impl ObjectActor for VirtualAccountActor {
+    type Object = VirtualAccount;
+    fn object(&mut self) -> &mut Option<VirtualAccount> {
+        &mut self.state
+    }
+    fn activation_mut(&mut self) -> &mut Activation<Self> {
+        &mut self.activation
+    }
+    fn load(k: &Self::Deps, id: Uuid) -> DomainResult<Option<VirtualAccount>> {
+        load(k, id)
+    }
+    fn scope(a: &VirtualAccount) -> (Uuid, Mode) {
+        (a.merchant, a.mode)
+    }
+}
+
 impl Handler<AccountMessage> for VirtualAccountActor {
-    type Result = AtomicResponse<Self, DomainResult<AccountReply>>;
+    type Result = AtomicResponse<Self, DomainResult<Answer<VirtualAccountView>>>;
     fn handle(&mut self, msg: AccountMessage, _: &mut Context<Self>) -> Self::Result {
-        self.activation.touch();
-        let k = self.activation.deps.clone();
-        let id = self.activation.key;
-        run_once(self, async move {
-            let a = match load(&k, id)? {
-                Some(a) if a.merchant == msg.merchant && a.mode == msg.mode => a,
-                _ => return Err(DomainError::not_found("virtual_account", id)),
-            };
+        let (merchant, mode) = (msg.merchant, msg.mode);
+        run_command(self, merchant, mode, move |k, a| async move {
             process(&k, a, msg).await
         })
     }
 }
 
-fn account(a: VirtualAccount) -> AccountReply {
-    AccountReply::Account(Box::new(a))
+impl Handler<CreditMessage> for VirtualAccountActor {
+    type Result = AtomicResponse<Self, DomainResult<Answer<PaymentIntentView>>>;
+    fn handle(&mut self, msg: CreditMessage, _: &mut Context<Self>) -> Self::Result {
+        let (merchant, mode) = (msg.merchant, msg.mode);
+        run_command(self, merchant, mode, move |k, a| async move {
+            let idem = msg.idem.as_ref();
+            let answer = match msg.credit {
+                Credit::Notified { session_id } => {
+                    let t = k
+                        .banks
+                        .test
+                        .find(a.id, &session_id)?
+                        .ok_or_else(|| DomainError::not_found("transfer", &session_id))?;
+                    record_credit(&k, &a, &t, idem).await?
+                }
+                Credit::Simulated(s) => simulate(&k, &a, s, idem).await?,
+            };
+            Ok((a, answer))
+        })
+    }
 }
 
 async fn process(
     k: &VirtualAccountDeps,
     a: VirtualAccount,
     msg: AccountMessage,
-) -> DomainResult<AccountReply> {
+) -> DomainResult<(VirtualAccount, Answer<VirtualAccountView>)> {
     let now = k.clock.now();
     let pending = a.status == AccountStatus::Pending;
     match msg.action {
@@ -126,17 +166,19 @@ async fn process(
                         periodic: false,
                     };
                     let (after, effects) = decide(&a, &command, now)?;
-                    finish(k, &a, after, effects, Batch::new(), None).await?
+                    finish(k, &a, after, effects, Batch::new(), None).await?.0
                 }
                 false => a,
             };
+            // Its effects are several commits (the check, each credit
+            // found): the idempotency layer saves the answer after them.
             refind(k, &a).await?;
-            Ok(account(a))
+            let answer = Answer::unsaved(Outcome::Updated(a.view()));
+            Ok((a, answer))
         }
         AccountAction::Deactivate => {
             let (after, effects) = decide(&a, &Command::Deactivate, now)?;
-            let a = finish(k, &a, after, effects, Batch::new(), msg.idem.as_ref()).await?;
-            Ok(account(a))
+            finish(k, &a, after, effects, Batch::new(), msg.idem.as_ref()).await
         }
         AccountAction::CheckTimer { timer_key } => {
             let live = a
@@ -145,28 +187,15 @@ async fn process(
             let mut batch = Batch::new();
             batch.delete(Table::Timers, timer_key);
             if !pending || !live {
-                return Ok(account(
-                    finish(k, &a, a.clone(), Vec::new(), batch, None).await?,
-                ));
+                return finish(k, &a, a.clone(), Vec::new(), batch, None).await;
             }
             let command = Command::Checked {
                 answer: check(k, &a).await?,
                 periodic: true,
             };
             let (after, effects) = decide(&a, &command, now)?;
-            Ok(account(finish(k, &a, after, effects, batch, None).await?))
+            finish(k, &a, after, effects, batch, None).await
         }
-        AccountAction::Notified { session_id } => {
-            let t = k
-                .banks
-                .test
-                .find(a.id, &session_id)?
-                .ok_or_else(|| DomainError::not_found("transfer", &session_id))?;
-            Ok(AccountReply::Payment(Box::new(
-                record_credit(k, &a, &t).await?,
-            )))
-        }
-        AccountAction::SimulateTransfer(s) => simulate(k, &a, s).await,
     }
 }
 
@@ -176,7 +205,8 @@ async fn simulate(
     k: &VirtualAccountDeps,
     a: &VirtualAccount,
     s: SimulatedTransfer,
-) -> DomainResult<AccountReply> {
+    idem: Option<&IdempotencySave>,
+) -> DomainResult<Answer<PaymentIntentView>> {
     if !matches!(a.status, AccountStatus::Active | AccountStatus::Deactivated) {
         return Err(DomainError::state(
             ErrorCode::VirtualAccountUnexpectedState,
@@ -194,9 +224,7 @@ async fn simulate(
         received_at: k.clock.now(),
     };
     let t = k.banks.test.receive(a.id, transfer).await?;
-    Ok(AccountReply::Payment(Box::new(
-        record_credit(k, a, &t).await?,
-    )))
+    record_credit(k, a, &t, idem).await
 }
 
 /// Records every transfer on the account's statement not yet recorded.
@@ -205,7 +233,7 @@ async fn refind(k: &VirtualAccountDeps, a: &VirtualAccount) -> DomainResult<()> 
         return Ok(());
     }
     for t in k.banks.for_mode(a.mode).statement(a.id).await? {
-        record_credit(k, a, &t).await?;
+        record_credit(k, a, &t, None).await?;
     }
     Ok(())
 }
@@ -224,6 +252,8 @@ async fn check(k: &VirtualAccountDeps, a: &VirtualAccount) -> DomainResult<super
     k.banks.for_mode(a.mode).check(check).await
 }
 
+/// Commits the account's change: the object, its status index row, its
+/// effects' rows and, with `idem`, the saved response, in one batch.
 async fn finish(
     k: &VirtualAccountDeps,
     before: &VirtualAccount,
@@ -231,7 +261,7 @@ async fn finish(
     effects: Vec<Effect>,
     mut batch: Batch,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<VirtualAccount> {
+) -> DomainResult<(VirtualAccount, Answer<VirtualAccountView>)> {
     let now = k.clock.now();
     let (id, m, mode) = (after.id, after.merchant, after.mode);
     if &after != before {
@@ -269,16 +299,14 @@ async fn finish(
             }
         }
     }
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 200, &after.to_api().to_string(), now);
-    }
+    let answer = Answer::save(Outcome::Updated(after.view()), idem, &mut batch, now);
     if !batch.is_empty() {
         k.writer
             .commit(batch)
             .await
             .map_err(|e| DomainError::internal(e.to_string()))?;
     }
-    Ok(after)
+    Ok((after, answer))
 }
 
 /// At start-up: delivers the sandbox bank's notifications a crash left
@@ -297,10 +325,10 @@ pub fn start(accounts: &VirtualAccounts) -> DomainResult<usize> {
     actix::spawn(async move {
         for chunk in jobs.chunks(64) {
             join_all(chunk.iter().map(|(a, session_id)| {
-                let msg = AccountMessage {
+                let msg = CreditMessage {
                     merchant: a.merchant,
                     mode: a.mode,
-                    action: AccountAction::Notified {
+                    credit: Credit::Notified {
                         session_id: session_id.clone(),
                     },
                     idem: None,

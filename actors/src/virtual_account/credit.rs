@@ -23,8 +23,9 @@ use super::deps::VirtualAccountDeps;
 use super::{AccountStatus, VirtualAccount};
 use crate::customer::Customer;
 use crate::error::{DomainError, DomainResult};
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::payment_intent::credit::{record, CreditSpec};
-use crate::payment_intent::PaymentIntent;
+use crate::payment_intent::{PaymentIntent, PaymentIntentView};
 
 /// The payment intent a credit already made, if any.
 pub fn recorded(
@@ -47,14 +48,16 @@ pub fn recorded(
 }
 
 /// Records `t` into account `a` (in its actor): the payment intent it
-/// made, or a new one.
+/// made (`Existing`, nothing written), or a new one (`Created`, its
+/// response saved with it under `idem`).
 pub async fn record_credit(
     k: &VirtualAccountDeps,
     a: &VirtualAccount,
     t: &ReceivedTransfer,
-) -> DomainResult<PaymentIntent> {
+    idem: Option<&IdempotencySave>,
+) -> DomainResult<Answer<PaymentIntentView>> {
     if let Some(intent) = recorded(k, a.id, &t.session_id)? {
-        return Ok(intent);
+        return Ok(Answer::unsaved(Outcome::Existing(intent.view(None))));
     }
     let merchant = crate::admin::load_merchant(k, a.merchant)?
         .ok_or_else(|| DomainError::internal("an account of an unknown merchant"))?;
@@ -81,5 +84,5 @@ pub async fn record_credit(
     };
     let mut with = Batch::new();
     with.delete(Table::SandboxAccountInbox, key);
-    record(&k.intents, &merchant, a.mode, spec, with).await
+    record(&k.intents, &merchant, a.mode, spec, with, idem).await
 }

@@ -12,14 +12,14 @@ use super::deps::VirtualAccountDeps;
 use super::nuban::{nuban, serial_key};
 use super::{check_interval, AccountStatus, VirtualAccount, VirtualAccountView};
 use crate::banks::bank_name;
-use crate::customer::directory::{self, CustomerAction, LinkBuild, LinkTo, Outcome};
+use crate::customer::directory::{self, BuildFn, LinkTo};
 use crate::customer::{check_not_blocked, Customer, IdentityStatus};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, scope_key, Mode};
 use crate::merchant::Merchant;
-use crate::paging::{scan_typed, ListView};
+use crate::paging::{Page, Walk};
 use crate::timer::{Timer, TimerKind};
 
 /// The partner banks accounts can be opened at (CBN codes); the first is
@@ -38,14 +38,6 @@ pub struct CreateVirtualAccount {
     /// One of [`ACCOUNT_BANKS`] (checked by the caller); none: the first.
     pub preferred_bank: Option<String>,
     pub metadata: Map<String, Value>,
-}
-
-/// What a create answers.
-#[derive(Debug)]
-pub enum Created {
-    New(VirtualAccount),
-    /// The customer's pending or active account, unchanged.
-    Existing(VirtualAccount),
 }
 
 pub fn status_prefix(merchant: Uuid, mode: Mode, status: AccountStatus) -> KeyBuf {
@@ -157,8 +149,12 @@ impl Draft {
 
 /// A new account's batch: the object, its indexes, the claims on its
 /// number, its serial and its customer's one open account (each
-/// `require_absent`), its check timer and the saved response.
-fn account_batch(a: &VirtualAccount, idem: Option<&IdempotencySave>) -> Batch {
+/// `require_absent`), its check timer and the saved response; with the
+/// answer as saved.
+fn account_batch(
+    a: &VirtualAccount,
+    idem: Option<&IdempotencySave>,
+) -> (Batch, Answer<VirtualAccountView>) {
     let (id, m, mode) = (a.id.as_bytes().to_vec(), a.merchant, a.mode);
     let mut b = Batch::new();
     let claims = [
@@ -193,10 +189,8 @@ fn account_batch(a: &VirtualAccount, idem: Option<&IdempotencySave>) -> Batch {
     if let Some(due) = a.check_due {
         Timer::new(TimerKind::VirtualAccountCheck, a.id, m, mode).schedule(&mut b, due);
     }
-    if let Some(idem) = idem {
-        idem.add_to(&mut b, 201, &a.to_api().to_string(), a.created_at);
-    }
-    b
+    let answer = Answer::save(Outcome::Created(a.view()), idem, &mut b, a.created_at);
+    (b, answer)
 }
 
 /// The checks a new account's customer must pass (in the directory, with
@@ -213,20 +207,22 @@ fn admit(k: &VirtualAccountDeps, mode: Mode, c: &Customer) -> DomainResult<()> {
     k.banks.for_mode(mode).available()
 }
 
-/// Creates a pending account for the customer, or answers the customer's
-/// pending or active one. Committed through the customer directory (the
-/// customer cannot be deleted meanwhile); a taken number is replaced by
-/// the next.
+/// Creates a pending account for the customer (`Created`, its response
+/// saved with it), or answers the customer's pending or active one
+/// (`Existing`, unsaved: nothing changed). Committed through the customer
+/// directory (the customer cannot be deleted meanwhile); a taken number is
+/// replaced by the next.
 pub async fn create(
     k: &Arc<VirtualAccountDeps>,
     merchant: &Merchant,
     mode: Mode,
     req: CreateVirtualAccount,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<Created> {
+) -> DomainResult<Answer<VirtualAccountView>> {
     let scope = (merchant.id, mode);
+    let existing = |a: VirtualAccount| Answer::unsaved(Outcome::Existing(a.view()));
     if let Some(a) = open_account(k, scope, req.customer)? {
-        return Ok(Created::Existing(a));
+        return Ok(existing(a));
     }
     let bank_code = req.preferred_bank.unwrap_or(ACCOUNT_BANKS[0].to_string());
     for _ in 0..NUMBER_ATTEMPTS {
@@ -242,28 +238,21 @@ pub async fn create(
             metadata: req.metadata.clone(),
             now,
         };
-        let (d, kk, idem) = (draft.clone(), k.clone(), idem.cloned());
-        let build = LinkBuild(Arc::new(move |c: &Customer| {
+        let (kk, idem) = (k.clone(), idem.cloned());
+        let build: Arc<BuildFn<_>> = Arc::new(move |c: &Customer| {
             admit(&kk, mode, c)?;
-            Ok(account_batch(&d.account(c), idem.as_ref()))
-        }));
-        let action = CustomerAction::Link {
-            to: LinkTo::Id(req.customer),
-            build,
-        };
-        let Outcome::Linked { customer, result } =
-            directory::send(&k.customers, scope, action, None).await?
-        else {
-            return Err(DomainError::internal("a link answered something else"));
-        };
-        match result {
-            Ok(()) => return Ok(Created::New(draft.account(&customer))),
+            Ok(account_batch(&draft.account(c), idem.as_ref()))
+        });
+        let to = LinkTo::Id(req.customer);
+        let linked = directory::link_to(&k.customers, scope, to, build).await?;
+        match linked.result {
+            Ok(()) => return Ok(linked.built),
             Err(CommitError::Conflict { table, .. })
                 if table == Table::CustomerOpenAccounts.name() =>
             {
                 let open = open_account(k, scope, req.customer)?;
                 return open
-                    .map(Created::Existing)
+                    .map(existing)
                     .ok_or_else(|| DomainError::internal("an open account vanished"));
             }
             // A number or serial someone already has: take the next.
@@ -284,12 +273,7 @@ pub struct AccountFilter {
 
 /// Newest first, with a cursor (an account of this merchant and mode, else
 /// 400 on `starting_after`).
-pub fn list(
-    kobo: &Env,
-    merchant: Uuid,
-    mode: Mode,
-    f: &AccountFilter,
-) -> DomainResult<ListView<VirtualAccountView>> {
+pub fn list(kobo: &Env, merchant: Uuid, mode: Mode, f: &AccountFilter) -> DomainResult<Page> {
     let before = match f.starting_after {
         Some(id) => match load(kobo, id)? {
             Some(a) if a.merchant == merchant && a.mode == mode => Some(a.seq),
@@ -321,10 +305,10 @@ pub fn list(
             Some(id) => load(kobo, id)?.filter(keep),
             None => None,
         };
-        return Ok(ListView::page(
-            found.iter().map(VirtualAccount::view).collect(),
-            false,
-        ));
+        return Ok(Page {
+            data: found.iter().map(VirtualAccount::to_api).collect(),
+            has_more: false,
+        });
     }
     let (index, prefix) = match (f.customer, f.status) {
         (Some(c), _) => (
@@ -337,16 +321,12 @@ pub fn list(
         ),
         (None, None) => (Table::VirtualAccountIndex, scope_key(merchant, mode)),
     };
-    let (data, has_more) = scan_typed(
-        kobo,
-        (Table::VirtualAccounts, index),
-        &prefix.build(),
-        before,
-        f.limit,
-        keep,
-    )?;
-    Ok(ListView::page(
-        data.iter().map(VirtualAccount::view).collect(),
-        has_more,
-    ))
+    let walk = Walk {
+        objects: Table::VirtualAccounts,
+        index,
+        prefix: &prefix.build(),
+        before_seq: before,
+        limit: f.limit,
+    };
+    walk.page(kobo, keep, VirtualAccount::to_api)
 }
