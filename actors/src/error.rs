@@ -89,6 +89,7 @@ error_codes! {
     AmountTooLarge = "amount_too_large" => InvalidRequest,
     AccountVerificationFailed = "account_verification_failed" => InvalidRequest,
     TooManyEndpoints = "too_many_endpoints" => InvalidRequest,
+    AmountOutOfRange = "amount_out_of_range" => InvalidRequest,
     // 401, 403
     InvalidApiKey = "invalid_api_key" => Unauthenticated,
     AccountNotActivated = "account_not_activated" => Forbidden,
@@ -127,6 +128,10 @@ error_codes! {
     InsufficientFunds = "insufficient_funds" => State,
     PayoutLimitExceeded = "payout_limit_exceeded" => State,
     PayoutUnexpectedState = "payout_unexpected_state" => State,
+    SlugTaken = "slug_taken" => State,
+    SlugLocked = "slug_locked" => State,
+    PaymentLinkInactive = "payment_link_inactive" => State,
+    PaymentLinkFull = "payment_link_full" => State,
     // 422
     IdempotencyKeyReused = "idempotency_key_reused" => Idempotency,
     // 429

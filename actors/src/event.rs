@@ -38,6 +38,10 @@ pub const EVENT_TYPES: &[&str] = &[
     "invoice.paid",
     "crypto_payout.paid",
     "crypto_payout.failed",
+    "payment_link.created",
+    "payment_link.updated",
+    "payment_link.deactivated",
+    "payment_link.activated",
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -21,6 +21,7 @@ use crate::mandate::deps::MandateDeps;
 use crate::payment_intent::actor::PaymentIntentActor;
 use crate::payment_intent::deps::PaymentIntentDeps;
 use crate::payment_intent::provider::Providers;
+use crate::payment_link::actor::PaymentLinks;
 use crate::payout::actor::{PayoutActor, PayoutDeps};
 use crate::payout::rail::{Rails, SandboxRail, UnconfiguredRail};
 use crate::refund::actor::{AftercareActor, AftercareDeps};
@@ -57,6 +58,8 @@ pub struct Kobo {
     pub mandate_providers: Arc<MandateProviders>,
     /// The daily settlement run's handles.
     pub settlement: Arc<Settlement>,
+    /// Payment links, one actor each.
+    pub payment_links: PaymentLinks,
 }
 
 impl std::ops::Deref for Kobo {
@@ -88,6 +91,7 @@ impl Kobo {
         let sizing = (capacity, idle);
 
         let ledgers: Ledgers = registry(env.clone(), sizing);
+        let payment_links: PaymentLinks = registry(env.clone(), sizing);
         let merchants = registry(env.clone(), sizing);
         let usdt_wallets = registry(env.clone(), sizing);
         let mandate_providers = Arc::new(MandateProviders::sandbox(store.clone(), writer.clone()));
@@ -164,6 +168,7 @@ impl Kobo {
             mandates,
             mandate_providers,
             settlement,
+            payment_links,
         }))
     }
 
@@ -177,6 +182,7 @@ impl Kobo {
             self.crypto_payouts.snapshot(),
             self.usdt_wallets.snapshot(),
             self.mandates.snapshot(),
+            self.payment_links.snapshot(),
         ]
     }
 }

@@ -47,6 +47,8 @@ pub enum TimerKind {
     DirectDebitSend,
     /// Ask the provider about a debit in flight.
     DirectDebitStatus,
+    /// A payment link's `expires_at`.
+    PaymentLinkExpire,
 }
 
 impl TimerKind {
@@ -65,6 +67,7 @@ impl TimerKind {
             TimerKind::MandateExpire => 9,
             TimerKind::DirectDebitSend => 10,
             TimerKind::DirectDebitStatus => 11,
+            TimerKind::PaymentLinkExpire => 12,
         }
     }
 }

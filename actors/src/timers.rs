@@ -22,6 +22,7 @@ use crate::ledger::release::release_key;
 use crate::ledger::Bucket;
 use crate::mandate::actor::{MandateAction, MandateMessage};
 use crate::payment_intent::actor::{Action, IntentMessage};
+use crate::payment_link::actor::{LinkAction, LinkMessage};
 use crate::payout::actor::{PayoutAction, PayoutMessage};
 use crate::runtime::Kobo;
 use crate::timer::{due_of, next_due_group, Timer, TimerKind, PRUNE_MAX};
@@ -143,6 +144,21 @@ async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
                         idem: None,
                     },
                 )
+                .await
+                .and_then(|r| r.map(|_| ()))
+        }
+        TimerKind::PaymentLinkExpire => {
+            let action = LinkAction::ExpireTimer {
+                timer_key: key.clone(),
+            };
+            let msg = LinkMessage {
+                merchant: timer.merchant,
+                mode: timer.mode,
+                action,
+                idem: None,
+            };
+            kobo.payment_links
+                .send(timer.target, msg)
                 .await
                 .and_then(|r| r.map(|_| ()))
         }

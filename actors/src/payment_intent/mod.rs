@@ -8,12 +8,14 @@
 //!
 //! Files: this one holds the stored object and its pricing; `machine.rs`
 //! the commands, effects and [`decide`]; `checks.rs` the card prechecks;
-//! `views.rs` the public views; `query.rs` the reads.
+//! `views.rs` the public views; `query.rs` the reads; `link.rs` what a
+//! payment link's intents write for their link (slots, counters).
 
 pub mod actor;
 pub mod card;
 mod checks;
 pub mod deps;
+pub mod link;
 mod machine;
 pub mod provider;
 pub mod query;

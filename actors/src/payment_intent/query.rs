@@ -9,6 +9,7 @@ use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{scope_key, Mode};
 use crate::paging::Page;
+use crate::payment_intent::link::link_prefix;
 use crate::payment_intent::service::{attempt_key, customer_prefix, status_prefix};
 use crate::payment_intent::{ChargeAttempt, PaymentIntent, Status};
 
@@ -31,6 +32,8 @@ pub struct IntentFilter {
     pub starting_after: Option<Uuid>,
     pub status: Option<Status>,
     pub customer: Option<Uuid>,
+    /// Only the intents of this payment link.
+    pub payment_link: Option<Uuid>,
 }
 
 /// Newest first. The cursor is the last id of the previous page; its place
@@ -52,7 +55,13 @@ pub fn list_payment_intents(
             Table::PaymentIntentCustomerIndex,
             customer_prefix(merchant, mode, c).build(),
         ),
-        (None, None) => (Table::PaymentIntentIndex, scope_key(merchant, mode).build()),
+        (None, None) => match f.payment_link {
+            Some(l) => (
+                Table::PaymentIntentLinkIndex,
+                link_prefix(merchant, mode, l).build(),
+            ),
+            None => (Table::PaymentIntentIndex, scope_key(merchant, mode).build()),
+        },
     };
     let before = match f.starting_after {
         Some(id) => {
@@ -85,7 +94,10 @@ pub fn list_payment_intents(
         };
         // The status index is exact; the customer filter also applies when
         // listing by status.
-        if f.customer.is_some_and(|c| intent.customer != Some(c)) {
+        if f.customer.is_some_and(|c| intent.customer != Some(c))
+            || f.payment_link
+                .is_some_and(|l| intent.payment_link != Some(l))
+        {
             return Ok(true);
         }
         if data.len() == f.limit {

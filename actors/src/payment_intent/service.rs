@@ -71,7 +71,7 @@ pub async fn create(
 ) -> DomainResult<Value> {
     let now = kobo.clock.now();
     let (intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
-    commit_new(kobo, &intent, &client_secret, &[], idem, now).await
+    commit_new(kobo, &intent, &client_secret, &[], idem, now, Batch::new()).await
 }
 
 /// Creates the payment intent of a charge on mandate `mandate` (checked
@@ -101,6 +101,7 @@ pub async fn create_mandate_charge(
         &decision.effects,
         idem,
         now,
+        Batch::new(),
     )
     .await
 }
@@ -113,7 +114,7 @@ pub const CHECKOUT_CODE_LEN: usize = 22;
 /// A new intent in `created` and its client secret.
 // Long: the checks of the create parameters, then the new intent's struct literal, a
 // field a line.
-fn new_intent(
+pub(super) fn new_intent(
     kobo: &Env,
     merchant: &Merchant,
     mode: Mode,
@@ -195,16 +196,18 @@ fn new_intent(
 
 /// Commits a new intent: the object, its list indexes, the reference claim,
 /// the checkout link, what its first decision asks for (`effects`: charge
-/// attempts, the debit timer) and the saved response, in one batch.
+/// attempts, the debit or abandonment timer), its payment link's slot and
+/// the saved response, in one batch with `extra`.
 // Long: one new intent's batch in commit order (object, indexes, customer, effects,
 // reference, saved response).
-async fn commit_new(
+pub(super) async fn commit_new(
     kobo: &Env,
     intent: &PaymentIntent,
     client_secret: &str,
     effects: &[Effect],
     idem: Option<&IdempotencySave>,
     now: DateTime<Utc>,
+    extra: Batch,
 ) -> DomainResult<Value> {
     let (id, seq, merchant_id, mode) = (intent.id, intent.seq, intent.merchant, intent.mode);
     let checkout_code = intent.checkout_code.clone();
@@ -214,7 +217,7 @@ async fn commit_new(
         client_secret,
     }));
 
-    let mut batch = Batch::new();
+    let mut batch = extra;
     batch
         .put(Table::PaymentIntents, id.as_bytes().to_vec(), intent)
         .put_raw(
@@ -243,6 +246,7 @@ async fn commit_new(
             id.as_bytes().to_vec(),
         );
     }
+    super::link::on_create(&mut batch, intent);
     for effect in effects {
         match effect {
             Effect::Attempt(a) => {
@@ -254,6 +258,10 @@ async fn commit_new(
             }
             Effect::ScheduleDebitSend(due) => {
                 Timer::new(TimerKind::DirectDebitSend, id, merchant_id, mode)
+                    .schedule(&mut batch, *due);
+            }
+            Effect::ScheduleAbandon(due) => {
+                Timer::new(TimerKind::PaymentIntentAbandon, id, merchant_id, mode)
                     .schedule(&mut batch, *due);
             }
             other => {
@@ -370,6 +378,7 @@ pub async fn commit_decision_with(
                 after.id.as_bytes().to_vec(),
             );
     }
+    super::link::on_transition(&mut batch, before, after);
     let mut capture = None;
     for effect in &decision.effects {
         match effect {
