@@ -19,6 +19,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     api::payouts::configure(cfg);
     api::refunds::configure(cfg);
     api::mandates::configure(cfg);
+    api::payment_links::configure(cfg);
+    checkout::link::configure(cfg);
     checkout::mandate::configure(cfg);
     api::fx::configure(cfg);
     api::usdt::configure(cfg);

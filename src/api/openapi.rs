@@ -94,6 +94,13 @@ pub const CLIENT_SECRET: &str = "client_secret";
         super::mandates::cancel,
         super::mandates::charge,
         super::mandates::retrieve_customer,
+        super::payment_links::create,
+        super::payment_links::list,
+        super::payment_links::retrieve,
+        super::payment_links::update,
+        super::payment_links::deactivate,
+        super::payment_links::activate,
+        super::payment_links::pay,
     ),
     components(
         schemas(super::ErrorBody),
@@ -125,6 +132,7 @@ pub const CLIENT_SECRET: &str = "client_secret";
         (name = "fx", description = "Dollar rates and dollar-to-naira conversions."),
         (name = "usdt", description = "USDT payouts of dollars to the merchant's wallets."),
         (name = "mandates", description = "Direct debit: mandates the customer approves once, charges that debit their bank account, and their customers."),
+        (name = "payment_links", description = "Reusable payment pages (`/p/<slug>`): each visitor who pays makes one payment intent."),
         (name = "meta", description = "About the API itself."),
     )
 )]

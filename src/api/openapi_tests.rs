@@ -19,8 +19,8 @@ use kobo_actors::money::MAX_AMOUNT;
 
 use super::super::body::fields_of;
 use super::super::{
-    balance, brands, cards, events, fx, mandates, payment_intents, payouts, refunds, settlement,
-    test_helpers, webhooks,
+    balance, brands, cards, events, fx, mandates, payment_intents, payment_links, payouts, refunds,
+    settlement, test_helpers, webhooks,
 };
 use super::*;
 
@@ -90,6 +90,13 @@ const V1_ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/mandates/{id}/cancel"),
     ("post", "/v1/mandates/{id}/charge"),
     ("get", "/v1/customers/{id}"),
+    ("post", "/v1/payment_links"),
+    ("get", "/v1/payment_links"),
+    ("get", "/v1/payment_links/{id}"),
+    ("post", "/v1/payment_links/{id}"),
+    ("post", "/v1/payment_links/{id}/deactivate"),
+    ("post", "/v1/payment_links/{id}/activate"),
+    ("post", "/v1/test_helpers/payment_links/{id}/pay"),
 ];
 
 fn doc() -> Value {
@@ -497,6 +504,10 @@ fn each_get_documents_the_query_it_parses() {
         (
             "/v1/mandates",
             parsed_params::<mandates::ListMandatesQuery>(),
+        ),
+        (
+            "/v1/payment_links",
+            parsed_params::<payment_links::ListPaymentLinksQuery>(),
         ),
     ];
     let d = doc();

@@ -119,6 +119,9 @@ pub struct ListPaymentIntentsQuery {
     #[param(inline)]
     #[serde(deserialize_with = "params::one_of")]
     status: Option<Status>,
+    /// Only the payment intents of this payment link.
+    #[serde(deserialize_with = "params::uuid")]
+    payment_link: Option<Uuid>,
 }
 
 impl From<ListPaymentIntentsQuery> for IntentFilter {
@@ -128,6 +131,7 @@ impl From<ListPaymentIntentsQuery> for IntentFilter {
             starting_after: q.starting_after,
             status: q.status,
             customer: q.customer,
+            payment_link: q.payment_link,
         }
     }
 }
