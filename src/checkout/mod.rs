@@ -256,10 +256,18 @@ async fn page(state: State, path: web::Path<String>) -> HttpResponse {
         }
         Err(e) => return server_error(e),
     };
-    let (merchant, settings) = match merchant_name(&state, &intent) {
+    let (mut merchant, settings) = match merchant_name(&state, &intent) {
         Ok(m) => m,
         Err(e) => return server_error(e),
     };
+    if intent.payment_link.is_some() {
+        // A payment link's payment goes on under the brand its page showed.
+        if let Ok(Some(b)) = state.kobo.store.read().and_then(|r| {
+            r.get_decoded::<kobo_actors::merchant::Brand>(Table::Brands, intent.brand.as_bytes())
+        }) {
+            merchant = b.name;
+        }
+    }
     let livemode = intent.mode == Mode::Live;
     if intent.status == Status::Canceled {
         return message_page(
