@@ -94,11 +94,16 @@ fn full(brand: &str, livemode: bool) -> HttpResponse {
     )
 }
 
-/// The link, its brand's name, and whether it takes payments now.
-fn lookup(
-    state: &State,
-    slug: &str,
-) -> Result<Option<(PaymentLink, String, LinkStatus, Option<InactiveReason>)>, DomainError> {
+/// A page's link, its brand's name, and its status now.
+struct Found {
+    link: PaymentLink,
+    brand: String,
+    status: LinkStatus,
+    reason: Option<InactiveReason>,
+}
+
+/// The link of `/p/<slug>`, if any.
+fn lookup(state: &State, slug: &str) -> Result<Option<Found>, DomainError> {
     let Some(link) = service::by_slug(&state.kobo, slug)? else {
         return Ok(None);
     };
@@ -110,12 +115,22 @@ fn lookup(
     let name = brand.map(|b| b.name).unwrap_or_else(|| "kobo".into());
     let payments = service::counters(&state.kobo, link.id)?[PAYMENTS];
     let (status, reason) = link.effective_status(payments, state.kobo.clock.now());
-    Ok(Some((link, name, status, reason)))
+    Ok(Some(Found {
+        link,
+        brand: name,
+        status,
+        reason,
+    }))
 }
 
 /// `GET /p/{slug}`.
 async fn page(state: State, key: web::Data<FormKey>, path: web::Path<String>) -> HttpResponse {
-    let (link, brand, status, reason) = match lookup(&state, &path) {
+    let Found {
+        link,
+        brand,
+        status,
+        reason,
+    } = match lookup(&state, &path) {
         Ok(Some(found)) => found,
         Ok(None) => return not_found(),
         Err(e) => return server_error(e),
@@ -145,11 +160,12 @@ async fn submit(
             return message_page(status, "Please try again", "kobo", true, &e.0.message);
         }
     };
-    let (link, brand, status, reason) = match lookup(&state, &path) {
+    let found = match lookup(&state, &path) {
         Ok(Some(found)) => found,
         Ok(None) => return not_found(),
         Err(e) => return server_error(e),
     };
+    let (link, brand) = (&found.link, found.brand.as_str());
     let livemode = link.mode == Mode::Live;
     let form = read_form(&body);
     let reference = format!("{}|{}", link.id, form.nonce);
@@ -161,28 +177,48 @@ async fn submit(
         return message_page(
             403,
             "Form expired",
-            &brand,
+            brand,
             livemode,
             "This form did not come from this payment page, or it is too old. Open the page again and fill it in.",
         );
     }
-    if status == LinkStatus::Inactive {
-        return gone(&brand, livemode, reason);
+    if found.status == LinkStatus::Inactive {
+        return gone(brand, livemode, found.reason);
     }
-    let (input, mut problems) = to_input(&link, &form);
-    if let Err(errors) = visit::check(&link, &input) {
+    let (input, mut problems) = to_input(link, &form);
+    if let Err(errors) = visit::check(link, &input) {
         for e in errors {
             let param = e.param.clone().unwrap_or_default();
             problems
                 .entry(param.clone())
-                .or_insert_with(|| explain(&link, &param, &e));
+                .or_insert_with(|| explain(link, &param, &e));
         }
     }
     if !problems.is_empty() {
-        return render(&key, &link, &brand, &form, &problems, 400);
+        return render(&key, link, brand, &form, &problems, 400);
     }
     let visit = LinkAction::Visit(Box::new(input));
-    match send(&state.kobo.payment_links, &link, visit, None).await {
+    let made = send(&state.kobo.payment_links, link, visit, None).await;
+    answer(&key, &found, &form, made)
+}
+
+/// The answer to a form the link's actor took (`made`): on to the
+/// payment's checkout, or the page that says why not.
+fn answer(
+    key: &FormKey,
+    found: &Found,
+    form: &Answers,
+    made: Result<serde_json::Value, DomainError>,
+) -> HttpResponse {
+    let Found {
+        link,
+        brand,
+        reason,
+        ..
+    } = found;
+    let (brand, reason) = (brand.as_str(), *reason);
+    let livemode = link.mode == Mode::Live;
+    match made {
         Ok(view) => {
             let url = view["checkout_url"].as_str().unwrap_or_default();
             let at = url.find("/c/").unwrap_or(0);
@@ -191,17 +227,17 @@ async fn submit(
                 .insert_header((header::CACHE_CONTROL, "no-store"))
                 .finish()
         }
-        Err(e) if e.code == ErrorCode::PaymentLinkInactive => gone(&brand, livemode, reason),
-        Err(e) if e.code == ErrorCode::PaymentLinkFull => full(&brand, livemode),
+        Err(e) if e.code == ErrorCode::PaymentLinkInactive => gone(brand, livemode, reason),
+        Err(e) if e.code == ErrorCode::PaymentLinkFull => full(brand, livemode),
         Err(e) if e.kind == ErrorKind::InvalidRequest => {
             let param = e.param.clone().unwrap_or_default();
-            let problems = Problems::from([(param.clone(), explain(&link, &param, &e))]);
-            render(&key, &link, &brand, &form, &problems, 400)
+            let problems = Problems::from([(param.clone(), explain(link, &param, &e))]);
+            render(key, link, brand, form, &problems, 400)
         }
         Err(e) if e.kind == ErrorKind::Overloaded => message_page(
             503,
             "Please try again",
-            &brand,
+            brand,
             livemode,
             "This page is busy right now. Please submit the form again in a moment.",
         ),
@@ -441,25 +477,8 @@ fn custom_field(f: &CustomField, form: &Answers, problems: &Problems) -> String 
     field(&id, &f.label, !f.required, &control, error)
 }
 
-fn render(
-    key: &FormKey,
-    link: &PaymentLink,
-    brand: &str,
-    form: &Answers,
-    problems: &Problems,
-    status: u16,
-) -> HttpResponse {
-    let reference = format!("{}|{}", link.id, form.nonce);
-    let summary = if problems.is_empty() {
-        String::new()
-    } else {
-        r#"<div class="notice error" role="alert" id="form-errors">Please check the fields marked below.</div>"#.to_string()
-    };
-    let description = link
-        .description
-        .as_deref()
-        .map(|d| format!(r#"<p class="desc">{}</p>"#, esc(d)))
-        .unwrap_or_default();
+/// The email, the phone when asked, and the custom fields.
+fn answer_fields(link: &PaymentLink, form: &Answers, problems: &Problems) -> String {
     let email_error = problems.get("email");
     let email = format!(
         r#"<input type="email" id="email" name="email" autocomplete="email" value="{}"{}>"#,
@@ -479,6 +498,29 @@ fn render(
     for f in &link.custom_fields {
         fields.push_str(&custom_field(f, form, problems));
     }
+    fields
+}
+
+fn render(
+    key: &FormKey,
+    link: &PaymentLink,
+    brand: &str,
+    form: &Answers,
+    problems: &Problems,
+    status: u16,
+) -> HttpResponse {
+    let reference = format!("{}|{}", link.id, form.nonce);
+    let summary = if problems.is_empty() {
+        String::new()
+    } else {
+        r#"<div class="notice error" role="alert" id="form-errors">Please check the fields marked below.</div>"#.to_string()
+    };
+    let description = link
+        .description
+        .as_deref()
+        .map(|d| format!(r#"<p class="desc">{}</p>"#, esc(d)))
+        .unwrap_or_default();
+    let fields = answer_fields(link, form, problems);
     let other: Vec<&String> = problems
         .iter()
         .filter(|(p, _)| {

@@ -20,6 +20,7 @@ mod mandates;
 mod payment_intents;
 mod payment_link_browser;
 mod payment_link_page;
+mod payment_link_states;
 mod payment_links;
 mod payouts;
 mod rate_limits;

@@ -136,67 +136,49 @@ fn check_answer(field: &CustomField, answer: Option<&str>) -> Result<Option<Stri
         .ok_or_else(|| DomainError::invalid(&param, format!("`{param}` must be {what}")))
 }
 
-/// Checks a visit against `link`: the intent's parameters, or every wrong
-/// answer (each naming its field in `param`).
-pub fn check(
+/// The phone answer into `metadata` (`customer_phone`), when the link asks.
+fn check_phone(
     link: &PaymentLink,
-    input: &VisitInput,
-) -> Result<CreatePaymentIntent, Vec<DomainError>> {
-    let mut errors = Vec::new();
-    let amount = check_amount(link, input.amount)
-        .map_err(|e| errors.push(e))
-        .ok();
-    let email = match input
-        .email
-        .as_deref()
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-    {
-        None => {
-            errors.push(DomainError::missing("email"));
-            None
-        }
-        Some(e) if !valid_email(e) => {
-            errors.push(DomainError::invalid(
-                "email",
-                "`email` is not an email address",
-            ));
-            None
-        }
-        Some(e) => Some(e.to_string()),
-    };
-    let mut metadata = Map::new();
-    let phone = input
-        .phone
-        .as_deref()
-        .map(str::trim)
-        .filter(|p| !p.is_empty());
+    phone: Option<&str>,
+    metadata: &mut Map<String, Value>,
+) -> Result<(), DomainError> {
+    let phone = phone.map(str::trim).filter(|p| !p.is_empty());
     match (link.collect_phone, phone) {
-        (true, None) => errors.push(DomainError::missing("phone")),
+        (true, None) => Err(DomainError::missing("phone")),
         (true, Some(p)) => match normal_phone(p) {
             Some(p) => {
                 metadata.insert("customer_phone".into(), Value::String(p));
+                Ok(())
             }
-            None => errors.push(DomainError::invalid(
+            None => Err(DomainError::invalid(
                 "phone",
                 "`phone` must be a phone number of 7 to 15 digits",
             )),
         },
-        (false, Some(_)) => errors.push(DomainError::invalid(
+        (false, Some(_)) => Err(DomainError::invalid(
             "phone",
             "this link does not ask for a phone number",
         )),
-        (false, None) => {}
+        (false, None) => Ok(()),
     }
-    if let Some(k) = input
-        .answers
+}
+
+/// The custom field answers into `metadata` (`cf_<key>`); every wrong one
+/// into `errors`.
+fn check_answers(
+    link: &PaymentLink,
+    answers: &BTreeMap<String, String>,
+    metadata: &mut Map<String, Value>,
+    errors: &mut Vec<DomainError>,
+) {
+    if let Some(k) = answers
         .keys()
         .find(|k| !link.custom_fields.iter().any(|f| &f.key == *k))
     {
         errors.push(DomainError::unknown(&format!("custom_fields.{k}")));
     }
     for field in &link.custom_fields {
-        match check_answer(field, input.answers.get(&field.key).map(String::as_str)) {
+        match check_answer(field, answers.get(&field.key).map(String::as_str)) {
             Ok(Some(a)) => {
                 metadata.insert(format!("cf_{}", field.key), Value::String(a));
             }
@@ -204,6 +186,37 @@ pub fn check(
             Err(e) => errors.push(e),
         }
     }
+}
+
+fn check_email(email: Option<&str>) -> Result<String, DomainError> {
+    match email.map(str::trim).filter(|e| !e.is_empty()) {
+        None => Err(DomainError::missing("email")),
+        Some(e) if !valid_email(e) => Err(DomainError::invalid(
+            "email",
+            "`email` is not an email address",
+        )),
+        Some(e) => Ok(e.to_string()),
+    }
+}
+
+/// Checks a visit against `link`: the intent's parameters, or every wrong
+/// answer (each naming its field in `param`).
+pub fn check(
+    link: &PaymentLink,
+    input: &VisitInput,
+) -> Result<CreatePaymentIntent, Vec<DomainError>> {
+    let mut errors = Vec::new();
+    let mut metadata = Map::new();
+    let amount = check_amount(link, input.amount)
+        .map_err(|e| errors.push(e))
+        .ok();
+    let email = check_email(input.email.as_deref())
+        .map_err(|e| errors.push(e))
+        .ok();
+    if let Err(e) = check_phone(link, input.phone.as_deref(), &mut metadata) {
+        errors.push(e);
+    }
+    check_answers(link, &input.answers, &mut metadata, &mut errors);
     match (amount, email) {
         (Some(amount), Some(email)) if errors.is_empty() => Ok(CreatePaymentIntent {
             amount,
