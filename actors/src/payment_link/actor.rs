@@ -193,6 +193,12 @@ async fn admit(kobo: &Env, link: &PaymentLink, input: &VisitInput) -> DomainResu
     let params = visit::check(link, input).map_err(|mut errors| errors.remove(0))?;
     let merchant = crate::admin::load_merchant(kobo, link.merchant)?
         .ok_or_else(|| DomainError::internal("a link of an unknown merchant"))?;
+    if link.mode == Mode::Live && !merchant.settings.live_approved {
+        return Err(DomainError::state(
+            ErrorCode::PaymentLinkInactive,
+            "this business cannot take live payments yet",
+        ));
+    }
     let key = input.nonce.as_ref().map(|n| visit_key(link.id, n));
     let (intent, view) =
         create_for_link(kobo, &merchant, link.mode, link.id, params, key, now).await?;
