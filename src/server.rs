@@ -277,6 +277,7 @@ async fn demo_merchant(
                 Settings::default(),
             )
             .await?;
+            let view = kobo_actors::idempotency::render(&view);
             let mut b = Batch::new();
             b.put_raw(
                 Table::Meta,
@@ -354,7 +355,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
 
     kobo_actors::settlement::ensure_daily_run(&kobo).await?;
     kobo_actors::usdt::service::start(&kobo.crypto_payouts).map_err(|e| anyhow::anyhow!(e))?;
-    let resumed = kobo_actors::refund::service::resume_confirmations(kobo.aftercare.deps())?;
+    let resumed = kobo_actors::refund::actor::resume_confirmations(kobo.aftercare.deps())?;
     if resumed > 0 {
         tracing::info!(resumed, "asked again about refunds awaiting confirmation");
     }

@@ -5,8 +5,10 @@ use actix_web::{web, HttpRequest};
 use chrono::{DateTime, Duration, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use uuid::Uuid;
 
-use kobo_actors::admin::{self, ChangeMerchant, MerchantChange};
+use kobo_actors::admin::{self, RollKey, UpdateSettings};
+use kobo_actors::idempotency::render;
 use kobo_actors::merchant::Settings;
 use kobo_actors::timers::Advance;
 use kobo_actors::{DomainError, Mode};
@@ -43,7 +45,9 @@ async fn create_merchant(req: HttpRequest, state: State, payload: web::Payload) 
                 Some(s) => Settings::default().patched(s)?,
                 None => Settings::default(),
             };
-            Ok(admin::create_merchant(&state.kobo, b.name, settings).await?)
+            Ok(render(
+                &admin::create_merchant(&state.kobo, b.name, settings).await?,
+            ))
         })
         .await
 }
@@ -59,15 +63,11 @@ async fn get_merchant(req: HttpRequest, state: State, path: web::Path<String>) -
         .await
 }
 
-async fn change(state: &State, raw_id: &str, change: MerchantChange) -> ApiResult<Value> {
+/// The merchant `{id}` names (unknown: 404, and no actor starts).
+fn known_merchant(state: &State, raw_id: &str) -> ApiResult<Uuid> {
     let id = parse_id(raw_id, "merchant")?;
     admin::load_merchant(&state.kobo, id)?.ok_or_else(|| DomainError::not_found("merchant", id))?;
-    let view = state
-        .kobo
-        .merchants
-        .send(id, ChangeMerchant(change))
-        .await??;
-    Ok(view)
+    Ok(id)
 }
 
 /// `{settings}`: a patch of the merchant's settings.
@@ -92,7 +92,9 @@ async fn update_merchant(
     Endpoint::operator(200)
         .operate_with(req, state, payload, |state, b: UpdateMerchant| async move {
             Settings::default().patched(&b.settings)?;
-            change(&state, &path, MerchantChange::Settings(b.settings)).await
+            let id = known_merchant(&state, &path)?;
+            let update = UpdateSettings(b.settings);
+            Ok(render(&state.kobo.merchants.send(id, update).await??))
         })
         .await
 }
@@ -107,7 +109,10 @@ async fn roll_keys(
         .operate_with(req, state, payload, |state, b: RollKeys| async move {
             let mode = Mode::parse(&b.mode)
                 .ok_or_else(|| DomainError::invalid("mode", "mode must be test or live"))?;
-            change(&state, &path, MerchantChange::RollKey(mode)).await
+            let id = known_merchant(&state, &path)?;
+            Ok(render(
+                &state.kobo.merchants.send(id, RollKey(mode)).await??,
+            ))
         })
         .await
 }

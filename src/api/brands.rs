@@ -12,7 +12,7 @@ use super::body::{self as body};
 use super::components::{path_id, BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound};
 use super::endpoint::{Call, Endpoint};
 use super::params::page_query;
-use super::{resource, ApiResult, Reply, State};
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -70,19 +70,14 @@ path_id!(
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     Endpoint::secret_key(201)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: CreateBrandRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let name = body.name;
-                let view =
-                    admin::create_brand(&state.kobo, p.merchant.id, p.mode, name, Some(&save))
-                        .await?;
-                Ok(Reply::saved(201, view))
+                Ok(admin::create_brand(&state.kobo, p.merchant.id, p.mode, name, c.save()).await?)
             },
         )
         .await

@@ -14,11 +14,10 @@ use std::path::Path;
 
 use actix_web::{web, HttpRequest};
 use serde::Deserialize;
-use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use kobo_actors::idempotency::IdempotencySave;
+use kobo_actors::idempotency::{Answer as DomainAnswer, IdempotencySave};
 use kobo_actors::money::Currency;
 use kobo_actors::payment_intent::actor::{payment_in_progress, Action, IntentMessage};
 use kobo_actors::payment_intent::card::{AuthInput, BillingAddress, CardDetails, Secret};
@@ -75,7 +74,7 @@ async fn act_if_idle(
     id: Uuid,
     action: Action,
     save: Option<IdempotencySave>,
-) -> Result<Value, DomainError> {
+) -> Result<DomainAnswer<PaymentIntentView>, DomainError> {
     let msg = IntentMessage {
         merchant: p.merchant.id,
         mode: p.mode,
@@ -204,7 +203,6 @@ fn parse_card(
 /// and their bodies are fingerprinted with a key.
 const CARD_CALL: Endpoint = Endpoint::intent_key(200)
     .gate(ensure_card_api)
-    .saves_itself()
     .fingerprint(Fingerprint::Keyed);
 
 /// Pay a payment intent by card

@@ -16,7 +16,7 @@ use super::body::{self, NoFields};
 use super::components::{path_id, BadRequest, EventRef, IdempotencyKey, NotFoundReplayable};
 use super::endpoint::{Call, Endpoint};
 use super::params;
-use super::{resource, ApiResult, Reply, State};
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/events").route(web::get().to(list)))
@@ -118,23 +118,21 @@ async fn redeliver(
     payload: web::Payload,
 ) -> ApiResult {
     Endpoint::secret_key(200)
-        .saves_itself()
         .post(req, state, payload, |c, _: NoFields| async move {
             let (state, p) = (&c.state, &c.p);
-            let save = c.idem();
             let raw_id = path.as_str();
             let event = EventId::parse(raw_id)?.id;
-            let view = state
+            let answer = state
                 .kobo
                 .webhooks
                 .command(Command::Redeliver {
                     merchant: p.merchant.id,
                     mode: p.mode,
                     event,
-                    idem: Some(save),
+                    idem: c.save.clone(),
                 })
                 .await?;
-            Ok(Reply::saved(200, view))
+            Ok(answer)
         })
         .await
 }

@@ -18,7 +18,7 @@ use super::components::{
 };
 use super::endpoint::{Call, Endpoint};
 use super::params::{self, page_query};
-use super::{resource, ApiError, ApiResult, Reply, State};
+use super::{resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/fx").route(web::get().to(preview)))
@@ -147,33 +147,24 @@ pub struct CreateConversionRequest {
 )]
 async fn create_conversion(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     Endpoint::secret_key(201)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: CreateConversionRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let CreateConversionRequest {
                     usd_amount,
                     rate_id,
                     brand,
                 } = body;
-                let c = fx::convert(
-                    &state.kobo.fx,
-                    &p.merchant,
-                    p.mode,
-                    Convert {
-                        usd_amount,
-                        rate_id,
-                        brand,
-                        automatic: false,
-                    },
-                    Some(&save),
-                )
-                .await?;
-                Ok(Reply::saved(201, c.to_api()))
+                let convert = Convert {
+                    usd_amount,
+                    rate_id,
+                    brand,
+                    automatic: false,
+                };
+                Ok(fx::convert(&state.kobo.fx, &p.merchant, p.mode, convert, c.save()).await?)
             },
         )
         .await

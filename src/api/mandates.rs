@@ -8,8 +8,8 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use kobo_actors::customer::{self, CustomerView};
-use kobo_actors::idempotency::IdempotencySave;
-use kobo_actors::mandate::actor::{MandateAction, MandateMessage};
+use kobo_actors::idempotency::{Answer, IdempotencySave};
+use kobo_actors::mandate::actor::{ChargeMandate, MandateAction, MandateMessage};
 use kobo_actors::mandate::service::{self, CreateMandate, MandateFilter};
 use kobo_actors::mandate::{Mandate, MandateStatus, MandateView};
 use kobo_actors::money::{Currency, FeeBearer};
@@ -26,7 +26,7 @@ use super::components::{
 use super::endpoint::{live_payments, Call, Endpoint};
 use super::params;
 use super::payment_intents::MIN_PAYMENT_AMOUNT;
-use super::{resource, ApiError, ApiResult, Reply, State};
+use super::{resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -163,14 +163,12 @@ fn direct_debit_enabled(p: &Principal) -> Result<(), DomainError> {
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     Endpoint::secret_key(201)
         .gate(live_payments)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: CreateMandateRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let request = CreateMandate {
                     customer: body.customer,
                     customer_email: body.customer_email,
@@ -178,15 +176,8 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
                     callback_url: body.callback_url,
                 };
                 direct_debit_enabled(p)?;
-                let m = service::create(
-                    state.kobo.mandates.deps(),
-                    p.merchant.id,
-                    p.mode,
-                    request,
-                    Some(&save),
-                )
-                .await?;
-                Ok(Reply::saved(201, m.to_api()))
+                let deps = state.kobo.mandates.deps();
+                Ok(service::create(deps, p.merchant.id, p.mode, request, c.save()).await?)
             },
         )
         .await
@@ -253,7 +244,7 @@ async fn send(
     m: &Mandate,
     action: MandateAction,
     idem: Option<IdempotencySave>,
-) -> Result<Value, DomainError> {
+) -> Result<Answer<MandateView>, DomainError> {
     state
         .kobo
         .mandates
@@ -278,14 +269,11 @@ async fn mandate_action(
     action: MandateAction,
 ) -> ApiResult {
     Endpoint::secret_key(200)
-        .saves_itself()
         .post(req, state, payload, |c, _: NoFields| async move {
             let (state, p) = (&c.state, &c.p);
-            let save = c.idem();
             let raw = path.as_str();
             let m = own(state, p, raw)?;
-            let view = send(state, &m, action, Some(save)).await?;
-            Ok(Reply::saved(200, view))
+            Ok(send(state, &m, action, c.save).await?)
         })
         .await
 }
@@ -406,24 +394,23 @@ async fn charge(
 ) -> ApiResult {
     Endpoint::secret_key(201)
         .gate(live_payments)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: ChargeMandateRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let raw = path.as_str();
                 let params = body.into_params();
                 let m = own(state, p, raw)?;
                 direct_debit_enabled(p)?;
-                let action = MandateAction::Charge {
+                let charge = ChargeMandate {
                     merchant: Box::new(p.merchant.clone()),
+                    mode: m.mode,
                     params,
+                    idem: c.save,
                 };
-                let view = send(state, &m, action, Some(save)).await?;
-                Ok(Reply::saved(201, view))
+                Ok(state.kobo.mandates.send(m.id, charge).await??)
             },
         )
         .await

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use kobo_actors::idempotency::IdempotencySave;
+use kobo_actors::idempotency::{Answer, IdempotencySave};
 use kobo_actors::money::{Currency, FeeBearer};
 use kobo_actors::payment_intent::actor::{Action, IntentMessage};
 use kobo_actors::payment_intent::service::{self, CreatePaymentIntent};
@@ -156,7 +156,7 @@ impl From<ListPaymentIntentsQuery> for IntentFilter {
     )
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    const CREATE: Endpoint = Endpoint::secret_key(201).gate(live_payments).saves_itself();
+    const CREATE: Endpoint = Endpoint::secret_key(201).gate(live_payments);
     CREATE
         .post(
             req,
@@ -254,7 +254,7 @@ pub async fn act(
     id: Uuid,
     action: Action,
     save: Option<IdempotencySave>,
-) -> Result<Value, DomainError> {
+) -> Result<Answer<PaymentIntentView>, DomainError> {
     query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
     let msg = IntentMessage {
         merchant: p.merchant.id,
@@ -277,7 +277,6 @@ pub async fn intent_action<B: DeserializeOwned>(
     action: impl FnOnce(B) -> Action,
 ) -> ApiResult {
     endpoint
-        .saves_itself()
         .post(req, state, payload, |c, body: B| async move {
             let raw = c.req.match_info().get("id").unwrap_or_default();
             let id = PaymentIntentId::parse(raw)?.id;

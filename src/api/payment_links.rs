@@ -3,12 +3,12 @@
 //! without a browser. The page itself is `crate::checkout::link`.
 
 use actix_web::{web, HttpRequest};
-use serde_json::Value;
 
+use kobo_actors::idempotency::render;
 use kobo_actors::money::Currency;
 use kobo_actors::payment_intent::actor::Action;
 use kobo_actors::payment_intent::PaymentIntentView;
-use kobo_actors::payment_link::actor::{send, LinkAction};
+use kobo_actors::payment_link::actor::{send, send_visit, LinkAction};
 use kobo_actors::payment_link::service::{self, LinkFilter};
 use kobo_actors::payment_link::{PaymentLink, PaymentLinkView};
 use kobo_actors::query::{ListView, Principal};
@@ -24,7 +24,7 @@ use super::components::{
 use super::endpoint::{live_payments, test_mode, Call, Endpoint};
 use super::params;
 use super::payment_intents::act;
-use super::{resource, ApiResult, Reply, State};
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -80,16 +80,13 @@ fn own(state: &State, p: &Principal, raw: &str) -> Result<PaymentLink, DomainErr
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     Endpoint::secret_key(201)
         .gate(live_payments)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: CreatePaymentLinkRequest| async move {
-                let (p, save) = (&c.p, c.idem());
-                let view = service::create(c.kobo(), &p.merchant, p.mode, body.into(), Some(&save))
-                    .await?;
-                Ok(Reply::saved(201, view))
+                let p = &c.p;
+                Ok(service::create(c.kobo(), &p.merchant, p.mode, body.into(), c.save()).await?)
             },
         )
         .await
@@ -142,7 +139,7 @@ async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> Ap
         .get(req, state, |c| async move {
             let Call { state, p, .. } = c;
             let link = own(&state, &p, &path)?;
-            Ok(service::render(&state.kobo, &link)?)
+            Ok(render(&service::view(&state.kobo, &link)?))
         })
         .await
 }
@@ -156,13 +153,10 @@ async fn link_action<B: serde::de::DeserializeOwned>(
     action: impl FnOnce(B) -> LinkAction,
 ) -> ApiResult {
     Endpoint::secret_key(200)
-        .saves_itself()
         .post(req, state, payload, |c, body: B| async move {
-            let (state, p) = (&c.state, &c.p);
-            let save = c.idem();
-            let link = own(state, p, &path)?;
-            let view = send(&state.kobo.payment_links, &link, action(body), Some(save)).await?;
-            Ok(Reply::saved(200, view))
+            let link = own(&c.state, &c.p, &path)?;
+            let links = &c.state.kobo.payment_links;
+            Ok(send(links, &link, action(body), c.save).await?)
         })
         .await
 }
@@ -300,19 +294,15 @@ async fn pay(
             |c, body: PayPaymentLinkRequest| async move {
                 let (state, p) = (&c.state, &c.p);
                 let link = own(state, p, &path)?;
-                let visit = LinkAction::Visit(Box::new(body.into()));
-                let created: Value = send(&state.kobo.payment_links, &link, visit, None).await?;
-                let id = created["id"]
-                    .as_str()
-                    .and_then(|s| s.parse().ok())
-                    .ok_or_else(|| DomainError::internal("a visit answered no payment"))?;
+                let made = send_visit(&state.kobo.payment_links, &link, body.into()).await?;
+                let id = made.view().id;
                 let transfer = link.currency == Currency::NGN
                     && p.merchant.settings.payment_methods.bank_transfer;
                 let action = match transfer {
                     true => Action::SimulateTransfer { amount: None },
                     false => Action::TestSucceed,
                 };
-                Ok(act(state, p, id, action, None).await?)
+                Ok(act(state, p, id, action, c.save.clone()).await?)
             },
         )
         .await
@@ -322,6 +312,7 @@ async fn pay(
 mod tests {
     use std::collections::BTreeSet;
 
+    use serde_json::Value;
     use utoipa::openapi::schema::Schema;
     use utoipa::openapi::RefOr;
     use utoipa::{PartialSchema, ToSchema};

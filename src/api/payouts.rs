@@ -6,6 +6,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use kobo_actors::banks::{self, BankAccountView, BankView};
+use kobo_actors::idempotency::Answer;
 use kobo_actors::payout::actor::{PayoutAction, PayoutMessage};
 use kobo_actors::payout::service::{self, CreatePayout, PayoutQuoteView, MIN_PAYOUT};
 use kobo_actors::payout::PayoutView;
@@ -19,7 +20,7 @@ use super::components::{
 };
 use super::endpoint::{Call, Endpoint};
 use super::params::{self, page_query};
-use super::{resource, ApiError, ApiResult, Reply, State};
+use super::{resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/banks").route(web::get().to(list_banks)))
@@ -119,35 +120,26 @@ pub struct AddBankAccountRequest {
 )]
 
 async fn add_bank_account(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    Endpoint::secret_key(200)
-        .saves_itself()
+    Endpoint::secret_key(201)
+        .existing(200)
         .post(
             req,
             state,
             payload,
             |c, body: AddBankAccountRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let (bank_code, number) = (body.bank_code, body.account_number);
-                let (view, created) = banks::add(
+                let answer = banks::add(
                     &state.kobo,
                     &state.kobo.rails,
                     p.merchant.id,
                     p.mode,
                     &bank_code,
                     &number,
-                    Some(&save),
+                    c.save(),
                 )
                 .await?;
-                Ok(if created {
-                    Reply::saved(201, view)
-                } else {
-                    Reply {
-                        status: 200,
-                        body: view,
-                        saved: false,
-                    }
-                })
+                Ok(answer)
             },
         )
         .await
@@ -221,35 +213,27 @@ pub struct CreatePayoutRequest {
 )]
 
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    Endpoint::secret_key(200)
-        .saves_itself()
+    Endpoint::secret_key(201)
         .post(
             req,
             state,
             payload,
             |c, body: CreatePayoutRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let CreatePayoutRequest {
                     amount,
                     bank_account_id: bank_account,
                     brand,
                     currency: PayoutCurrency::NGN,
                 } = body;
-                let payout = service::create(
-                    state.kobo.payouts.deps(),
-                    &p.merchant,
-                    p.mode,
-                    CreatePayout {
-                        amount,
-                        bank_account,
-                        brand,
-                        automatic: false,
-                    },
-                    Some(&save),
-                )
-                .await?;
-                Ok(Reply::saved(201, payout.to_api()))
+                let create = CreatePayout {
+                    amount,
+                    bank_account,
+                    brand,
+                    automatic: false,
+                };
+                let deps = state.kobo.payouts.deps();
+                Ok(service::create(deps, &p.merchant, p.mode, create, c.save()).await?)
             },
         )
         .await
@@ -391,7 +375,7 @@ async fn send(
     id: Uuid,
     action: PayoutAction,
     idem: Option<kobo_actors::idempotency::IdempotencySave>,
-) -> Result<serde_json::Value, DomainError> {
+) -> Result<Answer<PayoutView>, DomainError> {
     state
         .kobo
         .payouts
@@ -433,22 +417,12 @@ async fn cancel(
     payload: web::Payload,
 ) -> ApiResult {
     Endpoint::secret_key(200)
-        .saves_itself()
         .post(req, state, payload, |c, _: NoFields| async move {
             let (state, p) = (&c.state, &c.p);
-            let save = c.idem();
             let raw = path.as_str();
             let po = own(state, p, raw)?;
-            let view = send(
-                state,
-                po.merchant,
-                po.mode,
-                po.id,
-                PayoutAction::Cancel,
-                Some(save),
-            )
-            .await?;
-            Ok(Reply::saved(200, view))
+            let cancel = PayoutAction::Cancel;
+            Ok(send(state, po.merchant, po.mode, po.id, cancel, c.save).await?)
         })
         .await
 }
@@ -470,7 +444,9 @@ async fn review<const APPROVE: bool>(
             let id = PayoutId::parse(&path)?.id;
             let po = service::load(&state.kobo, id)?
                 .ok_or_else(|| DomainError::not_found("payout", id))?;
-            Ok(send(&state, po.merchant, po.mode, po.id, action, None).await?)
+            Ok(send(&state, po.merchant, po.mode, po.id, action, None)
+                .await?
+                .outcome)
         })
         .await
 }

@@ -7,10 +7,11 @@ use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use kobo_actors::idempotency::IdempotencySave;
+use kobo_actors::idempotency::{Answer, IdempotencySave};
 use kobo_actors::payment_intent::metadata_schema;
 use kobo_actors::query::{self, ListView, Principal};
 use kobo_actors::refund::actor::{AftercareAction, AftercareMessage};
+use kobo_actors::refund::machine::AftercareView;
 use kobo_actors::refund::{service, DisputeView, RefundView};
 use kobo_actors::DomainError;
 
@@ -72,10 +73,9 @@ async fn aftercare_action<B: DeserializeOwned>(
     action: impl FnOnce(&State, &Principal, B) -> ApiResult<(Uuid, AftercareAction)>,
 ) -> ApiResult {
     endpoint
-        .saves_itself()
         .post(req, state, payload, |c, body: B| async move {
             let (payment, action) = action(&c.state, &c.p, body)?;
-            Ok(send(&c.state, &c.p, payment, action, c.idem()).await?)
+            Ok(send(&c.state, &c.p, payment, action, c.save.clone()).await?)
         })
         .await
 }
@@ -85,15 +85,21 @@ async fn send(
     p: &Principal,
     payment: Uuid,
     action: AftercareAction,
-    idem: IdempotencySave,
-) -> Result<Value, DomainError> {
-    let msg = AftercareMessage {
-        merchant: p.merchant.id,
-        mode: p.mode,
-        action,
-        idem: Some(idem),
-    };
-    state.kobo.aftercare.send(payment, msg).await?
+    idem: Option<IdempotencySave>,
+) -> Result<Answer<AftercareView>, DomainError> {
+    state
+        .kobo
+        .aftercare
+        .send(
+            payment,
+            AftercareMessage {
+                merchant: p.merchant.id,
+                mode: p.mode,
+                action,
+                idem,
+            },
+        )
+        .await?
 }
 
 // The body of `POST /v1/refunds`, for the OpenAPI document; a unit test

@@ -7,8 +7,9 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use kobo_actors::idempotency::render;
 use kobo_actors::query::{ListView, Principal};
-use kobo_actors::usdt::actor::{WalletChange, WalletCommand};
+use kobo_actors::usdt::actor::{self as wallets, DeleteWallet};
 use kobo_actors::usdt::service::{
     self, CreateCryptoPayout, UsdtPreviewView, UsdtView, MAX_LABEL_LEN,
 };
@@ -22,7 +23,7 @@ use super::components::{
 };
 use super::endpoint::{Call, Endpoint};
 use super::fx::{ListQuery, PreviewQuery};
-use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
+use super::{parse_id, resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/usdt").route(web::get().to(usdt)))
@@ -187,14 +188,14 @@ fn check_otp(mode: Mode, otp: Option<String>) -> Result<(), DomainError> {
     )
 )]
 async fn create_payout(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    const CREATE: Endpoint = Endpoint::secret_key(201).gate(ensure_usdt).saves_itself();
+    const CREATE: Endpoint = Endpoint::secret_key(201).gate(ensure_usdt);
     CREATE
         .post(
             req,
             state,
             payload,
             |c, body: CreateCryptoPayoutRequest| async move {
-                let (state, p, save) = (&c.state, &c.p, c.idem());
+                let (state, p) = (&c.state, &c.p);
                 let CreateCryptoPayoutRequest {
                     usd_amount,
                     wallet,
@@ -202,20 +203,14 @@ async fn create_payout(req: HttpRequest, state: State, payload: web::Payload) ->
                     otp,
                 } = body;
                 check_otp(p.mode, otp)?;
-                let payout = service::create_payout(
-                    &state.kobo.crypto_payouts,
-                    &p.merchant,
-                    p.mode,
-                    CreateCryptoPayout {
-                        usd_amount,
-                        wallet,
-                        brand,
-                        automatic: false,
-                    },
-                    Some(&save),
-                )
-                .await?;
-                Ok(Reply::saved(201, payout.to_api()))
+                let create = CreateCryptoPayout {
+                    usd_amount,
+                    wallet,
+                    brand,
+                    automatic: false,
+                };
+                let payouts = &state.kobo.crypto_payouts;
+                Ok(service::create_payout(payouts, &p.merchant, p.mode, create, c.save()).await?)
             },
         )
         .await
@@ -295,6 +290,7 @@ async fn add_wallet(
     payload: web::Payload,
 ) -> ApiResult {
     Endpoint::operator(201)
+        .existing(200)
         .operate_with(req, state, payload, |state, b: AddWallet| async move {
             let address = b.address.trim().to_string();
             let network = Network::parse(&b.network)
@@ -309,25 +305,13 @@ async fn add_wallet(
                     .ok_or_else(|| DomainError::invalid("mode", "mode must be test or live"))?,
             };
             let merchant = merchant_of(&state, &path)?;
-            let (view, created) = state
-                .kobo
-                .usdt_wallets
-                .send(
-                    merchant,
-                    WalletChange(WalletCommand::Add {
-                        mode,
-                        network,
-                        address,
-                        label,
-                    }),
-                )
-                .await??;
-            let status = if created { 201 } else { 200 };
-            Ok(Reply {
-                status,
-                body: view,
-                saved: false,
-            })
+            let add = wallets::AddWallet {
+                mode,
+                network,
+                address,
+                label,
+            };
+            Ok(state.kobo.usdt_wallets.send(merchant, add).await??)
         })
         .await
 }
@@ -344,12 +328,9 @@ async fn delete_wallet(
             let (merchant, wallet) = path.into_inner();
             let wallet = parse_id(&wallet, "usdt_wallet")?;
             let merchant = merchant_of(&state, &merchant)?;
-            let (view, _) = state
-                .kobo
-                .usdt_wallets
-                .send(merchant, WalletChange(WalletCommand::Delete { wallet }))
-                .await??;
-            Ok(view)
+            let deleted = DeleteWallet { wallet };
+            let view = state.kobo.usdt_wallets.send(merchant, deleted).await??;
+            Ok(render(&view))
         })
         .await
 }

@@ -16,7 +16,7 @@ use kobo_actors::DomainError;
 use super::body::{self as body, NoFields};
 use super::components::{path_id, IdempotencyKey, NotFoundReplayable, WebhookEndpointRef};
 use super::endpoint::Endpoint;
-use super::{resource, ApiResult, Reply, State};
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -114,16 +114,14 @@ impl CreateWebhookEndpointRequest {
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     Endpoint::secret_key(201)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: CreateWebhookEndpointRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let (url, events) = body.into_parts()?;
-                let view = state
+                let answer = state
                     .kobo
                     .webhooks
                     .command(Command::Create {
@@ -131,10 +129,10 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
                         mode: p.mode,
                         url,
                         events,
-                        idem: Some(save),
+                        idem: c.save.clone(),
                     })
                     .await?;
-                Ok(Reply::saved(201, view))
+                Ok(answer)
             },
         )
         .await
@@ -170,12 +168,10 @@ async fn change(
     change: EndpointChange,
 ) -> ApiResult {
     Endpoint::secret_key(200)
-        .saves_itself()
         .post(req, state, payload, |c, _: NoFields| async move {
             let (state, p) = (&c.state, &c.p);
-            let save = c.idem();
             let id = WebhookEndpointId::parse(raw_id)?.id;
-            let view = state
+            let answer = state
                 .kobo
                 .webhooks
                 .command(Command::Change {
@@ -183,10 +179,10 @@ async fn change(
                     mode: p.mode,
                     id,
                     change,
-                    idem: Some(save),
+                    idem: c.save.clone(),
                 })
                 .await?;
-            Ok(Reply::saved(200, view))
+            Ok(answer)
         })
         .await
 }

@@ -3,6 +3,8 @@
 //! and its two buttons.
 
 use super::*;
+use kobo_actors::idempotency::{render, Answer};
+use kobo_actors::payment_intent::PaymentIntentView;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/sandbox/bank/{reference}", web::get().to(bank_page))
@@ -203,13 +205,17 @@ async fn bank_answer(
 
 /// The answer to a button: a browser goes back to the checkout page (or
 /// sees why not), a program gets the payment intent or the error.
-fn bank_reply(browser: bool, checkout: &str, outcome: Result<Value, DomainError>) -> HttpResponse {
+fn bank_reply(
+    browser: bool,
+    checkout: &str,
+    outcome: Result<Answer<PaymentIntentView>, DomainError>,
+) -> HttpResponse {
     match outcome {
         Ok(_) if browser => HttpResponse::SeeOther()
             .insert_header((header::LOCATION, checkout))
             .insert_header((header::CACHE_CONTROL, "no-store"))
             .finish(),
-        Ok(view) => HttpResponse::Ok().json(view),
+        Ok(answer) => HttpResponse::Ok().json(render(answer.view())),
         Err(e) if browser && e.kind != ErrorKind::Internal => {
             let main = format!(
                 r#"<section class="card state" aria-labelledby="state-title">

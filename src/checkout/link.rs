@@ -18,11 +18,13 @@ use std::collections::BTreeMap;
 use actix_web::http::header;
 use actix_web::{web, HttpResponse};
 
+use kobo_actors::idempotency::Outcome;
 use kobo_actors::ids::random_base62;
 use kobo_actors::merchant::Brand;
 use kobo_actors::money::{Currency, FeeBearer, MAX_AMOUNT};
 use kobo_actors::payment_intent::link::PAYMENTS;
-use kobo_actors::payment_link::actor::{send, LinkAction};
+use kobo_actors::payment_intent::PaymentIntentView;
+use kobo_actors::payment_link::actor::send_visit;
 use kobo_actors::payment_link::service;
 use kobo_actors::payment_link::visit::{self, valid_nonce, VisitInput};
 use kobo_actors::payment_link::{
@@ -197,8 +199,7 @@ async fn submit(
     if !problems.is_empty() {
         return render(&key, link, brand, &form, &problems, 400);
     }
-    let visit = LinkAction::Visit(Box::new(input));
-    let made = send(&state.kobo.payment_links, link, visit, None).await;
+    let made = send_visit(&state.kobo.payment_links, link, input).await;
     answer(&key, &found, &form, made)
 }
 
@@ -208,7 +209,7 @@ fn answer(
     key: &FormKey,
     found: &Found,
     form: &Answers,
-    made: Result<serde_json::Value, DomainError>,
+    made: Result<Outcome<PaymentIntentView>, DomainError>,
 ) -> HttpResponse {
     let Found {
         link,
@@ -219,8 +220,8 @@ fn answer(
     let (brand, reason) = (brand.as_str(), *reason);
     let livemode = link.mode == Mode::Live;
     match made {
-        Ok(view) => {
-            let url = view["checkout_url"].as_str().unwrap_or_default();
+        Ok(made) => {
+            let url = made.view().checkout_url.as_deref().unwrap_or_default();
             let at = url.find("/c/").unwrap_or(0);
             HttpResponse::SeeOther()
                 .insert_header((header::LOCATION, &url[at..]))

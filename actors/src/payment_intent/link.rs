@@ -16,19 +16,17 @@
 //!   which is the capture's ledger batch;
 //! - a success also writes an outbox row (`payment_link_outbox`): the
 //!   link's actor then checks `max_payments` (and deletes the row).
+//!
+//! `service.rs` calls [`on_create`] and [`on_transition`]; a visit's
+//! intent is made by `service::create_for_link`.
 
-use chrono::{DateTime, Utc};
-use serde_json::Value;
 use uuid::Uuid;
 
 use kobo_storage::{Batch, KeyBuf, Table};
 
-use crate::env::Env;
 use crate::error::DomainResult;
 use crate::ids::{scope_key, Mode};
-use crate::merchant::Merchant;
-use crate::payment_intent::service::{commit_new, new_intent, CreatePaymentIntent};
-use crate::payment_intent::{abandon_after, Effect, PaymentIntent, Status};
+use crate::payment_intent::{PaymentIntent, Status};
 
 /// Positions in a link's counters row.
 pub const HELD: usize = 0;
@@ -99,37 +97,6 @@ pub fn on_transition(batch: &mut Batch, before: &PaymentIntent, after: &PaymentI
             Vec::new(),
         );
     }
-}
-
-/// Creates the payment intent of a visit to link `link` (the link's actor
-/// has checked the link and its free slots): `created`, `payment_link`
-/// set, its slot held, and an abandonment timer `abandon_after()` from now
-/// (a visitor who never starts paying frees the slot). `visit` is the
-/// page form's row (`payment_link_visits`, link and nonce), claimed in the
-/// same batch so one form makes one payment. Answers the create response
-/// (with `checkout_url`).
-pub async fn create_for_link(
-    kobo: &Env,
-    merchant: &Merchant,
-    mode: Mode,
-    link: Uuid,
-    params: CreatePaymentIntent,
-    visit: Option<Vec<u8>>,
-    now: DateTime<Utc>,
-) -> DomainResult<(PaymentIntent, Value)> {
-    let (mut intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
-    intent.payment_link = Some(link);
-    let due = now + abandon_after();
-    intent.abandon_due = Some(due);
-    let effects = [Effect::ScheduleAbandon(due)];
-    let mut extra = Batch::new();
-    if let Some(key) = visit {
-        extra
-            .require_absent(Table::PaymentLinkVisits, key.clone())
-            .put_raw(Table::PaymentLinkVisits, key, intent.id.as_bytes().to_vec());
-    }
-    let view = commit_new(kobo, &intent, &client_secret, &effects, None, now, extra).await?;
-    Ok((intent, view))
 }
 
 /// A link's counters as stored: `[held, payments, amount]`.

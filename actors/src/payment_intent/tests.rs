@@ -26,6 +26,16 @@ fn now() -> DateTime<Utc> {
 
 const BEARERS: [FeeBearer; 2] = [FeeBearer::Merchant, FeeBearer::Customer];
 
+/// [`machine::decide`] with fresh ids, as the actor calls it.
+fn decide(
+    intent: &PaymentIntent,
+    pending: Option<&ChargeAttempt>,
+    command: &Command,
+    now: DateTime<Utc>,
+) -> DomainResult<Decision> {
+    steps::decide(intent, pending, command, NewIds::draw(), now)
+}
+
 fn account(amount: i64, issued: DateTime<Utc>) -> BankTransferAccount {
     BankTransferAccount {
         account_number: "0123456789".into(),
@@ -1043,6 +1053,34 @@ fn abandon_due_does_nothing_when_not_processing() {
 }
 
 #[test]
+fn abandon_due_abandons_a_payment_link_visit_that_never_started_paying() {
+    let (mut pi, pending) = ngn(Status::Created, FeeBearer::Merchant);
+    let due = now() - Duration::minutes(1);
+    pi.abandon_due = Some(due);
+    // Not a link's: a created payment waits for its customer.
+    let d = decide(&pi, pending.as_ref(), &Command::AbandonDue, now()).unwrap();
+    assert_eq!(d.intent, pi);
+    assert!(d.effects.is_empty());
+    // A link's visit: abandoned once due (its slot frees), not before.
+    pi.payment_link = Some(Uuid::new_v4());
+    let early = decide(
+        &pi,
+        pending.as_ref(),
+        &Command::AbandonDue,
+        due - Duration::seconds(1),
+    );
+    assert_eq!(early.unwrap().intent, pi);
+    let d = decide(&pi, pending.as_ref(), &Command::AbandonDue, now()).unwrap();
+    assert_eq!(d.intent.status, Status::Abandoned);
+    assert_eq!(d.intent.abandon_due, None);
+    assert_touched(&pi, &d.intent, now());
+    assert_eq!(
+        d.effects,
+        vec![Effect::Event(event::PAYMENT_INTENT_ABANDONED)]
+    );
+}
+
+#[test]
 fn abandon_due_does_nothing_when_processing_without_a_timer() {
     let (mut pi, pending) = ngn(Status::Processing, FeeBearer::Merchant);
     pi.abandon_due = None;
@@ -1156,6 +1194,56 @@ fn every_change_bumps_the_version_and_sets_updated_at() {
         }
     }
     assert!(checked > 50, "only {checked} decisions checked");
+}
+
+/// `decide` is deterministic: the same intent, attempt, command, ids and
+/// time give the same decision (or the same error), every time; a new
+/// attempt takes the id it was given.
+#[test]
+fn the_same_inputs_give_the_same_decision() {
+    let ids = NewIds {
+        attempt: Uuid::from_u128(0x5eed),
+    };
+    let mut checked = 0;
+    for currency in Currency::ALL {
+        for status in Status::ALL {
+            let (pi, pending) = fixture(status, currency, FeeBearer::Merchant);
+            let exact = pi.bank_transfer.as_ref().map_or(AMOUNT, |b| b.amount);
+            for at in [now(), t(120), t(200)] {
+                let commands = [
+                    Command::Cancel,
+                    Command::StartBankTransfer {
+                        account: Some(account(pi.transfer_amount(), at)),
+                    },
+                    Command::TransferReceived { amount: exact },
+                    Command::TransferReceived { amount: exact + 1 },
+                    Command::TestSucceed,
+                    Command::AbandonDue,
+                    start_card(CardOutcome::Succeeded),
+                    start_card(CardOutcome::Action(ask(AuthInput::Pin))),
+                    Command::CancelAuthentication,
+                    Command::StartDirectDebit,
+                    Command::DebitPending,
+                ];
+                for cmd in &commands {
+                    let first = steps::decide(&pi, pending.as_ref(), cmd, ids, at);
+                    let again = steps::decide(&pi, pending.as_ref(), cmd, ids, at);
+                    let ctx = format!("{currency:?} {status:?} {cmd:?} at {at}");
+                    assert_eq!(first, again, "{ctx}");
+                    if let Ok(d) = &first {
+                        for e in &d.effects {
+                            if let Effect::Attempt(a) = e {
+                                let old = pending.as_ref().is_some_and(|p| p.number == a.number);
+                                assert!(old || a.id == ids.attempt, "{ctx}: {a:?}");
+                            }
+                        }
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} decisions checked");
 }
 
 // ---------------------------------------------------------------- cards

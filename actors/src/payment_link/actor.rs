@@ -11,23 +11,25 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use serde_json::Value;
 use uuid::Uuid;
 
 use kobo_storage::{Batch, KeyBuf, Table};
 
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::Mode;
-use crate::payment_intent::link::{create_for_link, read_counters, HELD, PAYMENTS};
-use crate::payment_intent::PaymentIntent;
+use crate::payment_intent::link::{read_counters, HELD, PAYMENTS};
+use crate::payment_intent::service::create_for_link;
+use crate::payment_intent::{PaymentIntent, PaymentIntentView};
 use crate::registry::{run_command, Activation, ObjectActor, Registry, VirtualActor};
 use crate::timer::{Timer, TimerKind};
 
 use super::service::{commit_change, load};
 use super::visit::{self, VisitInput};
-use super::{decide, Command, InactiveReason, LinkStatus, LinkUpdate, PaymentLink};
+use super::{
+    decide, Command, InactiveReason, LinkStatus, LinkUpdate, PaymentLink, PaymentLinkView,
+};
 
 pub struct PaymentLinkActor {
     activation: Activation<Self>,
@@ -41,9 +43,6 @@ pub enum LinkAction {
     Update(Box<LinkUpdate>),
     Deactivate,
     Activate,
-    /// A visitor's answers: create the payment intent (answers it, with
-    /// `checkout_url`).
-    Visit(Box<VisitInput>),
     /// The expiry timer stored under `timer_key` fired.
     ExpireTimer {
         timer_key: Vec<u8>,
@@ -54,13 +53,25 @@ pub enum LinkAction {
     },
 }
 
+/// A change of the link: answers the link.
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "DomainResult<Value>")]
+#[rtype(result = "DomainResult<Answer<PaymentLinkView>>")]
 pub struct LinkMessage {
     pub merchant: Uuid,
     pub mode: Mode,
     pub action: LinkAction,
     pub idem: Option<IdempotencySave>,
+}
+
+/// A visitor's answers: create the payment intent. Answers it (with
+/// `checkout_url`): `Created`, or `Existing` when the page form's nonce
+/// already made it.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "DomainResult<Outcome<PaymentIntentView>>")]
+pub struct VisitLink {
+    pub merchant: Uuid,
+    pub mode: Mode,
+    pub input: Box<VisitInput>,
 }
 
 impl Actor for PaymentLinkActor {
@@ -99,7 +110,7 @@ impl ObjectActor for PaymentLinkActor {
 }
 
 impl Handler<LinkMessage> for PaymentLinkActor {
-    type Result = AtomicResponse<Self, DomainResult<Value>>;
+    type Result = AtomicResponse<Self, DomainResult<Answer<PaymentLinkView>>>;
 
     fn handle(&mut self, msg: LinkMessage, _ctx: &mut Context<Self>) -> Self::Result {
         let (merchant, mode) = (msg.merchant, msg.mode);
@@ -109,18 +120,27 @@ impl Handler<LinkMessage> for PaymentLinkActor {
     }
 }
 
+impl Handler<VisitLink> for PaymentLinkActor {
+    type Result = AtomicResponse<Self, DomainResult<Outcome<PaymentIntentView>>>;
+
+    fn handle(&mut self, msg: VisitLink, _ctx: &mut Context<Self>) -> Self::Result {
+        let (merchant, mode) = (msg.merchant, msg.mode);
+        run_command(self, merchant, mode, move |kobo, link| async move {
+            let made = admit(&kobo, &link, &msg.input).await?;
+            Ok((link, made))
+        })
+    }
+}
+
 async fn process(
     kobo: &Env,
     link: &PaymentLink,
     msg: LinkMessage,
-) -> DomainResult<(PaymentLink, Value)> {
+) -> DomainResult<(PaymentLink, Answer<PaymentLinkView>)> {
     let now = kobo.clock.now();
     let payments = read_counters(&kobo.store.read()?, link.id)?[PAYMENTS];
     let mut batch = Batch::new();
     let command = match msg.action {
-        LinkAction::Visit(input) => {
-            return admit(kobo, link, &input).await.map(|v| (link.clone(), v))
-        }
         LinkAction::Update(u) => Command::Update(u),
         LinkAction::Deactivate => Command::Deactivate,
         LinkAction::Activate => Command::Activate,
@@ -130,8 +150,8 @@ async fn process(
                 .expires_at
                 .is_some_and(|e| Timer::key(e, TimerKind::PaymentLinkExpire, link.id) == timer_key);
             if !live {
-                let view = commit_change(kobo, link, link, &[], batch, None).await?;
-                return Ok((link.clone(), view));
+                let answer = commit_change(kobo, link, link, &[], batch, None).await?;
+                return Ok((link.clone(), answer));
             }
             Command::ExpiryDue
         }
@@ -143,8 +163,8 @@ async fn process(
         }
     };
     let (after, effects) = decide(link, &command, payments, now)?;
-    let view = commit_change(kobo, link, &after, &effects, batch, msg.idem.as_ref()).await?;
-    Ok((after, view))
+    let answer = commit_change(kobo, link, &after, &effects, batch, msg.idem.as_ref()).await?;
+    Ok((after, answer))
 }
 
 fn visit_key(link: Uuid, nonce: &str) -> Vec<u8> {
@@ -154,7 +174,11 @@ fn visit_key(link: Uuid, nonce: &str) -> Vec<u8> {
 /// A visit: the form's earlier payment if this nonce made one, else the
 /// link's checks (active now, a free slot, the answers) and a new payment
 /// intent holding a slot.
-async fn admit(kobo: &Env, link: &PaymentLink, input: &VisitInput) -> DomainResult<Value> {
+async fn admit(
+    kobo: &Env,
+    link: &PaymentLink,
+    input: &VisitInput,
+) -> DomainResult<Outcome<PaymentIntentView>> {
     let now = kobo.clock.now();
     let read = kobo.store.read()?;
     if let Some(nonce) = &input.nonce {
@@ -164,7 +188,8 @@ async fn admit(kobo: &Env, link: &PaymentLink, input: &VisitInput) -> DomainResu
                 read.get_decoded(Table::PaymentIntents, id.as_bytes())?;
             let intent =
                 found.ok_or_else(|| DomainError::internal("a visit's payment is missing"))?;
-            return Ok(with_checkout_url(kobo, intent.to_api(None), &intent));
+            let view = with_checkout_url(kobo, intent.view(None), &intent);
+            return Ok(Outcome::Existing(view));
         }
     }
     let counters = read_counters(&read, link.id)?;
@@ -200,31 +225,49 @@ async fn admit(kobo: &Env, link: &PaymentLink, input: &VisitInput) -> DomainResu
         ));
     }
     let key = input.nonce.as_ref().map(|n| visit_key(link.id, n));
-    let (intent, view) =
-        create_for_link(kobo, &merchant, link.mode, link.id, params, key, now).await?;
-    Ok(with_checkout_url(kobo, view, &intent))
+    create_for_link(kobo, &merchant, link.mode, link.id, params, key, now).await
 }
 
-fn with_checkout_url(kobo: &Env, mut view: Value, intent: &PaymentIntent) -> Value {
-    let url = format!("{}/c/{}", kobo.config.base_url, intent.checkout_code);
-    if let Some(o) = view.as_object_mut() {
-        o.insert("checkout_url".into(), Value::String(url));
-    }
+/// An earlier visit's payment, with its `checkout_url` as when it was made.
+fn with_checkout_url(
+    kobo: &Env,
+    mut view: PaymentIntentView,
+    intent: &PaymentIntent,
+) -> PaymentIntentView {
+    view.checkout_url = Some(format!(
+        "{}/c/{}",
+        kobo.config.base_url, intent.checkout_code
+    ));
     view
 }
 
-/// Sends a command to a link's actor.
+/// Sends a change to a link's actor.
 pub async fn send(
     links: &Registry<PaymentLinkActor>,
     link: &PaymentLink,
     action: LinkAction,
     idem: Option<IdempotencySave>,
-) -> DomainResult<Value> {
+) -> DomainResult<Answer<PaymentLinkView>> {
     let msg = LinkMessage {
         merchant: link.merchant,
         mode: link.mode,
         action,
         idem,
+    };
+    links.send(link.id, msg).await?
+}
+
+/// Sends a visitor's answers to a link's actor: the payment intent made
+/// (or found, for a page form already submitted).
+pub async fn send_visit(
+    links: &Registry<PaymentLinkActor>,
+    link: &PaymentLink,
+    input: VisitInput,
+) -> DomainResult<Outcome<PaymentIntentView>> {
+    let msg = VisitLink {
+        merchant: link.merchant,
+        mode: link.mode,
+        input: Box::new(input),
     };
     links.send(link.id, msg).await?
 }

@@ -14,7 +14,7 @@ use kobo_storage::{Batch, CommitError, KeyBuf, Table};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{render, Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, scope_key, Mode};
 use crate::merchant::{Brand, Merchant};
 use crate::money::{Currency, FeeBearer};
@@ -24,7 +24,7 @@ use crate::timer::{Timer, TimerKind};
 
 use super::{
     check_custom_fields, check_expiry, valid_slug, AmountRule, CustomField, Effect, LinkFacts,
-    LinkStatus, PaymentLink, PAYMENT_LINK_CREATED,
+    LinkStatus, PaymentLink, PaymentLinkView, PAYMENT_LINK_CREATED,
 };
 
 /// A validated create request (the HTTP layer parses the body into this).
@@ -106,8 +106,8 @@ pub fn facts(kobo: &Env, link: Uuid, now: DateTime<Utc>) -> DomainResult<LinkFac
 }
 
 /// The public PaymentLink object as it is now.
-pub fn render(kobo: &Env, link: &PaymentLink) -> DomainResult<Value> {
-    Ok(link.to_api(facts(kobo, link.id, kobo.clock.now())?))
+pub fn view(kobo: &Env, link: &PaymentLink) -> DomainResult<PaymentLinkView> {
+    Ok(link.view(facts(kobo, link.id, kobo.clock.now())?))
 }
 
 /// A slug from the link's name: its letters and digits, lowercase, words
@@ -173,7 +173,7 @@ pub async fn create(
     mode: Mode,
     req: CreateLink,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<Value> {
+) -> DomainResult<Answer<PaymentLinkView>> {
     let now = kobo.clock.now();
     let amount = req.amount.clone().checked()?;
     check_custom_fields(&req.custom_fields)?;
@@ -224,14 +224,15 @@ async fn commit_new(
     link: &PaymentLink,
     idem: Option<&IdempotencySave>,
     now: DateTime<Utc>,
-) -> DomainResult<Value> {
+) -> DomainResult<Answer<PaymentLinkView>> {
     let (merchant, mode) = (link.merchant, link.mode);
-    let view = link.to_api(LinkFacts {
+    let view = link.view(LinkFacts {
         base_url: &kobo.config.base_url,
         payments: 0,
         amount: 0,
         now,
     });
+    let body = render(&view);
     let mut batch = Batch::new();
     batch
         .put(Table::PaymentLinks, link.id.as_bytes().to_vec(), link)
@@ -261,15 +262,13 @@ async fn commit_new(
         kobo,
         (merchant, mode),
         PAYMENT_LINK_CREATED,
-        view.clone(),
+        body.clone(),
         now,
         &mut batch,
     );
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 201, &view.to_string(), now);
-    }
+    let answer = Answer::save_rendered(Outcome::Created(view), &body, idem, &mut batch, now);
     commit(kobo, batch).await?;
-    Ok(view)
+    Ok(answer)
 }
 
 /// Commits a link's batch; a slug claimed meanwhile is 409 `slug_taken`.
@@ -293,9 +292,10 @@ pub async fn commit_change(
     effects: &[Effect],
     mut batch: Batch,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<Value> {
+) -> DomainResult<Answer<PaymentLinkView>> {
     let now = kobo.clock.now();
-    let view = render(kobo, after)?;
+    let view = view(kobo, after)?;
+    let body = render(&view);
     let (merchant, mode, id) = (after.merchant, after.mode, after.id);
     if after != before {
         batch.put(Table::PaymentLinks, id.as_bytes().to_vec(), after);
@@ -319,7 +319,7 @@ pub async fn commit_change(
     for effect in effects {
         match effect {
             Effect::Event(t) => {
-                Event::record(kobo, (merchant, mode), t, view.clone(), now, &mut batch)
+                Event::record(kobo, (merchant, mode), t, body.clone(), now, &mut batch)
             }
             Effect::ScheduleExpiry(due) => {
                 Timer::new(TimerKind::PaymentLinkExpire, id, merchant, mode)
@@ -343,13 +343,11 @@ pub async fn commit_change(
             }
         }
     }
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 200, &view.to_string(), now);
-    }
+    let answer = Answer::save_rendered(Outcome::Updated(view), &body, idem, &mut batch, now);
     if !batch.is_empty() {
         commit(kobo, batch).await?;
     }
-    Ok(view)
+    Ok(answer)
 }
 
 pub struct LinkFilter {
