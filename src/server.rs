@@ -369,6 +369,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     }
     kobo_actors::webhook::supervisor::start(&kobo.webhooks, webhook_config(&args)?)
         .map_err(|e| anyhow::anyhow!(e))?;
+    kobo_actors::payment_link::actor::start(&kobo.payment_links);
     let timers = TimerSupervisor::new(kobo.clone()).start();
     let metrics = Metrics::new(&writer_metrics);
     let mut app_state = AppState::new(kobo.clone(), admin_token, timers, metrics);

@@ -46,6 +46,10 @@ pub const EVENT_TYPES: &[&str] = &[
     CUSTOMER_IDENTITY_FAILED,
     VIRTUAL_ACCOUNT_ACTIVATED,
     VIRTUAL_ACCOUNT_FAILED,
+    "payment_link.created",
+    "payment_link.updated",
+    "payment_link.deactivated",
+    "payment_link.activated",
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

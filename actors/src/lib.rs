@@ -5,6 +5,7 @@
 //! - [`merchant`]: merchants, settings, secret keys, brands.
 //! - [`payment_intent`]: the object, its pure state machine, its actor and
 //!   the create/commit service.
+//! - [`payment_link`]: reusable payment pages, their slots and counters.
 //! - [`ledger`]: buckets, entries, the pure posting function and the ledger
 //!   actor (the only writer of balances).
 //! - [`registry`]: virtual actors (activation, passivation, bounded mailboxes).
@@ -40,6 +41,7 @@ pub mod merchant;
 pub mod money;
 pub mod paging;
 pub mod payment_intent;
+pub mod payment_link;
 pub mod payout;
 pub use payment_intent::provider;
 pub mod principal;

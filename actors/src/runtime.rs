@@ -24,6 +24,7 @@ use crate::mandate::deps::MandateDeps;
 use crate::payment_intent::actor::PaymentIntentActor;
 use crate::payment_intent::deps::PaymentIntentDeps;
 use crate::payment_intent::provider::Providers;
+use crate::payment_link::actor::PaymentLinks;
 use crate::payout::actor::{PayoutActor, PayoutDeps};
 use crate::payout::rail::{Rails, SandboxRail, UnconfiguredRail};
 use crate::refund::actor::{AftercareActor, AftercareDeps};
@@ -68,6 +69,8 @@ pub struct Kobo {
     pub customers: Customers,
     /// Dedicated virtual accounts, one actor each.
     pub virtual_accounts: VirtualAccounts,
+    /// Payment links, one actor each.
+    pub payment_links: PaymentLinks,
 }
 
 impl std::ops::Deref for Kobo {
@@ -98,6 +101,7 @@ impl Kobo {
         let sizing = (capacity, idle);
 
         let ledgers: Ledgers = registry(env.clone(), sizing);
+        let payment_links: PaymentLinks = registry(env.clone(), sizing);
         let merchants = registry(env.clone(), sizing);
         let usdt_wallets = registry(env.clone(), sizing);
         let mandate_providers = Arc::new(MandateProviders::sandbox(store.clone(), writer.clone()));
@@ -199,6 +203,7 @@ impl Kobo {
             settlement,
             customers,
             virtual_accounts,
+            payment_links,
         }))
     }
 
@@ -214,6 +219,7 @@ impl Kobo {
             self.mandates.snapshot(),
             self.customers.snapshot(),
             self.virtual_accounts.snapshot(),
+            self.payment_links.snapshot(),
         ]
     }
 }

@@ -23,6 +23,7 @@ use crate::ledger::release::release_key;
 use crate::ledger::Bucket;
 use crate::mandate::actor::{MandateAction, MandateMessage};
 use crate::payment_intent::actor::{Action, IntentMessage};
+use crate::payment_link::actor::{LinkAction, LinkMessage};
 use crate::payout::actor::{PayoutAction, PayoutMessage};
 use crate::runtime::Kobo;
 use crate::timer::{due_of, next_due_group, Timer, TimerKind, PRUNE_MAX};
@@ -89,6 +90,9 @@ async fn deliver(kobo: &Arc<Kobo>, key: &[u8], timer: &Timer) -> DomainResult<()
             let sent = kobo.virtual_accounts.send(timer.target, msg).await;
             sent.and_then(|r| r.map(|_| ()))
         }
+        TimerKind::PaymentLinkExpire => {
+            link(kobo, timer, LinkAction::ExpireTimer { timer_key }).await
+        }
         TimerKind::PaymentIntentAbandon => {
             intent(kobo, timer, Action::AbandonTimer { timer_key }).await
         }
@@ -130,6 +134,17 @@ async fn mandate(kobo: &Kobo, timer: &Timer, action: MandateAction) -> DomainRes
         idem: None,
     };
     let sent = kobo.mandates.send(timer.target, msg).await;
+    sent.and_then(|r| r.map(|_| ()))
+}
+
+async fn link(kobo: &Kobo, timer: &Timer, action: LinkAction) -> DomainResult<()> {
+    let msg = LinkMessage {
+        merchant: timer.merchant,
+        mode: timer.mode,
+        action,
+        idem: None,
+    };
+    let sent = kobo.payment_links.send(timer.target, msg).await;
     sent.and_then(|r| r.map(|_| ()))
 }
 

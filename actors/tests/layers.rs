@@ -58,6 +58,7 @@ const RESOURCES: &[&str] = &[
     "mandate",
     "merchant",
     "payment_intent",
+    "payment_link",
     "payout",
     "principal",
     "refund",

@@ -105,6 +105,13 @@ pub const CLIENT_SECRET: &str = "client_secret";
         super::virtual_accounts::refresh,
         super::virtual_accounts::deactivate,
         super::virtual_accounts::simulate_transfer,
+        super::payment_links::create,
+        super::payment_links::list,
+        super::payment_links::retrieve,
+        super::payment_links::update,
+        super::payment_links::deactivate,
+        super::payment_links::activate,
+        super::payment_links::pay,
     ),
     components(
         schemas(super::ErrorBody),
@@ -138,6 +145,7 @@ pub const CLIENT_SECRET: &str = "client_secret";
         (name = "mandates", description = "Direct debit: mandates the customer approves once, and charges that debit their bank account."),
         (name = "customers", description = "The merchant's customers: one per email in each mode, their risk action and their identity (BVN) checks."),
         (name = "virtual_accounts", description = "Dedicated virtual accounts: one permanent account number (NUBAN) per customer; every transfer into it becomes a successful payment intent."),
+        (name = "payment_links", description = "Reusable payment pages (`/p/<slug>`): each visitor who pays makes one payment intent."),
         (name = "meta", description = "About the API itself."),
     )
 )]

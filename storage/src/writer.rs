@@ -12,6 +12,11 @@
 //! before any of the batch's operations apply; a batch whose precondition
 //! fails is skipped whole and its caller is told [`CommitError::Conflict`].
 //!
+//! A batch may also add to counters ([`Batch::add`]): a row of big-endian
+//! `i64`s to which the writer adds the batch's deltas inside the write
+//! transaction, so batches from many callers move one counter exactly,
+//! without any caller reading it first.
+//!
 //! A failed commit stops the process (fail-stop): after a restart memory is
 //! rebuilt from disk, so no caller is ever told "done" for a change that is not
 //! on disk, and no in-memory state runs ahead of it.
@@ -35,6 +40,9 @@ pub const MAX_BATCHES_PER_COMMIT: usize = 4096;
 pub enum Op {
     Put(Table, Vec<u8>, Vec<u8>),
     Delete(Table, Vec<u8>),
+    /// Add each delta to the matching `i64` of the row (a missing row or
+    /// a missing position reads 0); saturating, never wrapping.
+    Add(Table, Vec<u8>, Vec<i64>),
 }
 
 /// A set of writes that commit together or not at all.
@@ -63,6 +71,13 @@ impl Batch {
     }
     pub fn delete(&mut self, table: Table, key: Vec<u8>) -> &mut Self {
         self.ops.push(Op::Delete(table, key));
+        self
+    }
+    /// Adds `deltas` to the counters row `key` (see [`Op::Add`]), applied
+    /// by the writer in commit order: concurrent batches never lose an
+    /// update. Read it with [`counters`].
+    pub fn add(&mut self, table: Table, key: Vec<u8>, deltas: &[i64]) -> &mut Self {
+        self.ops.push(Op::Add(table, key, deltas.to_vec()));
         self
     }
     /// The whole batch is skipped (and its caller told `Conflict`) when `key`
@@ -350,6 +365,23 @@ fn apply_and_commit(
                         t.remove(table.physical(k).as_slice())
                             .map_err(|e| e.to_string())?;
                     }
+                    Op::Add(table, k, deltas) => {
+                        let key = table.physical(k);
+                        let mut values = t
+                            .get(key.as_slice())
+                            .map_err(|e| e.to_string())?
+                            .map(|v| counters(v.value()))
+                            .unwrap_or_default();
+                        if values.len() < deltas.len() {
+                            values.resize(deltas.len(), 0);
+                        }
+                        for (v, d) in values.iter_mut().zip(deltas) {
+                            *v = v.saturating_add(*d);
+                        }
+                        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_be_bytes()).collect();
+                        t.insert(key.as_slice(), bytes.as_slice())
+                            .map_err(|e| e.to_string())?;
+                    }
                 }
             }
             high_water = high_water.max(batch.seq_high_water);
@@ -370,6 +402,14 @@ fn apply_and_commit(
     }
     txn.commit().map_err(|e| e.to_string())?;
     Ok(outcomes)
+}
+
+/// The `i64`s of a counters row written by [`Batch::add`].
+pub fn counters(bytes: &[u8]) -> Vec<i64> {
+    bytes
+        .chunks_exact(8)
+        .map(|c| i64::from_be_bytes(c.try_into().expect("8 bytes")))
+        .collect()
 }
 
 pub fn u64_from(bytes: &[u8]) -> u64 {
@@ -435,6 +475,47 @@ mod tests {
             .get(Table::Events, &key(1))
             .unwrap()
             .is_some());
+    }
+
+    #[tokio::test]
+    async fn concurrent_adds_to_one_counter_are_all_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let writer = store.start_writer(WriterMetrics::new());
+        let mut waits = Vec::new();
+        for n in 0..300i64 {
+            let mut b = Batch::new();
+            b.add(Table::Meta, key(7), &[1, n, -1]);
+            waits.push(writer.submit(b));
+        }
+        // A skipped batch adds nothing.
+        let mut skipped = Batch::new();
+        skipped
+            .require_absent(Table::Meta, key(8))
+            .put_raw(Table::Meta, key(8), vec![1]);
+        writer.commit(skipped).await.unwrap();
+        let mut conflicting = Batch::new();
+        conflicting.require_absent(Table::Meta, key(8)).add(
+            Table::Meta,
+            key(7),
+            &[1000, 1000, 1000],
+        );
+        waits.push(writer.submit(conflicting));
+        for w in waits {
+            let _ = w.await.unwrap();
+        }
+        // A shorter delta row leaves the later counters alone; a longer one
+        // extends the row.
+        let mut b = Batch::new();
+        b.add(Table::Meta, key(7), &[1]);
+        writer.commit(b).await.unwrap();
+        let mut b = Batch::new();
+        b.add(Table::Meta, key(7), &[0, 0, 0, i64::MAX])
+            .add(Table::Meta, key(7), &[0, 0, 0, 5]);
+        writer.commit(b).await.unwrap();
+        let r = store.read().unwrap();
+        let row = r.get(Table::Meta, &key(7)).unwrap().unwrap();
+        assert_eq!(counters(&row), vec![301, 44850, -300, i64::MAX]);
     }
 
     #[tokio::test]

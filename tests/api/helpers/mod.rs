@@ -374,15 +374,17 @@ impl TestApp {
         self.all_pages(key, "/v1/balance_transactions").await
     }
 
-    /// Every item of the list at `path` the key sees, newest first (walks
-    /// its pages of 100).
+    /// Every item of the list at `path` (which may carry filters) the key
+    /// sees, newest first (walks its pages of 100).
     pub async fn all_pages(&self, key: &str, path: &str) -> Vec<Value> {
         let mut out = Vec::new();
         let mut after: Option<String> = None;
+        // A path may carry its own filters.
+        let sep = if path.contains('?') { '&' } else { '?' };
         loop {
             let page = match &after {
-                Some(a) => format!("{path}?limit=100&starting_after={a}"),
-                None => format!("{path}?limit=100"),
+                Some(a) => format!("{path}{sep}limit=100&starting_after={a}"),
+                None => format!("{path}{sep}limit=100"),
             };
             let r = self.get(key, &page).await;
             r.assert_status(200);
