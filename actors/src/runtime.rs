@@ -24,7 +24,7 @@ use crate::mandate::deps::MandateDeps;
 use crate::payment_intent::actor::PaymentIntentActor;
 use crate::payment_intent::deps::PaymentIntentDeps;
 use crate::payment_intent::provider::Providers;
-use crate::payment_link::actor::PaymentLinks;
+use crate::payment_link::actor::{PaymentLinkDeps, PaymentLinks};
 use crate::payout::actor::{PayoutActor, PayoutDeps};
 use crate::payout::rail::{Rails, SandboxRail, UnconfiguredRail};
 use crate::refund::actor::{AftercareActor, AftercareDeps};
@@ -101,7 +101,6 @@ impl Kobo {
         let sizing = (capacity, idle);
 
         let ledgers: Ledgers = registry(env.clone(), sizing);
-        let payment_links: PaymentLinks = registry(env.clone(), sizing);
         let merchants = registry(env.clone(), sizing);
         let usdt_wallets = registry(env.clone(), sizing);
         let mandate_providers = Arc::new(MandateProviders::sandbox(store.clone(), writer.clone()));
@@ -120,6 +119,13 @@ impl Kobo {
                     crate::mandate::service::customer_in_use,
                     crate::virtual_account::service::customer_in_use,
                 ],
+            }),
+            sizing,
+        );
+        let payment_links: PaymentLinks = registry(
+            Arc::new(PaymentLinkDeps {
+                env: env.clone(),
+                customers: customers.clone(),
             }),
             sizing,
         );

@@ -508,3 +508,43 @@ async fn paying_a_link_makes_a_payment_with_the_answers_and_moves_the_counters()
     assert_eq!(first.body, again.body);
     assert_eq!(link_now(&app, &m.test_key, &f).await["payments_count"], 2);
 }
+
+#[tokio::test]
+async fn a_link_payment_finds_or_makes_the_customer_of_its_email() {
+    let app = spawn_app().await;
+    let m = app.merchant().await;
+    let l = create_link(&app, &m.test_key, chosen()).await;
+    let answers = |email: &str| {
+        json!({"amount": 250000, "email": email, "phone": "0803 000 0000",
+               "custom_fields": {"size": "50kg"}})
+    };
+    let first = pay(&app, &m.test_key, &l, answers("Ada@Example.com")).await;
+    first.assert_status(200);
+    let customer = first.body["customer"].clone();
+    assert!(customer.is_string(), "{}", first.text);
+    // The same email in another case is the same customer.
+    let again = pay(&app, &m.test_key, &l, answers("ada@example.com")).await;
+    again.assert_status(200);
+    assert_eq!(again.body["customer"], customer);
+    let listed = app
+        .get(&m.test_key, "/v1/customers?email=ada@example.com")
+        .await;
+    listed.assert_status(200);
+    let data = listed.body["data"].as_array().unwrap();
+    assert_eq!(data.len(), 1, "{}", listed.text);
+    assert_eq!(data[0]["id"], customer);
+    // A denied customer's visit is refused and makes no payment.
+    let id = customer.as_str().unwrap();
+    app.post(
+        &m.test_key,
+        &format!("/v1/customers/{id}"),
+        json!({"risk_action": "deny"}),
+    )
+    .await
+    .assert_status(200);
+    pay(&app, &m.test_key, &l, answers("ada@example.com"))
+        .await
+        .assert_error(409, "customer_blocked", None);
+    let now = link_now(&app, &m.test_key, &l).await;
+    assert_eq!(now["payments_count"], 2);
+}

@@ -140,19 +140,23 @@ pub async fn create_mandate_charge(
 /// set, its slot held, and an abandonment timer `abandon_after()` from now
 /// (a visitor who never starts paying frees the slot). `visit` is the
 /// page form's row (`payment_link_visits`, link and nonce), claimed in the
-/// same batch so one form makes one payment. Answers the new intent's
+/// same batch so one form makes one payment. The customer of the visit's
+/// email is found or made first, as for any payment intent (a denied one
+/// is refused: 409). Answers the new intent's
 /// view (`Created`, with `checkout_url`); nothing is saved under an
 /// Idempotency-Key here (a visit is not a request of its own).
 pub async fn create_for_link(
     kobo: &Env,
+    customers: &Customers,
     merchant: &Merchant,
-    mode: Mode,
-    link: Uuid,
-    params: CreatePaymentIntent,
-    visit: Option<Vec<u8>>,
+    (mode, link, params, visit): (Mode, Uuid, CreatePaymentIntent, Option<Vec<u8>>),
     now: DateTime<Utc>,
 ) -> DomainResult<Outcome<PaymentIntentView>> {
+    let email = params.customer_email.clone();
     let (mut intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
+    let scope = (merchant.id, mode);
+    intent.customer =
+        for_payment(kobo, customers, scope, intent.brand, None, email.as_deref()).await?;
     intent.payment_link = Some(link);
     let due = now + abandon_after();
     intent.abandon_due = Some(due);

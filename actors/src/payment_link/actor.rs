@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, KeyBuf, Table};
 
+use crate::customer::directory::Customers;
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::idempotency::{Answer, IdempotencySave, Outcome};
@@ -37,6 +38,20 @@ pub struct PaymentLinkActor {
 }
 
 pub type PaymentLinks = Arc<Registry<PaymentLinkActor>>;
+
+/// What a payment link's actor reaches: the environment, and the customer
+/// directories (a visit finds or makes the customer of its email).
+pub struct PaymentLinkDeps {
+    pub env: Arc<Env>,
+    pub customers: Customers,
+}
+
+impl std::ops::Deref for PaymentLinkDeps {
+    type Target = Env;
+    fn deref(&self) -> &Env {
+        &self.env
+    }
+}
 
 #[derive(Debug, Clone)]
 pub enum LinkAction {
@@ -80,7 +95,7 @@ impl Actor for PaymentLinkActor {
 
 impl VirtualActor for PaymentLinkActor {
     type Key = Uuid;
-    type Deps = Env;
+    type Deps = PaymentLinkDeps;
     const KIND: &'static str = "payment_link";
     fn activate(activation: Activation<Self>) -> Self {
         PaymentLinkActor {
@@ -101,7 +116,7 @@ impl ObjectActor for PaymentLinkActor {
     fn activation_mut(&mut self) -> &mut Activation<Self> {
         &mut self.activation
     }
-    fn load(kobo: &Env, id: Uuid) -> DomainResult<Option<PaymentLink>> {
+    fn load(kobo: &PaymentLinkDeps, id: Uuid) -> DomainResult<Option<PaymentLink>> {
         load(kobo, id)
     }
     fn scope(o: &PaymentLink) -> (Uuid, Mode) {
@@ -175,7 +190,7 @@ fn visit_key(link: Uuid, nonce: &str) -> Vec<u8> {
 /// link's checks (active now, a free slot, the answers) and a new payment
 /// intent holding a slot.
 async fn admit(
-    kobo: &Env,
+    kobo: &PaymentLinkDeps,
     link: &PaymentLink,
     input: &VisitInput,
 ) -> DomainResult<Outcome<PaymentIntentView>> {
@@ -225,7 +240,8 @@ async fn admit(
         ));
     }
     let key = input.nonce.as_ref().map(|n| visit_key(link.id, n));
-    create_for_link(kobo, &merchant, link.mode, link.id, params, key, now).await
+    let new = (link.mode, link.id, params, key);
+    create_for_link(kobo, &kobo.customers, &merchant, new, now).await
 }
 
 /// An earlier visit's payment, with its `checkout_url` as when it was made.
