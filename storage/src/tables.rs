@@ -155,6 +155,13 @@ tables! {
     // answer on the authorization page; payment id -> the debit it took
     SandboxMandates => "sandbox_mandates",
     SandboxDebits => "sandbox_debits",
+    // The operator audit log (actors/src/audit.rs), append-only: entry id ->
+    // AuditEntry; time (unix micros)|seq -> id; merchant|time|seq -> id;
+    // action byte|time|seq -> id. Nothing deletes from these tables.
+    AuditLog => "audit_log",
+    AuditIndex => "audit_index",
+    AuditMerchantIndex => "audit_merchant_index",
+    AuditActionIndex => "audit_action_index",
 }
 
 /// Builds a composite key from fixed-width parts.
