@@ -6,9 +6,12 @@
 //! - [`api`]: routes, errors, authentication and idempotency.
 //! - [`telemetry`]: logs with request ids, Prometheus metrics.
 //! - [`keyfile`]: server keys kept as files in the data directory.
-//! - [`cli`]: the client subcommands (`kobo listen`, `kobo admin`).
+//! - [`cli`]: the client subcommands (`kobo listen`, `kobo admin`) and the
+//!   offline store commands (`kobo backup`, `kobo restore`, `kobo check`).
+//! - [`backup`]: backup file names, answers and audit entries.
 
 mod api;
+mod backup;
 mod checkout;
 mod cli;
 mod keyfile;
@@ -40,6 +43,14 @@ enum Command {
     Listen(cli::listen::ListenArgs),
     /// Operator calls (create merchants, roll keys, FX rates, the clock).
     Admin(cli::admin::AdminArgs),
+    /// Back up a stopped server's store to a file (a running server: `kobo
+    /// admin backup`).
+    Backup(cli::store::BackupArgs),
+    /// Restore a backup file into an empty data directory.
+    Restore(cli::store::RestoreArgs),
+    /// Verify a store's invariants (a data directory or a backup file);
+    /// exit 1 on any breach.
+    Check(cli::store::CheckArgs),
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -121,6 +132,10 @@ pub struct ServeArgs {
     /// Seconds an idle actor stays in memory.
     #[arg(long, env = "KOBO_ACTOR_IDLE_SECS", default_value_t = 30)]
     pub actor_idle_secs: u64,
+    /// Where POST /admin/v1/backups writes its files (default
+    /// <data>/backups); the API never chooses a path.
+    #[arg(long, env = "KOBO_BACKUP_DIR", value_name = "DIR")]
+    pub backup_dir: Option<PathBuf>,
 }
 
 /// An environment variable set to the empty string counts as unset, for
@@ -154,5 +169,8 @@ fn main() {
         }
         Command::Listen(args) => std::process::exit(cli::run(cli::listen::run(args))),
         Command::Admin(args) => std::process::exit(cli::run(cli::admin::run(args))),
+        Command::Backup(args) => std::process::exit(cli::sync(cli::store::backup(args))),
+        Command::Restore(args) => std::process::exit(cli::sync(cli::store::restore(args))),
+        Command::Check(args) => std::process::exit(cli::store::check(args)),
     }
 }

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::audit::{Audit, AuditAction, Record};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{scope_key, Mode};
@@ -63,8 +64,14 @@ pub async fn create_brand(
 }
 
 /// Creates a merchant. Returns the operator view with both secret keys (the
-/// only time they are shown, besides a roll).
-pub async fn create_merchant(kobo: &Env, name: String, settings: Settings) -> DomainResult<Value> {
+/// only time they are shown, besides a roll). The audit entry commits with
+/// it.
+pub async fn create_merchant(
+    kobo: &Env,
+    name: String,
+    settings: Settings,
+    audit: &Audit,
+) -> DomainResult<Value> {
     let now = kobo.clock.now();
     let id = crate::ids::new_id(now);
     let test_key = new_secret_key(Mode::Test);
@@ -112,6 +119,13 @@ pub async fn create_merchant(kobo: &Env, name: String, settings: Settings) -> Do
             },
         );
     }
+    audit.add_to(
+        kobo,
+        &mut batch,
+        Record::new(AuditAction::MerchantCreated, "merchant", id)
+            .merchant(id)
+            .after(merchant.to_api()),
+    );
     kobo.writer
         .commit(batch)
         .await
@@ -141,9 +155,10 @@ pub enum MerchantChange {
     RollKey(Mode),
 }
 
+/// A change and who asked for it (its audit entry commits with it).
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "DomainResult<Value>")]
-pub struct ChangeMerchant(pub MerchantChange);
+pub struct ChangeMerchant(pub MerchantChange, pub Audit);
 
 impl Actor for MerchantActor {
     type Context = Context<Self>;
@@ -167,22 +182,41 @@ impl Handler<ChangeMerchant> for MerchantActor {
         self.activation.touch();
         let kobo = self.activation.deps.clone();
         let id = self.activation.key;
-        run_once(self, change(kobo, id, msg.0))
+        run_once(self, change(kobo, id, msg.0, msg.1))
     }
 }
 
-async fn change(kobo: Arc<Env>, id: Uuid, change: MerchantChange) -> DomainResult<Value> {
+async fn change(
+    kobo: Arc<Env>,
+    id: Uuid,
+    change: MerchantChange,
+    audit: Audit,
+) -> DomainResult<Value> {
     let mut merchant =
         load_merchant(&kobo, id)?.ok_or_else(|| DomainError::not_found("merchant", id))?;
     let now = kobo.clock.now();
     let mut batch = Batch::new();
+    let before = merchant.to_api();
     let view = match change {
         MerchantChange::Settings(patch) => {
             let settings = merchant.settings.patched(&patch)?;
             if settings.reserve != merchant.settings.reserve {
                 merchant.reserve_since = settings.reserve.as_ref().map(|_| now);
             }
+            let action = if settings.live_approved && !merchant.settings.live_approved {
+                AuditAction::MerchantLiveApproved
+            } else {
+                AuditAction::MerchantSettingsUpdated
+            };
             merchant.settings = settings;
+            audit.add_to(
+                &kobo,
+                &mut batch,
+                Record::new(action, "merchant", id)
+                    .merchant(id)
+                    .before(before)
+                    .after(merchant.to_api()),
+            );
             merchant.to_api()
         }
         MerchantChange::RollKey(mode) => {
@@ -192,19 +226,26 @@ async fn change(kobo: Arc<Env>, id: Uuid, change: MerchantChange) -> DomainResul
                 Mode::Live => std::mem::replace(&mut merchant.key_hash_live, key_hash(&key)),
             };
             let read = kobo.store.read()?;
+            let mut record = Record::new(AuditAction::MerchantKeyRolled, "merchant", id)
+                .merchant(id)
+                .detail(json!({ "mode": mode }));
             if let Some(mut old_key) = read.get_decoded::<ApiKey>(Table::ApiKeys, old.as_bytes())? {
+                // The key records, never the keys (nor their hashes).
+                record = record.before(json!({ "mode": mode, "key": &old_key }));
                 old_key.revoked_at = Some(now);
                 batch.put(Table::ApiKeys, old.into_bytes(), &old_key);
             }
-            batch.put(
-                Table::ApiKeys,
-                key_hash(&key).into_bytes(),
-                &ApiKey {
-                    merchant: id,
-                    mode,
-                    created_at: now,
-                    revoked_at: None,
-                },
+            let new_key = ApiKey {
+                merchant: id,
+                mode,
+                created_at: now,
+                revoked_at: None,
+            };
+            batch.put(Table::ApiKeys, key_hash(&key).into_bytes(), &new_key);
+            audit.add_to(
+                &kobo,
+                &mut batch,
+                record.after(json!({ "mode": mode, "key": &new_key })),
             );
             json!({"object": "merchant_key", "mode": mode, "secret_key": key})
         }

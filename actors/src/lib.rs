@@ -15,13 +15,17 @@
 //! - [`webhook`]: endpoints, durable deliveries, the dispatcher pool and
 //!   the live event stream.
 //! - [`admin`]: merchant creation, settings and key rolls.
+//! - [`audit`]: the operator audit log (written in each action's batch).
+//! - [`check`]: `kobo check`, the store's invariants verified offline.
 //! - [`credential`]: the hosted checkout's credential (HMAC, server key).
 //! - [`clock`], [`provider`], [`runtime`], [`error`], [`ids`]: plumbing.
 
 pub mod admin;
+pub mod audit;
 pub mod auth;
 pub mod banks;
 pub mod calendar;
+pub mod check;
 pub mod clock;
 pub mod credential;
 pub mod customer;

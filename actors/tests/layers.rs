@@ -21,11 +21,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// The runtime: assembly and the timer supervisor.
-const RUNTIME: &[&str] = &["runtime", "timers"];
+/// The runtime: assembly, the timer supervisor, and `kobo check` (which
+/// reads every resource's rows).
+const RUNTIME: &[&str] = &["runtime", "timers", "check"];
 
 /// The core leaves: they know no resource and no runtime.
 const CORE: &[&str] = &[
+    "audit",
     "auth",
     "calendar",
     "clock",

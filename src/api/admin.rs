@@ -7,12 +7,13 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use kobo_actors::admin::{self, ChangeMerchant, MerchantChange};
+use kobo_actors::audit::{self, Audit, AuditAction, AuditFilter};
 use kobo_actors::merchant::Settings;
 use kobo_actors::timers::Advance;
 use kobo_actors::{DomainError, Mode};
 
 use super::body;
-use super::endpoint::Endpoint;
+use super::endpoint::{self, Endpoint};
 use super::{parse_id, resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -25,7 +26,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/admin/v1/merchants/{id}/roll_keys").route(web::post().to(roll_keys)))
         .service(resource("/admin/v1/clock").route(web::get().to(get_clock)))
         .service(resource("/admin/v1/clock/advance").route(web::post().to(advance_clock)))
-        .service(resource("/admin/v1/actors").route(web::get().to(actors)));
+        .service(resource("/admin/v1/actors").route(web::get().to(actors)))
+        .service(resource("/admin/v1/audit").route(web::get().to(audit_log)))
+        .service(resource("/admin/v1/backups").route(web::post().to(create_backup)));
 }
 
 /// `{name, settings?}`.
@@ -37,13 +40,14 @@ struct CreateMerchant {
 }
 
 async fn create_merchant(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
+    let audit = endpoint::audit(&req);
     Endpoint::operator(201)
         .operate_with(req, state, payload, |state, b: CreateMerchant| async move {
             let settings = match &b.settings {
                 Some(s) => Settings::default().patched(s)?,
                 None => Settings::default(),
             };
-            Ok(admin::create_merchant(&state.kobo, b.name, settings).await?)
+            Ok(admin::create_merchant(&state.kobo, b.name, settings, &audit).await?)
         })
         .await
 }
@@ -59,13 +63,18 @@ async fn get_merchant(req: HttpRequest, state: State, path: web::Path<String>) -
         .await
 }
 
-async fn change(state: &State, raw_id: &str, change: MerchantChange) -> ApiResult<Value> {
+async fn change(
+    state: &State,
+    raw_id: &str,
+    change: MerchantChange,
+    audit: Audit,
+) -> ApiResult<Value> {
     let id = parse_id(raw_id, "merchant")?;
     admin::load_merchant(&state.kobo, id)?.ok_or_else(|| DomainError::not_found("merchant", id))?;
     let view = state
         .kobo
         .merchants
-        .send(id, ChangeMerchant(change))
+        .send(id, ChangeMerchant(change, audit))
         .await??;
     Ok(view)
 }
@@ -89,10 +98,11 @@ async fn update_merchant(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
+    let audit = endpoint::audit(&req);
     Endpoint::operator(200)
         .operate_with(req, state, payload, |state, b: UpdateMerchant| async move {
             Settings::default().patched(&b.settings)?;
-            change(&state, &path, MerchantChange::Settings(b.settings)).await
+            change(&state, &path, MerchantChange::Settings(b.settings), audit).await
         })
         .await
 }
@@ -103,11 +113,12 @@ async fn roll_keys(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
+    let audit = endpoint::audit(&req);
     Endpoint::operator(200)
         .operate_with(req, state, payload, |state, b: RollKeys| async move {
             let mode = Mode::parse(&b.mode)
                 .ok_or_else(|| DomainError::invalid("mode", "mode must be test or live"))?;
-            change(&state, &path, MerchantChange::RollKey(mode)).await
+            change(&state, &path, MerchantChange::RollKey(mode), audit).await
         })
         .await
 }
@@ -135,12 +146,13 @@ struct AdvanceClock {
 }
 
 async fn advance_clock(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
+    let audit = endpoint::audit(&req);
     Endpoint::operator(200)
         .operate_with(req, state, payload, |state, b: AdvanceClock| async move {
             let to = clock_target(state.kobo.clock.now(), b)?;
             let now = state
                 .timers
-                .send(Advance { to })
+                .send(Advance { to, audit })
                 .await
                 .map_err(|e| DomainError::internal(e.to_string()))??;
             Ok(clock_view(now))
@@ -186,6 +198,88 @@ async fn actors(req: HttpRequest, state: State) -> ApiResult {
                 },
                 "webhooks": state.kobo.webhooks.stats(),
             }))
+        })
+        .await
+}
+
+/// The query parameters of `GET /admin/v1/audit`.
+pub const AUDIT_PARAMS: &[&str] = &[
+    "merchant",
+    "action",
+    "from",
+    "to",
+    "limit",
+    "starting_after",
+];
+
+/// `GET /admin/v1/audit`: the operator audit log, newest first, filtered
+/// by merchant, action and time (`from`, `to`: RFC 3339, inclusive).
+async fn audit_log(req: HttpRequest, state: State) -> ApiResult {
+    Endpoint::operator(200)
+        .operate(req.clone(), state, |state| async move {
+            let q = body::Query::parse(req.query_string(), AUDIT_PARAMS)?;
+            let time = |name: &str| -> ApiResult<Option<DateTime<Utc>>> {
+                q.get(name)
+                    .map(|t| {
+                        DateTime::parse_from_rfc3339(t)
+                            .map(|t| t.with_timezone(&Utc))
+                            .map_err(|_| {
+                                ApiError(DomainError::invalid(
+                                    name,
+                                    format!("`{name}` must be an RFC 3339 date-time"),
+                                ))
+                            })
+                    })
+                    .transpose()
+            };
+            let filter = AuditFilter {
+                merchant: q.uuid("merchant")?,
+                action: q.one_of("action", AuditAction::parse, "an audit action")?,
+                from: time("from")?,
+                to: time("to")?,
+            };
+            if let (Some(f), Some(t)) = (filter.from, filter.to) {
+                if f > t {
+                    return Err(ApiError(DomainError::invalid(
+                        "from",
+                        "`from` is after `to`",
+                    )));
+                }
+            }
+            let page = audit::list(&state.kobo, &filter, q.limit()?, q.uuid("starting_after")?)?;
+            Ok(page.to_api())
+        })
+        .await
+}
+
+/// `POST /admin/v1/backups`: a backup of the running store into the
+/// server's backup directory (`--backup-dir`, default `<data>/backups`),
+/// under a name kobo chooses (the API never names a path). 201 with the
+/// file, its size, checksum and manifest, once the file is synced and its
+/// audit entry committed.
+async fn create_backup(req: HttpRequest, state: State) -> ApiResult {
+    let audit = endpoint::audit(&req);
+    Endpoint::operator(201)
+        .operate(req, state, |state| async move {
+            let _one_at_a_time = state.backup_lock.lock().await;
+            let (store, dir, now) = (
+                state.kobo.store.clone(),
+                state.backup_dir.clone(),
+                state.kobo.clock.now(),
+            );
+            let summary = web::block(move || crate::backup::write_into(&store, &dir, now))
+                .await
+                .map_err(|e| DomainError::internal(e.to_string()))?
+                .map_err(|e| DomainError::internal(format!("the backup failed: {e:#}")))?;
+            let mut batch = kobo_storage::Batch::new();
+            audit.add_to(&state.kobo, &mut batch, crate::backup::audit_record(&summary));
+            state
+                .kobo
+                .writer
+                .commit(batch)
+                .await
+                .map_err(|e| DomainError::internal(e.to_string()))?;
+            Ok(crate::backup::view(&summary))
         })
         .await
 }

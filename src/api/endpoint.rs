@@ -20,6 +20,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use kobo_actors::audit::Audit;
 use kobo_actors::idempotency::IdempotencySave;
 use kobo_actors::paging::Page;
 use kobo_actors::query::Principal;
@@ -344,6 +345,18 @@ impl Endpoint {
         debug_assert_eq!(self.credential, Credential::Operator);
         operator(req, state)
     }
+}
+
+/// Who asks for an operator action, for its audit entry: the request's id
+/// (the `Request-Id` answer header).
+pub fn audit(req: &HttpRequest) -> Audit {
+    use actix_web::HttpMessage;
+    let id = req
+        .extensions()
+        .get::<crate::telemetry::RequestId>()
+        .map(|r| r.0.clone())
+        .unwrap_or_default();
+    Audit::request(id)
 }
 
 /// Checks the admin token. Digests are compared so the time taken says

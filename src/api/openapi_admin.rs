@@ -18,6 +18,7 @@ use utoipa::openapi::{
 };
 use utoipa::ToSchema;
 
+use kobo_actors::audit::AuditEntryView;
 use kobo_actors::fx::FxRateView;
 use kobo_actors::merchant::{MerchantView, Settings};
 use kobo_actors::payout::PayoutView;
@@ -84,6 +85,40 @@ struct Op {
     ok: (&'static str, &'static str, RefOr<Schema>),
     /// Error statuses besides 401 and 500.
     errors: &'static [&'static str],
+    /// Query parameters: (name, description).
+    query: &'static [(&'static str, &'static str)],
+}
+
+/// The answer of `POST /admin/v1/backups`.
+fn backup() -> RefOr<Schema> {
+    let integer = |d: &str| {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .description(Some(d))
+    };
+    closed(
+        ObjectBuilder::new()
+            .property("object", string("`backup`."))
+            .required("object")
+            .property("file", string("The file's name in the backup directory."))
+            .required("file")
+            .property("path", string("The file's path on the server's host."))
+            .required("path")
+            .property("bytes", integer("The file's size."))
+            .required("bytes")
+            .property(
+                "checksum",
+                string("SHA-256 (hex) of the file before its last 32 bytes, which hold it."),
+            )
+            .required("checksum")
+            .property(
+                "manifest",
+                ObjectBuilder::new().schema_type(Type::Object).description(Some(
+                    "kobo and schema versions, `created_at`, the sequence high-water mark (`seq_high_water`), `records`, and keys per table (`tables`).",
+                )),
+            )
+            .required("manifest"),
+    )
 }
 
 fn error_description(status: &str) -> &'static str {
@@ -150,6 +185,7 @@ fn operations() -> Vec<Op> {
             ])),
             ok: ("201", "The merchant, with both secret keys.", merchant_with_keys()),
             errors: &["400", "413"],
+            query: &[],
         },
         Op {
             method: HttpMethod::Get,
@@ -160,6 +196,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The merchant.", schema_ref::<MerchantView>()),
             errors: &["400", "404"],
+            query: &[],
         },
         Op {
             method: HttpMethod::Post,
@@ -170,6 +207,7 @@ fn operations() -> Vec<Op> {
             body: Some(settings_body()),
             ok: ("200", "The merchant.", schema_ref::<MerchantView>()),
             errors: &["400", "404", "413"],
+            query: &[],
         },
         Op {
             method: HttpMethod::Post,
@@ -196,6 +234,7 @@ fn operations() -> Vec<Op> {
                 ),
             ),
             errors: &["400", "404"],
+            query: &[],
         },
         Op {
             method: HttpMethod::Post,
@@ -211,6 +250,7 @@ fn operations() -> Vec<Op> {
             ])),
             ok: ("201", "The new wallet (200: it existed).", schema_ref::<UsdtWalletView>()),
             errors: &["400", "404", "413"],
+            query: &[],
         },
         Op {
             method: HttpMethod::Delete,
@@ -221,6 +261,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The deleted wallet.", schema_ref::<DeletedWalletView>()),
             errors: &["400", "404"],
+            query: &[],
         },
         Op {
             method: HttpMethod::Post,
@@ -231,6 +272,7 @@ fn operations() -> Vec<Op> {
             body: Some(id_body(vec![("rate", integer("Kobo per US dollar.").minimum(Some(1)), true)])),
             ok: ("201", "The rate.", schema_ref::<FxRateView>()),
             errors: &["400", "413"],
+            query: &[],
         },
         Op {
             method: HttpMethod::Post,
@@ -241,6 +283,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The payout.", schema_ref::<PayoutView>()),
             errors: &["400", "404", "409"],
+            query: &[],
         },
         Op {
             method: HttpMethod::Post,
@@ -251,6 +294,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The payout.", schema_ref::<PayoutView>()),
             errors: &["400", "404", "409"],
+            query: &[],
         },
         Op {
             method: HttpMethod::Get,
@@ -261,6 +305,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The clock.", clock()),
             errors: &[],
+            query: &[],
         },
         Op {
             method: HttpMethod::Post,
@@ -274,6 +319,7 @@ fn operations() -> Vec<Op> {
             ])),
             ok: ("200", "The clock after the move.", clock()),
             errors: &["400", "409"],
+            query: &[],
         },
         Op {
             method: HttpMethod::Get,
@@ -292,6 +338,57 @@ fn operations() -> Vec<Op> {
                     .into(),
             ),
             errors: &[],
+            query: &[],
+        },
+        Op {
+            method: HttpMethod::Get,
+            path: "/admin/v1/audit",
+            id: "list_audit_entries",
+            summary: "List the audit log",
+            description: "Every operator action (merchant create and settings changes, live approval, key rolls, payout approval and rejection, FX rate publishes, USDT wallet adds and removals, clock moves, backups, restores), newest first. Each entry is written in the same commit as the action's effect; no operation edits or deletes one. Entries hold digests of the target before and after (secrets removed), never a secret.",
+            body: None,
+            ok: (
+                "200",
+                "A page of entries (`object: list`, `data`, `has_more`).",
+                closed(
+                    ObjectBuilder::new()
+                        .property("object", string("`list`."))
+                        .required("object")
+                        .property(
+                            "data",
+                            utoipa::openapi::schema::ArrayBuilder::new()
+                                .items(schema_ref::<AuditEntryView>()),
+                        )
+                        .required("data")
+                        .property(
+                            "has_more",
+                            ObjectBuilder::new()
+                                .schema_type(Type::Boolean)
+                                .description(Some("False on the last page.")),
+                        )
+                        .required("has_more"),
+                ),
+            ),
+            errors: &["400"],
+            query: &[
+                ("merchant", "Only entries of this merchant (its id)."),
+                ("action", "Only this action, e.g. `merchant.key_rolled`."),
+                ("from", "Only entries at or after this RFC 3339 date-time."),
+                ("to", "Only entries at or before this RFC 3339 date-time."),
+                ("limit", "Entries per page, 1 to 100 (default 20)."),
+                ("starting_after", "The page after this entry's id."),
+            ],
+        },
+        Op {
+            method: HttpMethod::Post,
+            path: "/admin/v1/backups",
+            id: "create_backup",
+            summary: "Back up the store",
+            description: "Writes a consistent snapshot of the whole store (one read transaction; payments keep flowing) into the server's backup directory (`--backup-dir`, default `<data>/backups`) under a name kobo chooses: the API never takes a path. Answers once the file is synced and its audit entry committed. Restore it with `kobo restore`; check it with `kobo check --from`.",
+            body: None,
+            ok: ("201", "The backup.", backup()),
+            errors: &[],
+            query: &[],
         },
     ]
 }
@@ -326,6 +423,20 @@ pub fn document() -> OpenApi {
             if let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
                 b = b.parameter(path_parameter(name));
             }
+        }
+        for (name, description) in op.query {
+            b = b.parameter(
+                ParameterBuilder::new()
+                    .name(*name)
+                    .parameter_in(ParameterIn::Query)
+                    .required(Required::False)
+                    .description(Some(*description))
+                    .schema(Some(ObjectBuilder::new().schema_type(if *name == "limit" {
+                        Type::Integer
+                    } else {
+                        Type::String
+                    }))),
+            );
         }
         if let Some(body) = op.body {
             b = b.request_body(Some(
@@ -368,6 +479,7 @@ pub fn document() -> OpenApi {
     add::<UsdtWalletView>(&mut schemas);
     add::<DeletedWalletView>(&mut schemas);
     add::<FxRateView>(&mut schemas);
+    add::<AuditEntryView>(&mut schemas);
     let components = ComponentsBuilder::new()
         .schemas_from_iter(schemas)
         .security_scheme(
@@ -388,7 +500,7 @@ pub fn document() -> OpenApi {
                 .title("kobo operator API")
                 .version(env!("CARGO_PKG_VERSION"))
                 .description(Some(
-                    "The operator API under `/admin/v1`: merchants and their settings, keys, FX rates, USDT wallets, payout approval, the manual clock, actor health. Bearer: the admin token. POSTs here need no `Idempotency-Key`.",
+                    "The operator API under `/admin/v1`: merchants and their settings, keys, FX rates, USDT wallets, payout approval, the manual clock, actor health, backups and the audit log. Bearer: the admin token. POSTs here need no `Idempotency-Key`.",
                 ))
                 .license(Some(LicenseBuilder::new().name("MIT").build())),
         )
@@ -470,6 +582,7 @@ mod tests {
             "Payout",
             "UsdtWallet",
             "FxRate",
+            "AuditEntry",
             "Error",
         ] {
             assert!(doc["components"]["schemas"][name].is_object(), "{name}");

@@ -491,9 +491,11 @@ async fn review(req: HttpRequest, state: State, raw: &str, action: PayoutAction)
 }
 
 async fn approve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    review(req, state, &path, PayoutAction::Approve).await
+    let audit = super::endpoint::audit(&req);
+    review(req, state, &path, PayoutAction::Approve(audit)).await
 }
 
 async fn reject(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    review(req, state, &path, PayoutAction::Reject).await
+    let audit = super::endpoint::audit(&req);
+    review(req, state, &path, PayoutAction::Reject(audit)).await
 }

@@ -304,6 +304,7 @@ async fn add_wallet(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
+    let audit = super::endpoint::audit(&req);
     Endpoint::operator(201)
         .operate_with(req, state, payload, |state, b: AddWallet| async move {
             let address = b.address.trim().to_string();
@@ -324,12 +325,15 @@ async fn add_wallet(
                 .usdt_wallets
                 .send(
                     merchant,
-                    WalletChange(WalletCommand::Add {
-                        mode,
-                        network,
-                        address,
-                        label,
-                    }),
+                    WalletChange(
+                        WalletCommand::Add {
+                            mode,
+                            network,
+                            address,
+                            label,
+                        },
+                        audit,
+                    ),
                 )
                 .await??;
             let status = if created { 201 } else { 200 };
@@ -349,6 +353,7 @@ async fn delete_wallet(
     state: State,
     path: web::Path<(String, String)>,
 ) -> ApiResult {
+    let audit = super::endpoint::audit(&req);
     Endpoint::operator(200)
         .operate(req, state, |state| async move {
             let (merchant, wallet) = path.into_inner();
@@ -357,7 +362,10 @@ async fn delete_wallet(
             let (view, _) = state
                 .kobo
                 .usdt_wallets
-                .send(merchant, WalletChange(WalletCommand::Delete { wallet }))
+                .send(
+                    merchant,
+                    WalletChange(WalletCommand::Delete { wallet }, audit),
+                )
                 .await??;
             Ok(view)
         })

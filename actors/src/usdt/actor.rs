@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::audit::Audit;
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
@@ -306,10 +307,11 @@ pub enum WalletCommand {
 }
 
 /// Answers the wallet's view and whether it was created (an add of a
-/// registered address answers the existing wallet).
+/// registered address answers the existing wallet). The operator's audit
+/// entry commits with the change.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "DomainResult<(Value, bool)>")]
-pub struct WalletChange(pub WalletCommand);
+pub struct WalletChange(pub WalletCommand, pub Audit);
 
 impl Actor for UsdtWalletsActor {
     type Context = Context<Self>;
@@ -334,15 +336,24 @@ impl Handler<WalletChange> for UsdtWalletsActor {
         let kobo = self.activation.deps.clone();
         let merchant = self.activation.key;
         let work = async move {
+            let audit = msg.1;
             match msg.0 {
                 WalletCommand::Add {
                     mode,
                     network,
                     address,
                     label,
-                } => service::add_wallet(&kobo, merchant, mode, network, &address, label).await,
+                } => {
+                    let new = service::NewWallet {
+                        mode,
+                        network,
+                        address: &address,
+                        label,
+                    };
+                    service::add_wallet(&kobo, merchant, new, &audit).await
+                }
                 WalletCommand::Delete { wallet } => {
-                    service::delete_wallet(&kobo, merchant, wallet).await
+                    service::delete_wallet(&kobo, merchant, wallet, &audit).await
                 }
             }
         };

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::audit::{Audit, AuditAction, Record};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode, ErrorKind};
 use crate::fx::{available, resolve_brand};
@@ -60,14 +61,26 @@ pub fn load_wallet(kobo: &Env, id: Uuid) -> DomainResult<Option<UsdtWallet>> {
 
 /// Registers a wallet (run by the merchant's wallet actor). The same
 /// network and address again answers the existing wallet (`false`).
+/// A wallet the operator adds.
+pub struct NewWallet<'a> {
+    pub mode: Mode,
+    pub network: Network,
+    pub address: &'a str,
+    pub label: Option<String>,
+}
+
 pub async fn add_wallet(
     kobo: &Env,
     merchant: Uuid,
-    mode: Mode,
-    network: Network,
-    address: &str,
-    label: Option<String>,
+    new: NewWallet<'_>,
+    audit: &Audit,
 ) -> DomainResult<(Value, bool)> {
+    let NewWallet {
+        mode,
+        network,
+        address,
+        label,
+    } = new;
     let normalized = network
         .normalize(address)
         .map_err(|m| DomainError::invalid("address", m))?;
@@ -111,6 +124,13 @@ pub async fn add_wallet(
             wallet.id.as_bytes().to_vec(),
         )
         .note_seq(wallet.seq);
+    audit.add_to(
+        kobo,
+        &mut batch,
+        Record::new(AuditAction::UsdtWalletAdded, "usdt_wallet", wallet.id)
+            .merchant(merchant)
+            .after(wallet.to_api()),
+    );
     kobo.writer
         .commit(batch)
         .await
@@ -125,6 +145,7 @@ pub async fn delete_wallet(
     kobo: &Env,
     merchant: Uuid,
     wallet: Uuid,
+    audit: &Audit,
 ) -> DomainResult<(Value, bool)> {
     let mut w = match load_wallet(kobo, wallet)? {
         Some(w) if w.merchant == merchant && w.is_active() => w,
@@ -134,8 +155,17 @@ pub async fn delete_wallet(
         .network
         .normalize(&w.address)
         .map_err(DomainError::internal)?;
+    let before = w.to_api();
     w.deleted_at = Some(kobo.clock.now());
     let mut batch = Batch::new();
+    audit.add_to(
+        kobo,
+        &mut batch,
+        Record::new(AuditAction::UsdtWalletRemoved, "usdt_wallet", w.id)
+            .merchant(merchant)
+            .before(before)
+            .after(w.to_api()),
+    );
     batch
         .put(Table::UsdtWallets, w.id.as_bytes().to_vec(), &w)
         .delete(
