@@ -17,6 +17,7 @@ mod fx;
 mod idempotency;
 mod listen;
 mod mandates;
+mod operations;
 mod payment_intents;
 mod payouts;
 mod rate_limits;
