@@ -54,6 +54,10 @@ const END: u8 = 0;
 const MAX_ITEM: usize = 256 << 20;
 /// Bytes of records one restore transaction takes.
 const RESTORE_TXN_BYTES: usize = 64 << 20;
+/// A backup syncs its file every this many bytes: the disk takes the copy
+/// in steady slices instead of one burst of gigabytes at the end, which
+/// would queue the writer's commits (their fsyncs) behind it.
+const SYNC_EVERY: u64 = 32 << 20;
 
 /// What the writer of a backup says about it.
 #[derive(Debug, Clone)]
@@ -122,18 +126,26 @@ fn redb_err(e: impl std::fmt::Display) -> BackupError {
     BackupError::Store(StoreError::Redb(e.to_string()))
 }
 
-/// Writes that also feed a SHA-256 and count bytes.
-struct HashingWriter<W: Write> {
-    inner: W,
+/// Writes that also feed a SHA-256, count bytes, and sync the file every
+/// [`SYNC_EVERY`] bytes.
+struct HashingWriter {
+    inner: BufWriter<File>,
     hash: Sha256,
     bytes: u64,
+    synced: u64,
 }
 
-impl<W: Write> HashingWriter<W> {
+impl HashingWriter {
     fn put(&mut self, b: &[u8]) -> io::Result<()> {
         self.hash.update(b);
         self.bytes += b.len() as u64;
-        self.inner.write_all(b)
+        self.inner.write_all(b)?;
+        if self.bytes - self.synced >= SYNC_EVERY {
+            self.inner.flush()?;
+            self.inner.get_ref().sync_data()?;
+            self.synced = self.bytes;
+        }
+        Ok(())
     }
     fn put_len(&mut self, n: usize) -> io::Result<()> {
         let n = u32::try_from(n).map_err(|_| io::Error::other("item longer than 4 GiB"))?;
@@ -227,6 +239,7 @@ fn write_temp(store: &Store, temp: &Path, info: &BackupInfo) -> Result<Summary, 
         inner: BufWriter::with_capacity(1 << 20, file),
         hash: Sha256::new(),
         bytes: 0,
+        synced: 0,
     };
     let header = Header {
         format: FORMAT,
