@@ -171,8 +171,7 @@ fn start_clock(args: &ServeArgs, store: &Store) -> Result<(Clock, ClockMove)> {
                 .read()?
                 .get(Table::Meta, META_MANUAL_CLOCK)?
                 .map(|v| from_micros(u64_from(&v) as i64));
-            let mut start =
-                stored.unwrap_or_else(|| from_micros(Utc::now().timestamp_micros()));
+            let mut start = stored.unwrap_or_else(|| from_micros(Utc::now().timestamp_micros()));
             if let Some(at) = &args.clock_start {
                 let at = chrono::DateTime::parse_from_rfc3339(at)
                     .with_context(|| format!("--clock-start {at} is not an RFC 3339 date-time"))?

@@ -572,7 +572,10 @@ mod tests {
     #[test]
     fn the_canonical_form_sorts_keys_at_every_depth() {
         let v = json!({"b": 1, "a": {"d": [1, {"f": 2, "e": 3}], "c": "x"}});
-        assert_eq!(canonical(&v), r#"{"a":{"c":"x","d":[1,{"e":3,"f":2}]},"b":1}"#);
+        assert_eq!(
+            canonical(&v),
+            r#"{"a":{"c":"x","d":[1,{"e":3,"f":2}]},"b":1}"#
+        );
     }
 
     #[test]

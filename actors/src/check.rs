@@ -90,13 +90,28 @@ impl Report {
 const SECTIONS: &[(&str, &str)] = &[
     ("decode", "every stored value decodes"),
     ("ledger", "balance_after chains; balances equal their lines"),
-    ("captures", "every successful payment has exactly one capture"),
-    ("payouts_in_flight", "payout_in_flight holds the payouts in flight"),
-    ("releases", "every release is scheduled once, with its timer"),
-    ("indexes", "index entries point at objects; objects are indexed"),
+    (
+        "captures",
+        "every successful payment has exactly one capture",
+    ),
+    (
+        "payouts_in_flight",
+        "payout_in_flight holds the payouts in flight",
+    ),
+    (
+        "releases",
+        "every release is scheduled once, with its timer",
+    ),
+    (
+        "indexes",
+        "index entries point at objects; objects are indexed",
+    ),
     ("timers", "no timer is orphaned"),
     ("idempotency", "saved responses decode; expiry rows match"),
-    ("sequence", "the high-water mark covers every sequence in use"),
+    (
+        "sequence",
+        "the high-water mark covers every sequence in use",
+    ),
 ];
 
 struct Checker<'r> {
@@ -421,20 +436,22 @@ fn object_table<T: DeserializeOwned>(
     let mut from: Option<Vec<u8>> = None;
     loop {
         let mut chunk = Vec::with_capacity(4096);
-        c.read
-            .scan_prefix(table, &[], from.as_deref(), |k, v| {
-                if from.as_deref() == Some(k) {
-                    return Ok(true);
-                }
-                chunk.push((k.to_vec(), v.to_vec()));
-                Ok(chunk.len() < 4096)
-            })?;
+        c.read.scan_prefix(table, &[], from.as_deref(), |k, v| {
+            if from.as_deref() == Some(k) {
+                return Ok(true);
+            }
+            chunk.push((k.to_vec(), v.to_vec()));
+            Ok(chunk.len() < 4096)
+        })?;
         let Some((last, _)) = chunk.last() else { break };
         from = Some(last.clone());
         for (k, v) in &chunk {
             c.examined("indexes", 1);
             let Ok(o) = decode::<T>(v) else {
-                c.breach("decode", format!("{what} {} does not decode as a {what}", hex(k)));
+                c.breach(
+                    "decode",
+                    format!("{what} {} does not decode as a {what}", hex(k)),
+                );
                 continue;
             };
             let id = id_of(&o);
@@ -457,7 +474,9 @@ fn object_table<T: DeserializeOwned>(
                                 "{what} {id} is not in {}: its key {} names {}",
                                 ix.table.name(),
                                 hex(&key),
-                                uuid_of(&v).map(|u| u.to_string()).unwrap_or_else(|| hex(&v))
+                                uuid_of(&v)
+                                    .map(|u| u.to_string())
+                                    .unwrap_or_else(|| hex(&v))
                             ),
                         ),
                         None => c.breach(
@@ -530,7 +549,15 @@ fn objects(c: &mut Checker, ledger: Ledger) -> Result<(), StoreError> {
     } = ledger;
     let none = |_: &_| None;
 
-    object_table::<Merchant>(c, Table::Merchants, "merchant", |m| m.id, none, &[], |_, _| {})?;
+    object_table::<Merchant>(
+        c,
+        Table::Merchants,
+        "merchant",
+        |m| m.id,
+        none,
+        &[],
+        |_, _| {},
+    )?;
     object_table::<Brand>(
         c,
         Table::Brands,
@@ -560,7 +587,11 @@ fn objects(c: &mut Checker, ledger: Ledger) -> Result<(), StoreError> {
             }),
             index(Table::PaymentIntentCustomerIndex, |p: &PaymentIntent| {
                 p.customer
-                    .map(|cu| pi::customer_prefix(p.merchant, p.mode, cu).u64(p.seq).build())
+                    .map(|cu| {
+                        pi::customer_prefix(p.merchant, p.mode, cu)
+                            .u64(p.seq)
+                            .build()
+                    })
                     .into_iter()
                     .collect()
             }),
@@ -835,7 +866,9 @@ fn objects(c: &mut Checker, ledger: Ledger) -> Result<(), StoreError> {
         |e| e.id,
         |e| Some(e.seq),
         &[
-            index(Table::AuditIndex, |e: &AuditEntry| audit_keys(e, Table::AuditIndex)),
+            index(Table::AuditIndex, |e: &AuditEntry| {
+                audit_keys(e, Table::AuditIndex)
+            }),
             index(Table::AuditActionIndex, |e: &AuditEntry| {
                 audit_keys(e, Table::AuditActionIndex)
             }),
@@ -890,10 +923,10 @@ fn releases(c: &mut Checker) -> Result<(), StoreError> {
             },
         }
         if r.bucket == Bucket::Pending {
-            match c
-                .read
-                .get(Table::ReleasesByPayment, &by_payment_key(r.merchant, r.mode, r.payment))?
-            {
+            match c.read.get(
+                Table::ReleasesByPayment,
+                &by_payment_key(r.merchant, r.mode, r.payment),
+            )? {
                 Some(p) if p == k => {}
                 Some(_) => breaches.push(format!(
                     "{name}: the payment's release pointer names another release"
@@ -946,11 +979,15 @@ fn timers(c: &mut Checker) -> Result<(), StoreError> {
         let target = match t.kind {
             TimerKind::PaymentIntentAbandon
             | TimerKind::DirectDebitSend
-            | TimerKind::DirectDebitStatus => Some((Table::PaymentIntents, t.target.as_bytes().to_vec())),
+            | TimerKind::DirectDebitStatus => {
+                Some((Table::PaymentIntents, t.target.as_bytes().to_vec()))
+            }
             TimerKind::PayoutSend | TimerKind::PayoutStatus => {
                 Some((Table::Payouts, t.target.as_bytes().to_vec()))
             }
-            TimerKind::CryptoPayoutCheck => Some((Table::CryptoPayouts, t.target.as_bytes().to_vec())),
+            TimerKind::CryptoPayoutCheck => {
+                Some((Table::CryptoPayouts, t.target.as_bytes().to_vec()))
+            }
             TimerKind::MandateCheck | TimerKind::MandateExpire => {
                 Some((Table::Mandates, t.target.as_bytes().to_vec()))
             }
@@ -994,17 +1031,10 @@ fn idempotency(c: &mut Checker) -> Result<(), StoreError> {
         match decode::<IdempotencyRecord>(v) {
             Ok(r) if (100..600).contains(&r.status) => {
                 if serde_json::from_str::<serde_json::Value>(r.body.get()).is_err() {
-                    breaches.push(format!(
-                        "saved response {} does not decode as JSON",
-                        hex(k)
-                    ));
+                    breaches.push(format!("saved response {} does not decode as JSON", hex(k)));
                 }
             }
-            Ok(r) => breaches.push(format!(
-                "saved response {} has status {}",
-                hex(k),
-                r.status
-            )),
+            Ok(r) => breaches.push(format!("saved response {} has status {}", hex(k), r.status)),
             Err(e) => breaches.push(format!("saved response {} does not decode: {e}", hex(k))),
         }
         records.insert(k.to_vec());

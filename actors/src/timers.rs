@@ -297,7 +297,11 @@ impl Handler<Advance> for TimerSupervisor {
                     META_MANUAL_CLOCK.to_vec(),
                     micros(now).to_be_bytes().to_vec(),
                 );
-                msg.audit.add_to(&kobo, &mut b, clock_record(AuditAction::ClockAdvanced, from, now));
+                msg.audit.add_to(
+                    &kobo,
+                    &mut b,
+                    clock_record(AuditAction::ClockAdvanced, from, now),
+                );
                 kobo.writer
                     .commit(b)
                     .await

@@ -272,7 +272,11 @@ async fn create_backup(req: HttpRequest, state: State) -> ApiResult {
                 .map_err(|e| DomainError::internal(e.to_string()))?
                 .map_err(|e| DomainError::internal(format!("the backup failed: {e:#}")))?;
             let mut batch = kobo_storage::Batch::new();
-            audit.add_to(&state.kobo, &mut batch, crate::backup::audit_record(&summary));
+            audit.add_to(
+                &state.kobo,
+                &mut batch,
+                crate::backup::audit_record(&summary),
+            );
             state
                 .kobo
                 .writer

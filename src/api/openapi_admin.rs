@@ -431,11 +431,13 @@ pub fn document() -> OpenApi {
                     .parameter_in(ParameterIn::Query)
                     .required(Required::False)
                     .description(Some(*description))
-                    .schema(Some(ObjectBuilder::new().schema_type(if *name == "limit" {
-                        Type::Integer
-                    } else {
-                        Type::String
-                    }))),
+                    .schema(Some(ObjectBuilder::new().schema_type(
+                        if *name == "limit" {
+                            Type::Integer
+                        } else {
+                            Type::String
+                        },
+                    ))),
             );
         }
         if let Some(body) = op.body {
@@ -561,6 +563,45 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Every `$ref` of the document names a schema it holds, and the audit
+    /// list documents exactly the query parameters its handler accepts.
+    #[test]
+    fn references_resolve_and_the_audit_filters_are_the_parsers() {
+        let doc: Value = serde_json::from_str(&document_json("http://x")).unwrap();
+        fn refs(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Object(m) => {
+                    for (k, x) in m {
+                        match (k.as_str(), x) {
+                            ("$ref", Value::String(r)) => out.push(r.clone()),
+                            _ => refs(x, out),
+                        }
+                    }
+                }
+                Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        refs(&doc, &mut found);
+        assert!(found.iter().any(|r| r.ends_with("/AuditEntry")));
+        for r in found {
+            let name = r.trim_start_matches("#/components/schemas/");
+            assert!(doc["components"]["schemas"][name].is_object(), "{r}");
+        }
+        let params: BTreeSet<String> = doc["paths"]["/admin/v1/audit"]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .collect();
+        let accepted: BTreeSet<String> = super::super::admin::AUDIT_PARAMS
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(params, accepted);
     }
 
     #[test]

@@ -120,12 +120,8 @@ pub fn backup(args: BackupArgs) -> Result<()> {
     }
     let now = stamp(&store)?;
     let summary = backup::write(&store, &args.out, &crate::backup::info(now))?;
-    record_offline(
-        &store,
-        "kobo backup",
-        crate::backup::audit_record(&summary),
-    )
-    .context("the backup is complete, but its audit entry was not recorded")?;
+    record_offline(&store, "kobo backup", crate::backup::audit_record(&summary))
+        .context("the backup is complete, but its audit entry was not recorded")?;
     println!(
         "{}",
         serde_json::to_string_pretty(&crate::backup::view(&summary))?

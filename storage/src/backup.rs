@@ -313,7 +313,12 @@ fn write_temp(store: &Store, temp: &Path, info: &BackupInfo) -> Result<Summary, 
 fn table_counts(by_id: &BTreeMap<u8, u64>) -> BTreeMap<String, u64> {
     let mut out: BTreeMap<String, u64> = Table::ALL
         .iter()
-        .map(|t| (t.name().to_string(), by_id.get(&t.id()).copied().unwrap_or(0)))
+        .map(|t| {
+            (
+                t.name().to_string(),
+                by_id.get(&t.id()).copied().unwrap_or(0),
+            )
+        })
         .collect();
     for (id, n) in by_id {
         if !Table::ALL.iter().any(|t| t.id() == *id) {
@@ -404,22 +409,22 @@ impl Reader {
     fn json<T: serde::de::DeserializeOwned>(&mut self, what: &str) -> Result<T, BackupError> {
         let n = self.len()?;
         let b = self.take(n)?;
-        serde_json::from_slice(&b).map_err(|e| self.corrupt(format!("its {what} is not valid: {e}")))
+        serde_json::from_slice(&b)
+            .map_err(|e| self.corrupt(format!("its {what} is not valid: {e}")))
     }
 
     /// The stored checksum, compared with what was read.
     fn finish(mut self) -> Result<String, BackupError> {
         if self.left != 0 {
-            return Err(self.corrupt(format!(
-                "{} unexpected bytes after the manifest",
-                self.left
-            )));
+            return Err(self.corrupt(format!("{} unexpected bytes after the manifest", self.left)));
         }
         let mut stored = [0u8; 32];
-        self.inner.read_exact(&mut stored).map_err(|e| match e.kind() {
-            io::ErrorKind::UnexpectedEof => self.corrupt("it ends early (truncated)"),
-            _ => io_err(&self.path)(e),
-        })?;
+        self.inner
+            .read_exact(&mut stored)
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::UnexpectedEof => self.corrupt("it ends early (truncated)"),
+                _ => io_err(&self.path)(e),
+            })?;
         let computed = self.hash.clone().finalize();
         if computed.as_slice() != stored {
             return Err(self.corrupt(

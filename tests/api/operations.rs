@@ -177,7 +177,9 @@ async fn a_backup_taken_during_payment_traffic_restores_every_acknowledged_write
     let payout_id = payout.body["id"].as_str().unwrap().to_string();
     // Sent and paid before the traffic starts (nothing changes it later).
     app.advance(3600).await;
-    let r = app.get(&m.test_key, &format!("/v1/payouts/{payout_id}")).await;
+    let r = app
+        .get(&m.test_key, &format!("/v1/payouts/{payout_id}"))
+        .await;
     assert_eq!(r.body["status"], "paid", "{}", r.text);
 
     let acked = Arc::new(Mutex::new(Vec::<Acked>::new()));
@@ -362,13 +364,7 @@ async fn a_corrupt_or_truncated_backup_and_an_occupied_directory_are_refused() {
     // A running server's store is locked: the offline command says what
     // to use instead.
     let out = app.dir.path().join("offline.kobo-backup");
-    let (code, text) = run(&[
-        "backup",
-        "--data",
-        s(&app.data_dir()),
-        "--out",
-        s(&out),
-    ]);
+    let (code, text) = run(&["backup", "--data", s(&app.data_dir()), "--out", s(&out)]);
     assert_ne!(code, 0);
     assert!(text.contains("kobo admin backup"), "{text}");
     let (code, text) = check_data(&app.data_dir());
@@ -377,24 +373,12 @@ async fn a_corrupt_or_truncated_backup_and_an_occupied_directory_are_refused() {
 
     // Stopped, it backs up offline (and records it in the store's log).
     app.kill();
-    let (code, text) = run(&[
-        "backup",
-        "--data",
-        s(&app.data_dir()),
-        "--out",
-        s(&out),
-    ]);
+    let (code, text) = run(&["backup", "--data", s(&app.data_dir()), "--out", s(&out)]);
     assert_eq!(code, 0, "{text}");
     let summary: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(summary["object"], "backup");
     // Never over an existing file.
-    let (code, text) = run(&[
-        "backup",
-        "--data",
-        s(&app.data_dir()),
-        "--out",
-        s(&out),
-    ]);
+    let (code, text) = run(&["backup", "--data", s(&app.data_dir()), "--out", s(&out)]);
     assert_ne!(code, 0);
     assert!(text.contains("already exists"), "{text}");
 
@@ -415,7 +399,10 @@ async fn a_corrupt_or_truncated_backup_and_an_occupied_directory_are_refused() {
         let (code, text) = run(&["restore", "--from", s(&bad), "--data", s(&target)]);
         assert_ne!(code, 0, "{name}: restored");
         assert!(text.contains("is not a usable backup"), "{name}: {text}");
-        assert!(!target.exists(), "{name}: the restore wrote into {target:?}");
+        assert!(
+            !target.exists(),
+            "{name}: the restore wrote into {target:?}"
+        );
         let (code, text) = run(&["check", "--from", s(&bad)]);
         assert_eq!(code, 2, "{name}: {text}");
     }
@@ -434,20 +421,17 @@ async fn a_corrupt_or_truncated_backup_and_an_occupied_directory_are_refused() {
 
     // The good file restores, and the restored store serves.
     let mut fresh = unstarted_app(&[]);
-    let (code, text) = run(&[
-        "restore",
-        "--from",
-        s(&out),
-        "--data",
-        s(&fresh.data_dir()),
-    ]);
+    let (code, text) = run(&["restore", "--from", s(&out), "--data", s(&fresh.data_dir())]);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("card-fingerprint-key"), "{text}");
     fresh.start(&[]);
     assert_eq!(fresh.all_intents(&m.test_key).await.len(), 3);
     let log = fresh.admin_get("/admin/v1/audit?limit=1").await;
     assert_eq!(log.body["data"][0]["action"], "store.restored");
-    assert_eq!(log.body["data"][0]["detail"]["checksum"], summary["checksum"]);
+    assert_eq!(
+        log.body["data"][0]["detail"]["checksum"],
+        summary["checksum"]
+    );
     // The offline backup is in the log of the store it copied (after the
     // snapshot, so not in the backup itself).
     app.start(&[]);
@@ -503,7 +487,9 @@ fn plant_breaches(data: &Path, lose_capture_of: &str, unindex: &str) {
 #[tokio::test]
 async fn kobo_check_is_clean_after_real_traffic_and_names_each_planted_breach() {
     let mut app = spawn_app().await;
-    let m = app.create_merchant(json!({"reserve": {"percent_bps": 1000, "days": 90}})).await;
+    let m = app
+        .create_merchant(json!({"reserve": {"percent_bps": 1000, "days": 90}}))
+        .await;
     let mut paid = Vec::new();
     for i in 0..8 {
         paid.push(
@@ -514,7 +500,10 @@ async fn kobo_check_is_clean_after_real_traffic_and_names_each_planted_breach() 
         );
     }
     let open = app
-        .create_intent(&m.test_key, json!({"amount": 7_000, "currency": "NGN", "reference": "open-1"}))
+        .create_intent(
+            &m.test_key,
+            json!({"amount": 7_000, "currency": "NGN", "reference": "open-1"}),
+        )
         .await["id"]
         .as_str()
         .unwrap()
@@ -589,6 +578,66 @@ async fn kobo_check_is_clean_after_real_traffic_and_names_each_planted_breach() 
     assert!(text.contains("breaches in"), "{text}");
 }
 
+/// SHA-256 (hex) of `v`'s canonical JSON without secret fields (the
+/// procedure of docs/operations.md).
+fn digest(v: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    const SECRET: &[&str] = &[
+        "secret_key",
+        "test_secret_key",
+        "live_secret_key",
+        "secret",
+        "client_secret",
+        "client_secret_hash",
+        "webhook_secret",
+        "signing_secret",
+        "admin_token",
+        "token",
+        "otp",
+        "pin",
+        "cvc",
+        "card_number",
+        "account_number",
+        "key_hash",
+        "key_hash_test",
+        "key_hash_live",
+        "password",
+    ];
+    fn canonical(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> =
+                    m.keys().filter(|k| !SECRET.contains(&k.as_str())).collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(k.to_string()).to_string());
+                    out.push(':');
+                    canonical(&m[*k], out);
+                }
+                out.push('}');
+            }
+            Value::Array(a) => {
+                out.push('[');
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    canonical(x, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut text = String::new();
+    canonical(v, &mut text);
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
 /// Every page of the audit log under `query` (walking `starting_after`).
 async fn audit_pages(app: &TestApp, query: &str) -> (Vec<Value>, String) {
     let mut out = Vec::new();
@@ -637,7 +686,11 @@ async fn every_operator_action_is_in_the_audit_log_and_no_secret_is() {
         .admin_post(&mpath, json!({"settings": {"card_api_enabled": true}}))
         .await;
     r.assert_status(200);
-    expected.push(("merchant.settings_updated", request_id(&r), merchant.clone()));
+    expected.push((
+        "merchant.settings_updated",
+        request_id(&r),
+        merchant.clone(),
+    ));
     let r = app
         .admin_post(&mpath, json!({"settings": {"live_approved": true}}))
         .await;
@@ -659,9 +712,13 @@ async fn every_operator_action_is_in_the_audit_log_and_no_secret_is() {
 
     // Two payouts held for approval: one approved, one rejected.
     app.paid_intent(&test_key, 1_000_000).await;
-    app.post(&test_key, "/v1/test_helpers/balance/release_pending", json!({}))
-        .await
-        .assert_status(200);
+    app.post(
+        &test_key,
+        "/v1/test_helpers/balance/release_pending",
+        json!({}),
+    )
+    .await
+    .assert_status(200);
     let acct = app
         .post(
             &test_key,
@@ -767,11 +824,17 @@ async fn every_operator_action_is_in_the_audit_log_and_no_secret_is() {
         assert_eq!(e["target"]["id"], target.as_str(), "{action}");
         assert_eq!(e["origin"], "admin_api");
         assert_eq!(e["object"], "audit_entry");
-        if action.starts_with("merchant.") || action.starts_with("payout.") || action.starts_with("usdt_wallet.") {
+        if action.starts_with("merchant.")
+            || action.starts_with("payout.")
+            || action.starts_with("usdt_wallet.")
+        {
             assert_eq!(e["merchant"], merchant.as_str(), "{action}");
         }
     }
-    let set = log.iter().find(|e| e["action"] == "clock.set").expect("clock.set");
+    let set = log
+        .iter()
+        .find(|e| e["action"] == "clock.set")
+        .expect("clock.set");
     assert_eq!(set["origin"], "kobo serve");
     assert!(set["request_id"].is_null());
     assert_eq!(log[0]["action"], "clock.set", "newest first");
@@ -781,16 +844,29 @@ async fn every_operator_action_is_in_the_audit_log_and_no_secret_is() {
         .collect();
     assert!(times.windows(2).all(|w| w[0] >= w[1]), "newest first");
     // Digests of the before and after; field names, never values.
-    let approve = log.iter().find(|e| e["action"] == "merchant.live_approved").unwrap();
+    let approve = log
+        .iter()
+        .find(|e| e["action"] == "merchant.live_approved")
+        .unwrap();
     assert_eq!(approve["changed"], json!(["settings.live_approved"]));
     assert_ne!(approve["before_digest"], approve["after_digest"]);
     assert_eq!(approve["before_digest"].as_str().unwrap().len(), 64);
-    let rolled = log.iter().find(|e| e["action"] == "merchant.key_rolled").unwrap();
+    // The digest is what docs/operations.md says: SHA-256 of the view's
+    // JSON, secrets removed, keys sorted, no spaces.
+    let view = app.admin_get(&mpath).await.body;
+    assert_eq!(approve["after_digest"], digest(&view).as_str());
+    let rolled = log
+        .iter()
+        .find(|e| e["action"] == "merchant.key_rolled")
+        .unwrap();
     assert!(rolled["before_digest"].is_string() && rolled["after_digest"].is_string());
 
     // No secret anywhere in the log.
     for secret in &secrets {
-        assert!(!text.contains(secret.as_str()), "the audit log holds a secret: {secret}");
+        assert!(
+            !text.contains(secret.as_str()),
+            "the audit log holds a secret: {secret}"
+        );
     }
 
     // Filters: merchant, action, time range; bad filters are 400.
@@ -799,15 +875,24 @@ async fn every_operator_action_is_in_the_audit_log_and_no_secret_is() {
         mine.len(),
         expected
             .iter()
-            .filter(|(a, ..)| !a.starts_with("fx_rate") && !a.starts_with("clock") && !a.starts_with("backup"))
+            .filter(|(a, ..)| !a.starts_with("fx_rate")
+                && !a.starts_with("clock")
+                && !a.starts_with("backup"))
             .count()
     );
     assert!(mine.iter().all(|e| e["merchant"] == merchant.as_str()));
     let (rolls, _) = audit_pages(&app, "&action=merchant.key_rolled").await;
     assert_eq!(rolls.len(), 2);
-    let (mine_rolls, _) = audit_pages(&app, &format!("&merchant={merchant}&action=merchant.key_rolled")).await;
+    let (mine_rolls, _) = audit_pages(
+        &app,
+        &format!("&merchant={merchant}&action=merchant.key_rolled"),
+    )
+    .await;
     assert_eq!(mine_rolls.len(), 2);
-    let advanced = log.iter().find(|e| e["action"] == "clock.advanced").unwrap();
+    let advanced = log
+        .iter()
+        .find(|e| e["action"] == "clock.advanced")
+        .unwrap();
     let at = advanced["created_at"].as_str().unwrap();
     let (window, _) = audit_pages(&app, &format!("&from={at}&to={at}")).await;
     assert!(!window.is_empty());
@@ -829,18 +914,29 @@ async fn every_operator_action_is_in_the_audit_log_and_no_secret_is() {
 
     // Read-only: no way to edit or delete an entry, and the token is needed.
     let id = log[0]["id"].as_str().unwrap();
-    for (method, path) in [
-        (reqwest::Method::POST, "/admin/v1/audit".to_string()),
-        (reqwest::Method::DELETE, "/admin/v1/audit".to_string()),
-        (reqwest::Method::PUT, "/admin/v1/audit".to_string()),
-        (reqwest::Method::PATCH, "/admin/v1/audit".to_string()),
-        (reqwest::Method::POST, format!("/admin/v1/audit/{id}")),
-        (reqwest::Method::DELETE, format!("/admin/v1/audit/{id}")),
+    for (method, path, status) in [
+        (reqwest::Method::POST, "/admin/v1/audit".to_string(), 405),
+        (reqwest::Method::DELETE, "/admin/v1/audit".to_string(), 405),
+        (reqwest::Method::PUT, "/admin/v1/audit".to_string(), 405),
+        (reqwest::Method::PATCH, "/admin/v1/audit".to_string(), 405),
+        (reqwest::Method::GET, format!("/admin/v1/audit/{id}"), 404),
+        (reqwest::Method::POST, format!("/admin/v1/audit/{id}"), 404),
+        (
+            reqwest::Method::DELETE,
+            format!("/admin/v1/audit/{id}"),
+            404,
+        ),
     ] {
         let r = app
-            .send(method.clone(), &path, Some(&app.admin_token.clone()), None, Some(&json!({})))
+            .send(
+                method.clone(),
+                &path,
+                Some(&app.admin_token.clone()),
+                None,
+                Some(&json!({})),
+            )
             .await;
-        assert!(r.status == 404 || r.status == 405, "{method} {path}: {}", r.status);
+        assert_eq!(r.status, status, "{method} {path}");
     }
     let r = app
         .send(reqwest::Method::GET, "/admin/v1/audit", None, None, None)
