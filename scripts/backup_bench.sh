@@ -16,7 +16,7 @@ ROUNDS=${3:-3}
 cargo build --release --bin kobo --bin kobo-loadgen >&2
 BIN=${CARGO_TARGET_DIR:-target}/release
 DATA=$(mktemp -d)
-TOKEN=bench-$RANDOM$RANDOM
+TOKEN=bench-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
 RUST_LOG=warn "$BIN/kobo" serve --listen 127.0.0.1:0 --data "$DATA/data" --admin-token "$TOKEN" \
   --ip-rate-limit 0 --backup-dir "$DATA/backups" >"$DATA/stdout" 2>"$DATA/stderr" &
 PID=$!
@@ -83,4 +83,6 @@ for which in quiet busy; do
 done
 echo
 echo "store: $(du -sh "$DATA/data" | cut -f1); last backup: $(field file <"$DATA/last.json")"
+c0=$(date +%s.%N)
 "$BIN/kobo" check --from "$DATA"/backups/*.kobo-backup --scratch "$DATA" | tail -1
+echo "kobo check --from the last backup (restore into scratch, then check): $(python3 -c "print(round($(date +%s.%N) - $c0))") s"

@@ -45,6 +45,38 @@ pub fn private_dir(dir: &Path) -> Result<()> {
         .with_context(|| format!("creating the backup directory {}", dir.display()))
 }
 
+/// [`write_into`] on a thread of its own at the lowest CPU priority (nice
+/// 19): on a busy machine the request threads and the store writer run
+/// first, and the backup takes the time that is left (docs/performance.md,
+/// "Backups"). The snapshot is the store as of the moment the thread
+/// starts reading.
+pub async fn write_in_background(
+    store: Store,
+    dir: PathBuf,
+    now: DateTime<Utc>,
+) -> Result<Summary> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("kobo-backup".into())
+        .spawn(move || {
+            lowest_priority();
+            let _ = tx.send(write_into(&store, &dir, now));
+        })
+        .context("starting the backup thread")?;
+    rx.await.context("the backup thread stopped")?
+}
+
+/// Gives the calling thread the lowest CPU priority. Linux's
+/// setpriority(2) on a thread id changes that thread only.
+fn lowest_priority() {
+    // SAFETY: plain system calls on the calling thread's own id; failure
+    // (no permission to lower, which never happens) only keeps the default.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19);
+    }
+}
+
 /// A backup of `store` into `dir` under a new name.
 pub fn write_into(store: &Store, dir: &Path, now: DateTime<Utc>) -> Result<Summary> {
     private_dir(dir)?;

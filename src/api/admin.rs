@@ -267,9 +267,8 @@ async fn create_backup(req: HttpRequest, state: State) -> ApiResult {
                 state.backup_dir.clone(),
                 state.kobo.clock.now(),
             );
-            let summary = web::block(move || crate::backup::write_into(&store, &dir, now))
+            let summary = crate::backup::write_in_background(store, dir, now)
                 .await
-                .map_err(|e| DomainError::internal(e.to_string()))?
                 .map_err(|e| DomainError::internal(format!("the backup failed: {e:#}")))?;
             let mut batch = kobo_storage::Batch::new();
             audit.add_to(
