@@ -1,4 +1,4 @@
-//! `kobo serve`: start-up and shutdown.
+//! `kobo serve`: its arguments ([`ServeArgs`]), start-up and shutdown.
 //!
 //! Order: open the store (a clear error if another process holds it), load or
 //! create the admin token, set up the clock, start the writer, the actor
@@ -9,7 +9,7 @@
 
 use std::io::Write;
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ use actix::Actor;
 use actix_web::{middleware, web, App, HttpServer};
 use anyhow::{Context, Result};
 use chrono::Utc;
+use clap::ValueEnum;
 
 use kobo_actors::audit::{Audit, AuditAction};
 use kobo_actors::calendar::Calendar;
@@ -30,7 +31,91 @@ use kobo_storage::{Batch, Store, StoreError, Table, Writer, WriterMetrics};
 
 use crate::api::{self, AppState};
 use crate::telemetry::{self, Metrics};
-use crate::{ClockKind, ServeArgs};
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum ClockKind {
+    System,
+    Manual,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, env = "KOBO_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Data directory (holds the embedded store); created if missing.
+    #[arg(long, env = "KOBO_DATA", default_value = "./data")]
+    pub data: PathBuf,
+    /// Prefix of checkout and other links; default http://<bound address>.
+    #[arg(long, env = "KOBO_BASE_URL")]
+    pub base_url: Option<String>,
+    /// Operator token; generated and kept in <data>/admin-token when absent.
+    #[arg(long, env = "KOBO_ADMIN_TOKEN")]
+    pub admin_token: Option<String>,
+    /// `manual` moves only through POST /admin/v1/clock/advance.
+    #[arg(long, env = "KOBO_CLOCK", value_enum, default_value = "system")]
+    pub clock: ClockKind,
+    /// Manual clock only: start no earlier than this RFC 3339 time (moves a
+    /// stored manual time forward, never back). For tests and rehearsals of
+    /// "the server was down at settlement time".
+    #[arg(long, env = "KOBO_CLOCK_START", value_name = "DATE-TIME")]
+    pub clock_start: Option<String>,
+    /// Deliver webhooks for HOST to IP instead of DNS (repeatable).
+    #[arg(long = "webhook-resolve", value_name = "HOST=IP")]
+    pub webhook_resolve: Vec<String>,
+    /// Extra PEM root certificate trusted for webhook deliveries.
+    #[arg(long = "webhook-ca", value_name = "FILE")]
+    pub webhook_ca: Option<PathBuf>,
+    /// Test seam: answer DNS for HOST with IP; unlike --webhook-resolve the
+    /// answer still passes the public-address filter (repeatable).
+    #[arg(long = "webhook-dns-fake", value_name = "HOST=IP", hide = true)]
+    pub webhook_dns_fake: Vec<String>,
+    /// Nigerian public holidays, one YYYY-MM-DD a line (overrides the built-in list).
+    #[arg(long, value_name = "FILE")]
+    pub holidays: Option<PathBuf>,
+    /// Log format on stderr.
+    #[arg(long, env = "KOBO_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// HTTP worker threads (default: one per core).
+    #[arg(long, env = "KOBO_WORKERS")]
+    pub workers: Option<usize>,
+    /// Test seam: milliseconds every sandbox card call takes (rehearses a
+    /// real processor's latency; tests of concurrent requests use it).
+    #[arg(
+        long,
+        env = "KOBO_SANDBOX_LATENCY_MS",
+        default_value_t = 0,
+        hide = true
+    )]
+    pub sandbox_latency_ms: u64,
+    /// The store's page cache in MiB: the bulk of resident memory once the
+    /// store is large.
+    #[arg(long, env = "KOBO_STORE_CACHE_MB", default_value_t = 1024)]
+    pub store_cache_mb: usize,
+    /// Milliseconds a client may take to send a request body (408
+    /// `request_timeout` after that).
+    #[arg(long, env = "KOBO_BODY_TIMEOUT_MS", default_value_t = 10_000)]
+    pub body_timeout_ms: u64,
+    /// Requests per second one client IP (the TCP peer; X-Forwarded-For is
+    /// not trusted) may send to any route but /healthz, /readyz and
+    /// /metrics; the bucket holds one second's worth. 0 turns it off (for
+    /// load tests from one address).
+    #[arg(long, env = "KOBO_IP_RATE_LIMIT", default_value_t = api::limits::DEFAULT_IP_PER_SECOND)]
+    pub ip_rate_limit: u32,
+    /// Seconds an idle actor stays in memory.
+    #[arg(long, env = "KOBO_ACTOR_IDLE_SECS", default_value_t = 30)]
+    pub actor_idle_secs: u64,
+    /// Where POST /admin/v1/backups writes its files (default
+    /// <data>/backups); the API never chooses a path.
+    #[arg(long, env = "KOBO_BACKUP_DIR", value_name = "DIR")]
+    pub backup_dir: Option<PathBuf>,
+}
 
 const META_DEMO_MERCHANT: &[u8] = b"demo_merchant";
 
@@ -204,6 +289,7 @@ async fn demo_merchant(
                 &Audit::command("kobo serve"),
             )
             .await?;
+            let view = kobo_actors::idempotency::render(&view);
             let mut b = Batch::new();
             b.put_raw(
                 Table::Meta,
@@ -295,7 +381,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
 
     kobo_actors::settlement::ensure_daily_run(&kobo).await?;
     kobo_actors::usdt::service::start(&kobo.crypto_payouts).map_err(|e| anyhow::anyhow!(e))?;
-    let resumed = kobo_actors::refund::service::resume_confirmations(kobo.aftercare.deps())?;
+    let resumed = kobo_actors::refund::actor::resume_confirmations(kobo.aftercare.deps())?;
     if resumed > 0 {
         tracing::info!(resumed, "asked again about refunds awaiting confirmation");
     }

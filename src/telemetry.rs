@@ -42,7 +42,8 @@ pub async fn around_request<B: MessageBody>(
     use actix_web::HttpMessage;
     let started = Instant::now();
     let request_id = uuid::Uuid::new_v4().to_string();
-    req.extensions_mut().insert(RequestId(request_id.clone()));
+    req.extensions_mut()
+        .insert(crate::api::request::RequestId(request_id.clone()));
     let method = method_label(req.method());
     let metrics = req
         .app_data::<actix_web::web::Data<crate::api::AppState>>()
@@ -76,11 +77,6 @@ pub async fn around_request<B: MessageBody>(
     .instrument(span)
     .await
 }
-
-/// The request's id (the `Request-Id` answer header), kept in the
-/// request's extensions for the operator audit log.
-#[derive(Debug, Clone)]
-pub struct RequestId(pub String);
 
 pub fn init_logging(json: bool) {
     use tracing_subscriber::EnvFilter;

@@ -5,6 +5,8 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -13,8 +15,11 @@ use kobo_storage::{Batch, Table};
 use crate::audit::{Audit, AuditAction, Record};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::{scope_key, Mode};
-use crate::merchant::{key_hash, new_secret_key, ApiKey, Brand, Merchant, Settings};
+use crate::merchant::{
+    key_hash, new_secret_key, ApiKey, Brand, BrandView, Merchant, MerchantView, Settings,
+};
 use crate::registry::{run_once, Activation, VirtualActor};
 
 pub fn brand_index_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {
@@ -38,8 +43,8 @@ pub async fn create_brand(
     merchant: Uuid,
     mode: Mode,
     name: String,
-    idem: Option<&crate::idempotency::IdempotencySave>,
-) -> DomainResult<Value> {
+    idem: Option<&IdempotencySave>,
+) -> DomainResult<Answer<BrandView>> {
     let now = kobo.clock.now();
     let brand = Brand {
         id: crate::ids::new_id(now),
@@ -50,28 +55,34 @@ pub async fn create_brand(
         default: false,
         created_at: now,
     };
-    let view = brand.to_api();
     let mut batch = Batch::new();
     add_brand(&mut batch, &brand);
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 201, &view.to_string(), now);
-    }
+    let answer = Answer::save(Outcome::Created(brand.view()), idem, &mut batch, now);
     kobo.writer
         .commit(batch)
         .await
         .map_err(|e| DomainError::internal(e.to_string()))?;
-    Ok(view)
+    Ok(answer)
 }
 
-/// Creates a merchant. Returns the operator view with both secret keys (the
-/// only time they are shown, besides a roll). The audit entry commits with
-/// it.
+/// A new merchant as the operator sees it once: with both secret keys.
+#[derive(Debug, Clone, Serialize)]
+pub struct NewMerchantView {
+    #[serde(flatten)]
+    pub merchant: MerchantView,
+    pub test_secret_key: String,
+    pub live_secret_key: String,
+}
+
+/// Creates a merchant (its default brand and a secret key per mode).
+/// Answers the operator view with both secret keys (the only time they are
+/// shown, besides a roll). The audit entry commits with it.
 pub async fn create_merchant(
     kobo: &Env,
     name: String,
     settings: Settings,
     audit: &Audit,
-) -> DomainResult<Value> {
+) -> DomainResult<NewMerchantView> {
     let now = kobo.clock.now();
     let id = crate::ids::new_id(now);
     let test_key = new_secret_key(Mode::Test);
@@ -95,29 +106,16 @@ pub async fn create_merchant(
         id,
         name,
         created_at: now,
+        reserve_since: settings.reserve.as_ref().map(|_| now),
         settings,
         default_brand_test: brands[0],
         default_brand_live: brands[1],
         key_hash_test: key_hash(&test_key),
         key_hash_live: key_hash(&live_key),
-        reserve_since: None,
     };
-    let mut merchant = merchant;
-    if merchant.settings.reserve.is_some() {
-        merchant.reserve_since = Some(now);
-    }
     batch.put(Table::Merchants, id.as_bytes().to_vec(), &merchant);
     for (mode, key) in [(Mode::Test, &test_key), (Mode::Live, &live_key)] {
-        batch.put(
-            Table::ApiKeys,
-            key_hash(key).into_bytes(),
-            &ApiKey {
-                merchant: id,
-                mode,
-                created_at: now,
-                revoked_at: None,
-            },
-        );
+        add_key(&mut batch, key, id, mode, now);
     }
     audit.add_to(
         kobo,
@@ -130,11 +128,24 @@ pub async fn create_merchant(
         .commit(batch)
         .await
         .map_err(|e| DomainError::internal(e.to_string()))?;
-    let mut view = merchant.to_api();
-    let o = view.as_object_mut().expect("object");
-    o.insert("test_secret_key".into(), Value::from(test_key));
-    o.insert("live_secret_key".into(), Value::from(live_key));
-    Ok(view)
+    Ok(NewMerchantView {
+        merchant: merchant.view(),
+        test_secret_key: test_key,
+        live_secret_key: live_key,
+    })
+}
+
+/// A new secret key's row (answered for the audit log: the record, never
+/// the key).
+fn add_key(batch: &mut Batch, key: &str, merchant: Uuid, mode: Mode, now: DateTime<Utc>) -> ApiKey {
+    let row = ApiKey {
+        merchant,
+        mode,
+        created_at: now,
+        revoked_at: None,
+    };
+    batch.put(Table::ApiKeys, key_hash(key).into_bytes(), &row);
+    row
 }
 
 pub fn load_merchant(kobo: &Env, id: Uuid) -> DomainResult<Option<Merchant>> {
@@ -149,16 +160,33 @@ pub struct MerchantActor {
     activation: Activation<Self>,
 }
 
-#[derive(Debug, Clone)]
-pub enum MerchantChange {
-    Settings(Value),
-    RollKey(Mode),
+/// Patches a merchant's settings (JSON merge patch); answers the merchant.
+/// Who asked rides along: the audit entry commits with the change.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "DomainResult<MerchantView>")]
+pub struct UpdateSettings(pub Value, pub Audit);
+
+/// Replaces a merchant's secret key of one mode (the old one is revoked);
+/// answers the new key, shown once. The audit entry (of the key records,
+/// never the keys) commits with the roll.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "DomainResult<RolledKeyView>")]
+pub struct RollKey(pub Mode, pub Audit);
+
+/// A rolled secret key.
+#[derive(Debug, Clone, Serialize)]
+pub struct RolledKeyView {
+    pub object: RolledKeyObject,
+    pub mode: Mode,
+    pub secret_key: String,
 }
 
-/// A change and who asked for it (its audit entry commits with it).
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "DomainResult<Value>")]
-pub struct ChangeMerchant(pub MerchantChange, pub Audit);
+/// The `object` value of a rolled key.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub enum RolledKeyObject {
+    #[serde(rename = "merchant_key")]
+    MerchantKey,
+}
 
 impl Actor for MerchantActor {
     type Context = Context<Self>;
@@ -176,84 +204,106 @@ impl VirtualActor for MerchantActor {
     }
 }
 
-impl Handler<ChangeMerchant> for MerchantActor {
-    type Result = AtomicResponse<Self, DomainResult<Value>>;
-    fn handle(&mut self, msg: ChangeMerchant, _: &mut Context<Self>) -> Self::Result {
+impl Handler<UpdateSettings> for MerchantActor {
+    type Result = AtomicResponse<Self, DomainResult<MerchantView>>;
+    fn handle(&mut self, msg: UpdateSettings, _: &mut Context<Self>) -> Self::Result {
         self.activation.touch();
         let kobo = self.activation.deps.clone();
         let id = self.activation.key;
-        run_once(self, change(kobo, id, msg.0, msg.1))
+        run_once(self, update_settings(kobo, id, msg.0, msg.1))
     }
 }
 
-async fn change(
+impl Handler<RollKey> for MerchantActor {
+    type Result = AtomicResponse<Self, DomainResult<RolledKeyView>>;
+    fn handle(&mut self, msg: RollKey, _: &mut Context<Self>) -> Self::Result {
+        self.activation.touch();
+        let kobo = self.activation.deps.clone();
+        let id = self.activation.key;
+        run_once(self, roll_key(kobo, id, msg.0, msg.1))
+    }
+}
+
+/// Live approval is its own action in the audit log; any other patch is a
+/// settings update.
+async fn update_settings(
     kobo: Arc<Env>,
     id: Uuid,
-    change: MerchantChange,
+    patch: Value,
     audit: Audit,
-) -> DomainResult<Value> {
+) -> DomainResult<MerchantView> {
+    let mut merchant =
+        load_merchant(&kobo, id)?.ok_or_else(|| DomainError::not_found("merchant", id))?;
+    let now = kobo.clock.now();
+    let before = merchant.to_api();
+    let settings = merchant.settings.patched(&patch)?;
+    if settings.reserve != merchant.settings.reserve {
+        merchant.reserve_since = settings.reserve.as_ref().map(|_| now);
+    }
+    let action = if settings.live_approved && !merchant.settings.live_approved {
+        AuditAction::MerchantLiveApproved
+    } else {
+        AuditAction::MerchantSettingsUpdated
+    };
+    merchant.settings = settings;
+    let mut batch = Batch::new();
+    audit.add_to(
+        &kobo,
+        &mut batch,
+        Record::new(action, "merchant", id)
+            .merchant(id)
+            .before(before)
+            .after(merchant.to_api()),
+    );
+    save(&kobo, &merchant, batch).await?;
+    Ok(merchant.view())
+}
+
+async fn roll_key(
+    kobo: Arc<Env>,
+    id: Uuid,
+    mode: Mode,
+    audit: Audit,
+) -> DomainResult<RolledKeyView> {
     let mut merchant =
         load_merchant(&kobo, id)?.ok_or_else(|| DomainError::not_found("merchant", id))?;
     let now = kobo.clock.now();
     let mut batch = Batch::new();
-    let before = merchant.to_api();
-    let view = match change {
-        MerchantChange::Settings(patch) => {
-            let settings = merchant.settings.patched(&patch)?;
-            if settings.reserve != merchant.settings.reserve {
-                merchant.reserve_since = settings.reserve.as_ref().map(|_| now);
-            }
-            let action = if settings.live_approved && !merchant.settings.live_approved {
-                AuditAction::MerchantLiveApproved
-            } else {
-                AuditAction::MerchantSettingsUpdated
-            };
-            merchant.settings = settings;
-            audit.add_to(
-                &kobo,
-                &mut batch,
-                Record::new(action, "merchant", id)
-                    .merchant(id)
-                    .before(before)
-                    .after(merchant.to_api()),
-            );
-            merchant.to_api()
-        }
-        MerchantChange::RollKey(mode) => {
-            let key = new_secret_key(mode);
-            let old = match mode {
-                Mode::Test => std::mem::replace(&mut merchant.key_hash_test, key_hash(&key)),
-                Mode::Live => std::mem::replace(&mut merchant.key_hash_live, key_hash(&key)),
-            };
-            let read = kobo.store.read()?;
-            let mut record = Record::new(AuditAction::MerchantKeyRolled, "merchant", id)
-                .merchant(id)
-                .detail(json!({ "mode": mode }));
-            if let Some(mut old_key) = read.get_decoded::<ApiKey>(Table::ApiKeys, old.as_bytes())? {
-                // The key records, never the keys (nor their hashes).
-                record = record.before(json!({ "mode": mode, "key": &old_key }));
-                old_key.revoked_at = Some(now);
-                batch.put(Table::ApiKeys, old.into_bytes(), &old_key);
-            }
-            let new_key = ApiKey {
-                merchant: id,
-                mode,
-                created_at: now,
-                revoked_at: None,
-            };
-            batch.put(Table::ApiKeys, key_hash(&key).into_bytes(), &new_key);
-            audit.add_to(
-                &kobo,
-                &mut batch,
-                record.after(json!({ "mode": mode, "key": &new_key })),
-            );
-            json!({"object": "merchant_key", "mode": mode, "secret_key": key})
-        }
+    let key = new_secret_key(mode);
+    let old = match mode {
+        Mode::Test => std::mem::replace(&mut merchant.key_hash_test, key_hash(&key)),
+        Mode::Live => std::mem::replace(&mut merchant.key_hash_live, key_hash(&key)),
     };
-    batch.put(Table::Merchants, id.as_bytes().to_vec(), &merchant);
+    let read = kobo.store.read()?;
+    let mut record = Record::new(AuditAction::MerchantKeyRolled, "merchant", id)
+        .merchant(id)
+        .detail(json!({ "mode": mode }));
+    if let Some(mut old_key) = read.get_decoded::<ApiKey>(Table::ApiKeys, old.as_bytes())? {
+        // The key records, never the keys (nor their hashes).
+        record = record.before(json!({ "mode": mode, "key": &old_key }));
+        old_key.revoked_at = Some(now);
+        batch.put(Table::ApiKeys, old.into_bytes(), &old_key);
+    }
+    drop(read);
+    let new_key = add_key(&mut batch, &key, id, mode, now);
+    audit.add_to(
+        &kobo,
+        &mut batch,
+        record.after(json!({ "mode": mode, "key": &new_key })),
+    );
+    save(&kobo, &merchant, batch).await?;
+    Ok(RolledKeyView {
+        object: RolledKeyObject::MerchantKey,
+        mode,
+        secret_key: key,
+    })
+}
+
+/// Commits `batch` with the merchant.
+async fn save(kobo: &Env, merchant: &Merchant, mut batch: Batch) -> DomainResult<()> {
+    batch.put(Table::Merchants, merchant.id.as_bytes().to_vec(), merchant);
     kobo.writer
         .commit(batch)
         .await
-        .map_err(|e| DomainError::internal(e.to_string()))?;
-    Ok(view)
+        .map_err(|e| DomainError::internal(e.to_string()))
 }

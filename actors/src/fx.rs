@@ -28,7 +28,7 @@ use kobo_storage::{decode, Batch, KeyBuf, Table};
 use crate::audit::{Audit, AuditAction, Record};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, scope_key, Mode};
 use crate::ledger::actor::{Ledgers, PostEntry};
 use crate::ledger::{balance_prefix, BalanceRow, Bucket, EntrySpec, EntryType, LineSpec};
@@ -382,34 +382,19 @@ fn rate_changed(current: &FxRate) -> DomainError {
 /// rate. Checks in order: brand (404), rate (404 `rate_id`), the rate is
 /// current (409 `rate_changed`), the amount gives at least one kobo (400),
 /// the dollars (409 `insufficient_funds`, in the ledger actor).
-// Long: one conversion in order (rate checks under the gate, the object, its batch, the
-// ledger entry); the gate guard must span it all.
 pub async fn convert(
     kobo: &Fx,
     merchant: &Merchant,
     mode: Mode,
     req: Convert,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<FxConversion> {
+) -> DomainResult<Answer<FxConversionView>> {
     let brand = resolve_brand(kobo, merchant, mode, req.brand)?;
     let rate = load_rate(kobo, req.rate_id)?
         .ok_or_else(|| DomainError::not_found("fx_rate", req.rate_id).with_param("rate_id"))?;
     // Held until the entry commits (see the module's notes).
     let _shared = kobo.gate.0.read().await;
-    let current = current_rate(kobo)?.ok_or_else(no_rate)?;
-    if current.id != rate.id {
-        return Err(rate_changed(&current));
-    }
-    let ngn_amount = ngn_for(req.usd_amount, rate.rate);
-    if ngn_amount < 1 {
-        return Err(DomainError::invalid(
-            "usd_amount",
-            format!(
-                "{} cents give less than one kobo at {} kobo per dollar",
-                req.usd_amount, rate.rate
-            ),
-        ));
-    }
+    let ngn_amount = check_conversion(kobo, &rate, req.usd_amount)?;
     let now = kobo.clock.now();
     let c = FxConversion {
         id: new_id(now),
@@ -433,18 +418,48 @@ pub async fn convert(
             c.id.as_bytes().to_vec(),
         )
         .note_seq(c.seq);
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 201, &c.to_api().to_string(), now);
+    let answer = Answer::save(Outcome::Created(c.view()), idem, &mut batch, now);
+    let post = PostEntry {
+        entry: conversion_entry(&c),
+        with: batch,
+        usage: None,
+    };
+    kobo.ledgers.send((merchant.id, mode), post).await??;
+    Ok(answer)
+}
+
+/// Under the gate: `rate` must be the current rate (409 `rate_changed`),
+/// and `usd_amount` must give at least one kobo at it (400). Answers the
+/// naira.
+fn check_conversion(kobo: &Fx, rate: &FxRate, usd_amount: i64) -> DomainResult<i64> {
+    let current = current_rate(kobo)?.ok_or_else(no_rate)?;
+    if current.id != rate.id {
+        return Err(rate_changed(&current));
     }
+    let ngn_amount = ngn_for(usd_amount, rate.rate);
+    if ngn_amount < 1 {
+        return Err(DomainError::invalid(
+            "usd_amount",
+            format!(
+                "{} cents give less than one kobo at {} kobo per dollar",
+                usd_amount, rate.rate
+            ),
+        ));
+    }
+    Ok(ngn_amount)
+}
+
+/// A conversion's ledger entry: USD `available` out, NGN `available` in.
+fn conversion_entry(c: &FxConversion) -> EntrySpec {
     let line = |currency, amount| LineSpec {
-        brand,
+        brand: c.brand,
         currency,
         bucket: Bucket::Available,
         amount,
         gross: None,
         fee: None,
     };
-    let entry = EntrySpec {
+    EntrySpec {
         entry_type: EntryType::Conversion,
         source: c.id,
         description: format!(
@@ -456,18 +471,7 @@ pub async fn convert(
             line(Currency::NGN, c.ngn_amount),
         ],
         allow_negative: false,
-    };
-    kobo.ledgers
-        .send(
-            (merchant.id, mode),
-            PostEntry {
-                entry,
-                with: batch,
-                usage: None,
-            },
-        )
-        .await??;
-    Ok(c)
+    }
 }
 
 pub fn load_conversion(kobo: &Env, id: Uuid) -> DomainResult<Option<FxConversion>> {

@@ -3,6 +3,14 @@
 //! batch as the effect ([`IdempotencySave::add_to`]), so a crash can never
 //! leave one without the other. Records are kept 24 hours, then pruned.
 //!
+//! Commands return an [`Outcome`] (what they did, with their object's
+//! typed view); the HTTP endpoint chooses the status of each kind of outcome
+//! ([`Statuses`]) and hands it down with the [`IdempotencySave`], so the
+//! response saved with the effect and the one sent are the same by
+//! construction: the status by [`Statuses::of`], the body by [`render`]. A
+//! command that saved its response answers the saved body with its outcome
+//! ([`Answer`]), and that is what the client is sent.
+//!
 //! The caller is part of the scope, so a customer holding a payment's
 //! client secret (or its checkout page) can never use up, replay or
 //! collide with a key of the merchant's server. Secret-key records keep
@@ -13,6 +21,8 @@
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
 use uuid::Uuid;
 
 use kobo_storage::{Batch, KeyBuf, ReadTxn, StoreError, Table};
@@ -40,6 +50,159 @@ pub struct IdempotencyRecord {
     pub created_at: DateTime<Utc>,
 }
 
+/// What a command did. The domain says what happened; the HTTP endpoint
+/// gives each kind its status ([`Statuses`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A new object was made.
+    Created,
+    /// An existing object took the command (whether or not it changed).
+    Updated,
+    /// What was asked for was there already, and nothing was made (a bank
+    /// account or a wallet added a second time).
+    Existing,
+}
+
+/// A command's result: what it did, with the typed public view of its
+/// object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome<V> {
+    Created(V),
+    Updated(V),
+    Existing(V),
+}
+
+impl<V> Outcome<V> {
+    pub fn new(kind: Kind, view: V) -> Self {
+        match kind {
+            Kind::Created => Outcome::Created(view),
+            Kind::Updated => Outcome::Updated(view),
+            Kind::Existing => Outcome::Existing(view),
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match self {
+            Outcome::Created(_) => Kind::Created,
+            Outcome::Updated(_) => Kind::Updated,
+            Outcome::Existing(_) => Kind::Existing,
+        }
+    }
+
+    pub fn view(&self) -> &V {
+        match self {
+            Outcome::Created(v) | Outcome::Updated(v) | Outcome::Existing(v) => v,
+        }
+    }
+
+    pub fn into_view(self) -> V {
+        match self {
+            Outcome::Created(v) | Outcome::Updated(v) | Outcome::Existing(v) => v,
+        }
+    }
+
+    /// The same kind of outcome with another view.
+    pub fn map<W>(self, f: impl FnOnce(V) -> W) -> Outcome<W> {
+        let kind = self.kind();
+        Outcome::new(kind, f(self.into_view()))
+    }
+}
+
+/// The HTTP status of each kind of outcome: chosen by the endpoint (the
+/// HTTP layer) and handed down in the [`IdempotencySave`], so the response
+/// a command saves with its effect has the status the endpoint answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Statuses {
+    pub created: u16,
+    pub updated: u16,
+    pub existing: u16,
+}
+
+impl Statuses {
+    /// One status for every kind.
+    pub const fn all(status: u16) -> Self {
+        Statuses {
+            created: status,
+            updated: status,
+            existing: status,
+        }
+    }
+
+    /// The status of `kind`: the one function both the saved response and
+    /// the sent one take their status from.
+    pub const fn of(&self, kind: Kind) -> u16 {
+        match kind {
+            Kind::Created => self.created,
+            Kind::Updated => self.updated,
+            Kind::Existing => self.existing,
+        }
+    }
+}
+
+/// The one rendering of a view as a response body: its serde form as a
+/// JSON value (object keys in order), for the saved response and the sent
+/// one alike.
+pub fn render<V: Serialize>(view: &V) -> Value {
+    serde_json::to_value(view).expect("a public view serializes")
+}
+
+/// A command's outcome after its commit, with the response body it saved
+/// with its effect (when it was given an [`IdempotencySave`]). The HTTP
+/// layer sends exactly the saved bytes, so the first answer and every
+/// replay are the same, and the view is rendered once.
+#[derive(Debug)]
+pub struct Answer<V> {
+    pub outcome: Outcome<V>,
+    /// The body as saved; `None` when nothing was saved.
+    pub saved: Option<Box<RawValue>>,
+}
+
+impl<V> Answer<V> {
+    /// The outcome's view.
+    pub fn view(&self) -> &V {
+        self.outcome.view()
+    }
+
+    /// An outcome whose response was not saved (no Idempotency-Key, or
+    /// nothing to commit: the HTTP layer saves it).
+    pub fn unsaved(outcome: Outcome<V>) -> Self {
+        Answer {
+            outcome,
+            saved: None,
+        }
+    }
+}
+
+impl<V: Serialize> Answer<V> {
+    /// Adds the response to `outcome` to `batch` when `idem` is given: the
+    /// endpoint's status for its kind, and the view rendered by [`render`].
+    pub fn save(
+        outcome: Outcome<V>,
+        idem: Option<&IdempotencySave>,
+        batch: &mut Batch,
+        now: DateTime<Utc>,
+    ) -> Self {
+        let saved = idem.map(|idem| {
+            let body = render(outcome.view());
+            idem.put(batch, idem.statuses.of(outcome.kind()), &body, now)
+        });
+        Answer { outcome, saved }
+    }
+
+    /// [`Answer::save`] of a view already rendered (`body`, [`render`] of
+    /// the outcome's view).
+    pub fn save_rendered(
+        outcome: Outcome<V>,
+        body: &Value,
+        idem: Option<&IdempotencySave>,
+        batch: &mut Batch,
+        now: DateTime<Utc>,
+    ) -> Self {
+        let saved = idem.map(|idem| idem.put(batch, idem.statuses.of(outcome.kind()), body, now));
+        Answer { outcome, saved }
+    }
+}
+
 /// What an effect needs to save its response with itself.
 #[derive(Debug, Clone)]
 pub struct IdempotencySave {
@@ -49,15 +212,41 @@ pub struct IdempotencySave {
     pub caller: Caller,
     pub key: String,
     pub fingerprint: String,
+    /// The endpoint's status for each kind of outcome.
+    pub statuses: Statuses,
 }
 
 impl IdempotencySave {
+    /// Adds a response (`status`, `body`) to `batch`.
     pub fn add_to(&self, batch: &mut Batch, status: u16, body: &str, now: DateTime<Utc>) {
+        let body = RawValue::from_string(body.to_string()).expect("saved responses are JSON");
+        self.put_raw(batch, status, body, now);
+    }
+
+    /// Adds the response (`status`, `body`) to `batch`; returns the body as
+    /// saved.
+    fn put(
+        &self,
+        batch: &mut Batch,
+        status: u16,
+        body: &Value,
+        now: DateTime<Utc>,
+    ) -> Box<RawValue> {
+        let body = serde_json::value::to_raw_value(body).expect("saved responses are JSON");
+        self.put_raw(batch, status, body, now)
+    }
+
+    fn put_raw(
+        &self,
+        batch: &mut Batch,
+        status: u16,
+        body: Box<RawValue>,
+        now: DateTime<Utc>,
+    ) -> Box<RawValue> {
         let record = IdempotencyRecord {
             fingerprint: self.fingerprint.clone(),
             status,
-            body: serde_json::value::RawValue::from_string(body.to_string())
-                .expect("saved responses are JSON"),
+            body,
             created_at: now,
         };
         batch.put(
@@ -76,6 +265,7 @@ impl IdempotencySave {
             ),
             Vec::new(),
         );
+        record.body
     }
 }
 
@@ -197,6 +387,7 @@ mod tests {
                 caller,
                 key: "k".into(),
                 fingerprint: format!("f{i}"),
+                statuses: Statuses::all(200),
             };
             save.add_to(&mut batch, 200, "{}", now);
         }

@@ -364,16 +364,17 @@ pub trait ObjectActor: VirtualActor<Key = uuid::Uuid> {
 /// to completion (no other message is handled meanwhile), and keeps the
 /// object it returns. A panic drops the in-memory copy, so the next message
 /// reloads the last durable snapshot (counted as a restart).
-pub fn run_command<A, F, Fut>(
+pub fn run_command<A, F, Fut, R>(
     act: &mut A,
     merchant: uuid::Uuid,
     mode: crate::ids::Mode,
     command: F,
-) -> actix::AtomicResponse<A, DomainResult<serde_json::Value>>
+) -> actix::AtomicResponse<A, DomainResult<R>>
 where
     A: ObjectActor,
+    R: 'static,
     F: FnOnce(Arc<A::Deps>, A::Object) -> Fut + 'static,
-    Fut: std::future::Future<Output = DomainResult<(A::Object, serde_json::Value)>> + 'static,
+    Fut: std::future::Future<Output = DomainResult<(A::Object, R)>> + 'static,
 {
     use actix::{ActorFutureExt, WrapFuture};
     use futures_util::FutureExt;

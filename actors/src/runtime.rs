@@ -67,8 +67,7 @@ impl std::ops::Deref for Kobo {
 }
 
 impl Kobo {
-    // Long: the assembly, bottom up, each registry built with its handles: a flat list on
-    // purpose.
+    // Long on purpose: the assembly, bottom up, each registry with its handles; a flat list.
     pub fn new(
         store: Store,
         writer: Writer,

@@ -192,7 +192,6 @@ pub struct DollarSettlement {
 /// a second run the same morning finds nothing. What cannot be done (no
 /// rate, no wallet, USDT off) is skipped with a warning and the dollars are
 /// kept.
-// Long: one match over the merchant's dollar settlement choice, an arm per choice.
 pub async fn settle_dollars(
     kobo: &Settlement,
     merchant: &Merchant,
@@ -209,79 +208,92 @@ pub async fn settle_dollars(
     };
     match auto.usd {
         UsdSettlement::Keep => {}
-        UsdSettlement::Convert => {
-            for (brand, usd) in brands_with_dollars(&kobo.env, merchant.id, mode)? {
-                // A rate published between the read and the conversion is
-                // taken on the next try.
-                for _ in 0..3 {
-                    let Some(rate) = current_rate(&kobo.env)? else {
-                        tracing::warn!(merchant = %merchant.id, "dollar settlement: no rate published; dollars kept");
-                        return Ok(done);
-                    };
-                    if ngn_for(usd, rate.rate) < 1 {
-                        break;
-                    }
-                    let req = Convert {
-                        usd_amount: usd,
-                        rate_id: rate.id,
-                        brand: Some(brand),
-                        automatic: true,
-                    };
-                    match convert(&kobo.fx, merchant, mode, req, None).await {
-                        Ok(c) => {
-                            done.conversions.push(c.id);
-                            break;
-                        }
-                        Err(e) if e.code == ErrorCode::RateChanged => continue,
-                        Err(e) => {
-                            tracing::warn!(merchant = %merchant.id, %brand, error = %e, "dollar settlement: conversion skipped");
-                            break;
-                        }
-                    }
-                }
+        UsdSettlement::Convert => done.conversions = convert_dollars(kobo, merchant, mode).await?,
+        UsdSettlement::Usdt => done.crypto_payouts = send_dollars(kobo, merchant, mode).await?,
+    }
+    Ok(done)
+}
+
+/// Converts each brand's available dollars at the current rate; answers
+/// the conversions made.
+async fn convert_dollars(
+    kobo: &Settlement,
+    merchant: &Merchant,
+    mode: Mode,
+) -> DomainResult<Vec<Uuid>> {
+    let mut made = Vec::new();
+    for (brand, usd) in brands_with_dollars(&kobo.env, merchant.id, mode)? {
+        // A rate published between the read and the conversion is taken on
+        // the next try.
+        for _ in 0..3 {
+            let Some(rate) = current_rate(&kobo.env)? else {
+                tracing::warn!(merchant = %merchant.id, "dollar settlement: no rate published; dollars kept");
+                return Ok(made);
+            };
+            if ngn_for(usd, rate.rate) < 1 {
+                break;
             }
-        }
-        UsdSettlement::Usdt => {
-            let settings = crate::usdt::settings_of(&merchant.settings.usdt);
-            let wallet = match settings.settle_wallet {
-                Some(w) if settings.enabled => crate::usdt::service::load_wallet(&kobo.env, w)?
-                    .filter(|w| w.merchant == merchant.id && w.mode == mode && w.is_active()),
-                _ => None,
+            let req = Convert {
+                usd_amount: usd,
+                rate_id: rate.id,
+                brand: Some(brand),
+                automatic: true,
             };
-            let Some(wallet) = wallet else {
-                if !brands_with_dollars(&kobo.env, merchant.id, mode)?.is_empty() {
-                    tracing::warn!(merchant = %merchant.id, ?mode, "dollar settlement: USDT is off or usdt.settle_wallet names no wallet of this mode; dollars kept");
+            match convert(&kobo.fx, merchant, mode, req, None).await {
+                Ok(c) => {
+                    made.push(c.view().id);
+                    break;
                 }
-                return Ok(done);
-            };
-            for (brand, usd) in brands_with_dollars(&kobo.env, merchant.id, mode)? {
-                if crate::usdt::quote(usd, settings.fee_bps).usdt_amount < 1 {
-                    continue;
-                }
-                let req = crate::usdt::service::CreateCryptoPayout {
-                    usd_amount: usd,
-                    wallet: wallet.id,
-                    brand: Some(brand),
-                    automatic: true,
-                };
-                match crate::usdt::service::create_payout(
-                    &kobo.crypto_payouts,
-                    merchant,
-                    mode,
-                    req,
-                    None,
-                )
-                .await
-                {
-                    Ok(p) => done.crypto_payouts.push(p.id),
-                    Err(e) => {
-                        tracing::warn!(merchant = %merchant.id, %brand, error = %e, "dollar settlement: USDT payout skipped")
-                    }
+                Err(e) if e.code == ErrorCode::RateChanged => continue,
+                Err(e) => {
+                    tracing::warn!(merchant = %merchant.id, %brand, error = %e, "dollar settlement: conversion skipped");
+                    break;
                 }
             }
         }
     }
-    Ok(done)
+    Ok(made)
+}
+
+/// Sends each brand's available dollars as USDT to `usdt.settle_wallet`;
+/// answers the crypto payouts made.
+async fn send_dollars(
+    kobo: &Settlement,
+    merchant: &Merchant,
+    mode: Mode,
+) -> DomainResult<Vec<Uuid>> {
+    let settings = crate::usdt::settings_of(&merchant.settings.usdt);
+    let wallet = match settings.settle_wallet {
+        Some(w) if settings.enabled => crate::usdt::service::load_wallet(&kobo.env, w)?
+            .filter(|w| w.merchant == merchant.id && w.mode == mode && w.is_active()),
+        _ => None,
+    };
+    let Some(wallet) = wallet else {
+        if !brands_with_dollars(&kobo.env, merchant.id, mode)?.is_empty() {
+            tracing::warn!(merchant = %merchant.id, ?mode, "dollar settlement: USDT is off or usdt.settle_wallet names no wallet of this mode; dollars kept");
+        }
+        return Ok(Vec::new());
+    };
+    let mut made = Vec::new();
+    for (brand, usd) in brands_with_dollars(&kobo.env, merchant.id, mode)? {
+        if crate::usdt::quote(usd, settings.fee_bps).usdt_amount < 1 {
+            continue;
+        }
+        let req = crate::usdt::service::CreateCryptoPayout {
+            usd_amount: usd,
+            wallet: wallet.id,
+            brand: Some(brand),
+            automatic: true,
+        };
+        let payouts = &kobo.crypto_payouts;
+        match crate::usdt::service::create_payout(payouts, merchant, mode, req, None).await {
+            Ok(p) => made.push(p.view().id),
+            Err(e) => {
+                tracing::warn!(merchant = %merchant.id, %brand, error = %e, "dollar settlement: USDT payout skipped")
+            }
+        }
+    }
+    Ok(made)
 }
 
 #[cfg(test)]

@@ -30,169 +30,124 @@ use crate::usdt::actor::{CryptoAction, CryptoPayoutMessage};
 
 pub use crate::timer::{timers_due, META_MANUAL_CLOCK};
 
-// Long: one match over timer kinds, an arm per kind (the actor it goes to), then one
-// retry policy for all.
+/// Runs one due timer: sends it to its actor, then drops it or retries it.
 async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {
-    let outcome: DomainResult<()> = match timer.kind {
-        TimerKind::ReleasePending | TimerKind::ReleaseReserve => {
-            let bucket = match timer.kind {
-                TimerKind::ReleaseReserve => Bucket::Reserve,
-                _ => Bucket::Pending,
-            };
-            let row = release_key(
-                timer.merchant,
-                timer.mode,
-                bucket,
-                due_of(&key),
-                timer.target,
-            );
-            match kobo
-                .ledgers
-                .send(
-                    (timer.merchant, timer.mode),
-                    ReleaseScheduled { keys: vec![row] },
-                )
-                .await
-            {
-                // Released: the ledger deleted this timer with the row.
-                Ok(Ok(n)) if n > 0 => Ok(()),
-                // Nothing left to release (done earlier, or in flight with
-                // a batch that deletes this timer too): drop the timer.
-                Ok(Ok(_)) => Err(DomainError::not_found("scheduled release", timer.target)),
-                Ok(Err(e)) | Err(e) => Err(e),
-            }
-        }
-        TimerKind::SettlementRun => {
-            crate::settlement::run_daily(&kobo.settlement, key.clone()).await
-        }
-        TimerKind::CryptoPayoutCheck => kobo
-            .crypto_payouts
-            .send(
-                timer.target,
-                CryptoPayoutMessage {
-                    merchant: timer.merchant,
-                    mode: timer.mode,
-                    action: CryptoAction::Reconcile {
-                        timer_key: Some(key.clone()),
-                    },
-                },
-            )
-            .await
-            .and_then(|r| r.map(|_| ())),
-        TimerKind::PayoutSend | TimerKind::PayoutStatus => {
-            let action = match timer.kind {
-                TimerKind::PayoutSend => PayoutAction::Dispatch {
-                    timer_key: key.clone(),
-                },
-                _ => PayoutAction::QueryStatus {
-                    timer_key: key.clone(),
+    let outcome = deliver(kobo, &key, &timer).await;
+    settle(kobo, key, timer, outcome).await;
+}
+
+/// Sends a due timer to what it belongs to, by kind.
+async fn deliver(kobo: &Arc<Kobo>, key: &[u8], timer: &Timer) -> DomainResult<()> {
+    let timer_key = key.to_vec();
+    match timer.kind {
+        TimerKind::ReleasePending => release(kobo, key, timer, Bucket::Pending).await,
+        TimerKind::ReleaseReserve => release(kobo, key, timer, Bucket::Reserve).await,
+        TimerKind::SettlementRun => crate::settlement::run_daily(&kobo.settlement, timer_key).await,
+        TimerKind::CryptoPayoutCheck => {
+            let msg = CryptoPayoutMessage {
+                merchant: timer.merchant,
+                mode: timer.mode,
+                action: CryptoAction::Reconcile {
+                    timer_key: Some(timer_key),
                 },
             };
-            kobo.payouts
-                .send(
-                    timer.target,
-                    PayoutMessage {
-                        merchant: timer.merchant,
-                        mode: timer.mode,
-                        action,
-                        idem: None,
-                    },
-                )
-                .await
-                .and_then(|r| r.map(|_| ()))
+            let sent = kobo.crypto_payouts.send(timer.target, msg).await;
+            sent.and_then(|r| r.map(|_| ()))
         }
-        TimerKind::MandateCheck | TimerKind::MandateExpire => {
-            let action = match timer.kind {
-                TimerKind::MandateExpire => MandateAction::ExpireTimer {
-                    timer_key: key.clone(),
-                },
-                _ => MandateAction::CheckTimer {
-                    timer_key: key.clone(),
-                },
-            };
-            kobo.mandates
-                .send(
-                    timer.target,
-                    MandateMessage {
-                        merchant: timer.merchant,
-                        mode: timer.mode,
-                        action,
-                        idem: None,
-                    },
-                )
-                .await
-                .and_then(|r| r.map(|_| ()))
+        TimerKind::PayoutSend => payout(kobo, timer, PayoutAction::Dispatch { timer_key }).await,
+        TimerKind::PayoutStatus => {
+            payout(kobo, timer, PayoutAction::QueryStatus { timer_key }).await
         }
-        TimerKind::DirectDebitSend | TimerKind::DirectDebitStatus => {
-            let action = match timer.kind {
-                TimerKind::DirectDebitSend => Action::DebitSendTimer {
-                    timer_key: key.clone(),
-                },
-                _ => Action::DebitStatusTimer {
-                    timer_key: key.clone(),
-                },
-            };
-            kobo.payment_intents
-                .send(
-                    timer.target,
-                    IntentMessage {
-                        merchant: timer.merchant,
-                        mode: timer.mode,
-                        merchant_name: String::new(),
-                        bank_transfer_enabled: true,
-                        action,
-                        idem: None,
-                    },
-                )
-                .await
-                .and_then(|r| r.map(|_| ()))
+        TimerKind::MandateCheck => {
+            mandate(kobo, timer, MandateAction::CheckTimer { timer_key }).await
+        }
+        TimerKind::MandateExpire => {
+            mandate(kobo, timer, MandateAction::ExpireTimer { timer_key }).await
+        }
+        TimerKind::DirectDebitSend => {
+            intent(kobo, timer, Action::DebitSendTimer { timer_key }).await
+        }
+        TimerKind::DirectDebitStatus => {
+            intent(kobo, timer, Action::DebitStatusTimer { timer_key }).await
         }
         TimerKind::PaymentIntentAbandon => {
-            let merchant_name = String::new();
-            kobo.payment_intents
-                .send(
-                    timer.target,
-                    IntentMessage {
-                        merchant: timer.merchant,
-                        mode: timer.mode,
-                        merchant_name,
-                        bank_transfer_enabled: true,
-                        action: Action::AbandonTimer {
-                            timer_key: key.clone(),
-                        },
-                        idem: None,
-                    },
-                )
-                .await
-                .and_then(|r| r.map(|_| ()))
-        }
-    };
-    match outcome {
-        Ok(()) => {}
-        // Its object is gone, nothing is left to do, or its actor refused
-        // it: drop it (running it again would give the same answer).
-        Err(e)
-            if !matches!(
-                e.kind,
-                crate::error::ErrorKind::Internal | crate::error::ErrorKind::Overloaded
-            ) =>
-        {
-            tracing::debug!(error = %e, kind = ?timer.kind, target = %timer.target, "timer dropped");
-            let mut b = Batch::new();
-            b.delete(Table::Timers, key);
-            let _ = kobo.writer.commit(b).await;
-        }
-        // It failed on our side or a busy mailbox refused it: try again a
-        // minute later rather than lose it (or stall every later timer).
-        Err(e) => {
-            let retry_at = kobo.clock.now() + chrono::Duration::seconds(RETRY_AFTER_SECS);
-            tracing::warn!(error = %e, kind = ?timer.kind, target = %timer.target, %retry_at, "timer failed; retrying");
-            let mut b = Batch::new();
-            b.delete(Table::Timers, key);
-            timer.schedule(&mut b, retry_at);
-            let _ = kobo.writer.commit(b).await;
+            intent(kobo, timer, Action::AbandonTimer { timer_key }).await
         }
     }
+}
+
+/// A scheduled release: the ledger releases the row (and deletes this
+/// timer with it).
+async fn release(kobo: &Kobo, key: &[u8], timer: &Timer, bucket: Bucket) -> DomainResult<()> {
+    let (merchant, mode) = (timer.merchant, timer.mode);
+    let row = release_key(merchant, mode, bucket, due_of(key), timer.target);
+    let released = ReleaseScheduled { keys: vec![row] };
+    match kobo.ledgers.send((merchant, mode), released).await {
+        // Released: the ledger deleted this timer with the row.
+        Ok(Ok(n)) if n > 0 => Ok(()),
+        // Nothing left to release (done earlier, or in flight with a batch
+        // that deletes this timer too): drop the timer.
+        Ok(Ok(_)) => Err(DomainError::not_found("scheduled release", timer.target)),
+        Ok(Err(e)) | Err(e) => Err(e),
+    }
+}
+
+async fn payout(kobo: &Kobo, timer: &Timer, action: PayoutAction) -> DomainResult<()> {
+    let msg = PayoutMessage {
+        merchant: timer.merchant,
+        mode: timer.mode,
+        action,
+        idem: None,
+    };
+    let sent = kobo.payouts.send(timer.target, msg).await;
+    sent.and_then(|r| r.map(|_| ()))
+}
+
+async fn mandate(kobo: &Kobo, timer: &Timer, action: MandateAction) -> DomainResult<()> {
+    let msg = MandateMessage {
+        merchant: timer.merchant,
+        mode: timer.mode,
+        action,
+        idem: None,
+    };
+    let sent = kobo.mandates.send(timer.target, msg).await;
+    sent.and_then(|r| r.map(|_| ()))
+}
+
+async fn intent(kobo: &Kobo, timer: &Timer, action: Action) -> DomainResult<()> {
+    let msg = IntentMessage {
+        merchant: timer.merchant,
+        mode: timer.mode,
+        merchant_name: String::new(),
+        bank_transfer_enabled: true,
+        action,
+        idem: None,
+    };
+    let sent = kobo.payment_intents.send(timer.target, msg).await;
+    sent.and_then(|r| r.map(|_| ()))
+}
+
+/// After a timer ran: done, dropped (its object is gone, nothing is left to
+/// do, or its actor refused it: running it again would give the same
+/// answer), or retried a minute later (it failed on our side or a busy
+/// mailbox refused it: rather than lose it or stall every later timer).
+async fn settle(kobo: &Kobo, key: Vec<u8>, timer: Timer, outcome: DomainResult<()>) {
+    let Err(e) = outcome else {
+        return;
+    };
+    let mut b = Batch::new();
+    b.delete(Table::Timers, key);
+    if matches!(
+        e.kind,
+        crate::error::ErrorKind::Internal | crate::error::ErrorKind::Overloaded
+    ) {
+        let retry_at = kobo.clock.now() + chrono::Duration::seconds(RETRY_AFTER_SECS);
+        tracing::warn!(error = %e, kind = ?timer.kind, target = %timer.target, %retry_at, "timer failed; retrying");
+        timer.schedule(&mut b, retry_at);
+    } else {
+        tracing::debug!(error = %e, kind = ?timer.kind, target = %timer.target, "timer dropped");
+    }
+    let _ = kobo.writer.commit(b).await;
 }
 
 /// How long a failed timer waits before it runs again.

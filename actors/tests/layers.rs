@@ -6,8 +6,9 @@
 //! the core leaves (env, money, ids, paging, ...); a facade (query.rs)
 //! re-exports reads at their old paths for `src/` and no file imports it.
 //! This test reads every file under
-//! `actors/src`, finds the crate modules its code names (`use crate::x`,
-//! `crate::x::` paths, `super::x` from a top-level module), and fails when
+//! `actors/src` with the reader it shares with the kobo binary's layering
+//! test (`common/module_graph.rs`), takes the graph of top-level modules
+//! (a folder or a file directly under src), and fails when
 //! a core leaf names a resource or the runtime, a resource names the
 //! runtime, any file names a facade, or resources name each other in a
 //! circle. Test code
@@ -17,9 +18,14 @@
 //! Known exceptions are listed in [`ALLOWED`] with their reason, so they
 //! stay visible until they are removed.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+#[path = "common/module_graph.rs"]
+mod module_graph;
+
+use module_graph::{
+    circles, code_only, collapse, edges_within, named_paths, top_level, without_test_modules, Graph,
+};
 
 /// The runtime: assembly, the timer supervisor, and `kobo check` (which
 /// reads every resource's rows).
@@ -92,306 +98,25 @@ fn layer(module: &str) -> Option<Layer> {
     }
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).expect("actors/src is readable") {
-        let path = entry.expect("a directory entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// The source with comments, string and char literals blanked (so braces
-/// and paths in them are not read).
-fn code_only(src: &str) -> String {
-    let b = src.as_bytes();
-    let mut out = String::with_capacity(src.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'/' && b.get(i + 1) == Some(&b'/') {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
-        } else if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
-            let mut depth = 0;
-            while i < b.len() {
-                if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
-                    depth += 1;
-                    i += 2;
-                } else if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
-            out.push(' ');
-        } else if b[i] == b'r' && matches!(b.get(i + 1), Some(b'"') | Some(b'#')) && {
-            // A raw string: r"..." or r#"..."#.
-            let mut j = i + 1;
-            while b.get(j) == Some(&b'#') {
-                j += 1;
-            }
-            b.get(j) == Some(&b'"') && (i == 0 || !(b[i - 1].is_ascii_alphanumeric()))
-        } {
-            let mut j = i + 1;
-            let mut hashes = 0;
-            while b[j] == b'#' {
-                hashes += 1;
-                j += 1;
-            }
-            j += 1;
-            loop {
-                if j >= b.len() {
-                    break;
-                }
-                if b[j] == b'"' && b[j + 1..].iter().take(hashes).all(|&c| c == b'#') {
-                    j += 1 + hashes;
-                    break;
-                }
-                j += 1;
-            }
-            i = j;
-            out.push_str("\"\"");
-        } else if b[i] == b'"' {
-            i += 1;
-            while i < b.len() && b[i] != b'"' {
-                if b[i] == b'\\' {
-                    i += 1;
-                }
-                i += 1;
-            }
-            i += 1;
-            out.push_str("\"\"");
-        } else if b[i] == b'\'' {
-            // A char literal ('x', '\n', '{'), not a lifetime ('a).
-            let close = if b.get(i + 1) == Some(&b'\\') {
-                b[i + 2..]
-                    .iter()
-                    .position(|&c| c == b'\'')
-                    .map(|p| i + 2 + p)
-            } else if b.get(i + 2) == Some(&b'\'') {
-                Some(i + 2)
-            } else {
-                None
-            };
-            match close {
-                Some(c) => {
-                    out.push_str("' '");
-                    i = c + 1;
-                }
-                None => {
-                    out.push('\'');
-                    i += 1;
-                }
-            }
-        } else {
-            let ch = src[i..].chars().next().expect("a char");
-            out.push(ch);
-            i += ch.len_utf8();
-        }
-    }
-    out
-}
-
-/// The code without its `#[cfg(test)]` modules.
-fn without_test_modules(code: &str) -> String {
-    let mut out = String::new();
-    let mut rest = code;
-    while let Some(at) = rest.find("#[cfg(test)]") {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + "#[cfg(test)]".len()..];
-        let trimmed = after.trim_start();
-        let is_mod = trimmed.starts_with("mod ") || trimmed.starts_with("pub mod ");
-        let brace = trimmed.find(['{', ';']);
-        match (is_mod, brace) {
-            (true, Some(p)) if trimmed.as_bytes()[p] == b'{' => {
-                let body = &trimmed[p..];
-                let mut depth = 0usize;
-                let mut end = body.len();
-                for (k, c) in body.char_indices() {
-                    match c {
-                        '{' => depth += 1,
-                        '}' => {
-                            depth -= 1;
-                            if depth == 0 {
-                                end = k + 1;
-                                break;
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                rest = &body[end..];
-            }
-            _ => rest = after,
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-fn ident_at(s: &str) -> &str {
-    let end = s
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(s.len());
-    &s[..end]
-}
-
-/// The first segments of the paths after `crate::` (or of each path in a
-/// `crate::{a, b::c}` group).
-fn heads(after: &str, out: &mut BTreeSet<String>) {
-    let after = after.trim_start();
-    if let Some(group) = after.strip_prefix('{') {
-        let mut depth = 0usize;
-        let mut start = 0;
-        for (k, c) in group.char_indices() {
-            match c {
-                '{' => depth += 1,
-                '}' if depth == 0 => {
-                    push_head(&group[start..k], out);
-                    return;
-                }
-                '}' => depth -= 1,
-                ',' if depth == 0 => {
-                    push_head(&group[start..k], out);
-                    start = k + 1;
-                }
-                _ => {}
-            }
-        }
-    } else {
-        push_head(after, out);
-    }
-}
-
-fn push_head(s: &str, out: &mut BTreeSet<String>) {
-    let id = ident_at(s.trim_start());
-    if !id.is_empty() && id != "self" {
-        out.insert(id.to_string());
-    }
-}
-
-/// The crate modules `code` names. `top_level` says whether `super::` in
-/// this file means the crate root (a file directly under src/ or a
-/// folder's mod.rs); elsewhere `super::` stays inside the file's folder.
-fn referenced_modules(code: &str, top_level: bool) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let mut scan = |needle: &str| {
-        let mut from = 0;
-        while let Some(p) = code[from..].find(needle) {
-            let at = from + p;
-            let before = code[..at].chars().next_back();
-            if !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
-                heads(&code[at + needle.len()..], &mut out);
-            }
-            from = at + needle.len();
-        }
-    };
-    scan("crate::");
-    if top_level {
-        scan("super::");
-    }
-    out
-}
-
-/// Each module's references to other crate modules, from the source.
-fn graph() -> BTreeMap<String, BTreeSet<String>> {
+/// The crate's graph by top-level module (the crate root, lib.rs, left
+/// out: it declares and re-exports the modules), each module placed in a
+/// layer.
+fn graph() -> Graph {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let modules: BTreeSet<String> = CORE
-        .iter()
-        .chain(RESOURCES)
-        .chain(RUNTIME)
-        .chain(FACADES)
-        .map(|m| m.to_string())
-        .collect();
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for file in files {
-        let rel = file.strip_prefix(&src).expect("under src");
-        let parts: Vec<String> = rel
-            .iter()
-            .map(|p| p.to_string_lossy().into_owned())
-            .collect();
-        if parts == ["lib.rs"] || parts.last().is_some_and(|p| p == "tests.rs") {
-            continue;
-        }
-        let module = parts[0].trim_end_matches(".rs").to_string();
+    let mut graph = collapse(&module_graph::read(&src, &[]), top_level);
+    graph.remove("");
+    for (module, targets) in &mut graph {
         assert!(
-            layer(&module).is_some(),
-            "{}: module `{module}` is in no layer; add it to CORE, RESOURCES, RUNTIME or FACADES",
-            rel.display()
+            layer(module).is_some(),
+            "module `{module}` is in no layer; add it to CORE, RESOURCES, RUNTIME or FACADES"
         );
-        let top_level = parts.len() == 1 || parts[1] == "mod.rs";
-        let text = fs::read_to_string(&file).expect("a source file");
-        let code = without_test_modules(&code_only(&text));
-        let edges = graph.entry(module.clone()).or_default();
-        for target in referenced_modules(&code, top_level) {
-            if target != module && modules.contains(&target) {
-                edges.insert(target);
-            }
-        }
+        targets.remove("");
     }
     graph
 }
 
 fn allowed(from: &str, to: &str) -> bool {
     ALLOWED.iter().any(|(f, t, _)| *f == from && *t == to)
-}
-
-/// A circle among `nodes` in `graph`, if there is one (depth-first search).
-fn find_cycle(
-    graph: &BTreeMap<String, BTreeSet<String>>,
-    nodes: &BTreeSet<String>,
-) -> Option<Vec<String>> {
-    fn visit(
-        n: &str,
-        graph: &BTreeMap<String, BTreeSet<String>>,
-        nodes: &BTreeSet<String>,
-        state: &mut BTreeMap<String, u8>,
-        path: &mut Vec<String>,
-    ) -> Option<Vec<String>> {
-        state.insert(n.to_string(), 1);
-        path.push(n.to_string());
-        for m in graph.get(n).into_iter().flatten() {
-            if !nodes.contains(m) || allowed(n, m) {
-                continue;
-            }
-            match state.get(m.as_str()).copied().unwrap_or(0) {
-                1 => {
-                    let start = path.iter().position(|p| p == m).expect("on the path");
-                    let mut circle = path[start..].to_vec();
-                    circle.push(m.clone());
-                    return Some(circle);
-                }
-                0 => {
-                    if let Some(c) = visit(m, graph, nodes, state, path) {
-                        return Some(c);
-                    }
-                }
-                _ => {}
-            }
-        }
-        path.pop();
-        state.insert(n.to_string(), 2);
-        None
-    }
-    let mut state = BTreeMap::new();
-    for n in nodes {
-        if state.get(n.as_str()).copied().unwrap_or(0) == 0 {
-            let mut path = Vec::new();
-            if let Some(c) = visit(n, graph, nodes, &mut state, &mut path) {
-                return Some(c);
-            }
-        }
-    }
-    None
 }
 
 #[test]
@@ -422,14 +147,21 @@ fn each_layer_imports_only_the_layers_below_it() {
 
 #[test]
 fn resources_form_no_circle() {
-    let graph = graph();
-    let resources: BTreeSet<String> = RESOURCES.iter().map(|r| r.to_string()).collect();
-    if let Some(circle) = find_cycle(&graph, &resources) {
-        panic!(
-            "resources import each other in a circle: {}",
-            circle.join(" -> ")
-        );
+    let mut resources = graph();
+    resources.retain(|m, _| layer(m) == Some(Layer::Resource));
+    for (from, targets) in &mut resources {
+        targets.retain(|to| layer(to) == Some(Layer::Resource) && !allowed(from, to));
     }
+    let circles = circles(&resources);
+    assert!(
+        circles.is_empty(),
+        "resources import each other in a circle:\n  {}",
+        circles
+            .iter()
+            .map(|c| edges_within(&resources, c).join(", "))
+            .collect::<Vec<_>>()
+            .join("\n  ")
+    );
 }
 
 #[test]
@@ -443,18 +175,67 @@ fn every_allowed_exception_is_still_needed() {
     }
 }
 
+/// The reader's paths (`module_graph::named_paths`), as `a::b` strings.
+fn named(code: &str, module: &[&str]) -> Vec<String> {
+    let module: Vec<String> = module.iter().map(|m| m.to_string()).collect();
+    let code = without_test_modules(&code_only(code));
+    let mut paths: Vec<String> = named_paths(&code, &module)
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    paths.sort();
+    paths
+}
+
 #[test]
 fn the_reader_finds_paths_and_skips_comments_strings_and_tests() {
-    let code = code_only(
-        "use crate::{ledger::{Bucket, post}, money};\n\
+    let code = "use crate::{ledger::{Bucket, post}, money};\n\
          // crate::runtime in a comment\n\
          let s = \"crate::timers\"; let c = '{';\n\
-         fn f() { crate::fx::rate(); super::usdt::x(); }\n\
-         #[cfg(test)]\nmod tests { use crate::runtime::Kobo; }\n",
+         fn f() { crate::fx::rate::<u8>(); super::usdt::x(); self::y::z(); }\n\
+         #[cfg(test)]\nmod tests { use crate::runtime::Kobo; }\n";
+    assert_eq!(
+        named(code, &["payout", "service"]),
+        [
+            "fx::rate",
+            "ledger::Bucket",
+            "ledger::post",
+            "money",
+            "payout::service::y::z",
+            "payout::usdt::x"
+        ]
     );
-    let code = without_test_modules(&code);
-    let top: Vec<_> = referenced_modules(&code, true).into_iter().collect();
-    assert_eq!(top, ["fx", "ledger", "money", "usdt"]);
-    let nested: Vec<_> = referenced_modules(&code, false).into_iter().collect();
-    assert_eq!(nested, ["fx", "ledger", "money"]);
+    assert_eq!(named(code, &["payout"])[5], "usdt::x");
+}
+
+#[test]
+fn the_reader_follows_scope_inline_modules_and_super_chains() {
+    let code = "mod actor;\npub mod service;\nuse actor::Handle;\nuse crate::ledger;\n\
+         mod inner { use super::super::money::Fee; fn f() { super::service::g(); } }\n\
+         fn h() { service::run(); ledger::post::entry(); other::x(); }\n";
+    assert_eq!(
+        named(code, &["payout"]),
+        [
+            "ledger",
+            "ledger::post::entry",
+            "money::Fee",
+            "payout::actor::Handle",
+            "payout::service::g",
+            "payout::service::run"
+        ]
+    );
+}
+
+/// The actors crate has a module graph to check: the reader sees the
+/// resources' known imports (through `pub use` re-exports too).
+#[test]
+fn the_graph_has_the_known_imports() {
+    let graph = graph();
+    assert!(graph["payout"].contains("ledger"), "{:?}", graph["payout"]);
+    assert!(
+        graph["settlement"].contains("fx"),
+        "{:?}",
+        graph["settlement"]
+    );
+    assert!(graph["runtime"].len() > 10, "{:?}", graph["runtime"]);
 }

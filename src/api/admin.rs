@@ -5,15 +5,19 @@ use actix_web::{web, HttpRequest};
 use chrono::{DateTime, Duration, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use utoipa::IntoParams;
+use uuid::Uuid;
 
-use kobo_actors::admin::{self, ChangeMerchant, MerchantChange};
-use kobo_actors::audit::{self, Audit, AuditAction, AuditFilter};
+use kobo_actors::admin::{self, RollKey, UpdateSettings};
+use kobo_actors::audit::{self, AuditAction, AuditFilter};
+use kobo_actors::idempotency::render;
 use kobo_actors::merchant::Settings;
 use kobo_actors::timers::Advance;
 use kobo_actors::{DomainError, Mode};
 
 use super::body;
 use super::endpoint::{self, Endpoint};
+use super::params;
 use super::{parse_id, resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -47,7 +51,9 @@ async fn create_merchant(req: HttpRequest, state: State, payload: web::Payload) 
                 Some(s) => Settings::default().patched(s)?,
                 None => Settings::default(),
             };
-            Ok(admin::create_merchant(&state.kobo, b.name, settings, &audit).await?)
+            Ok(render(
+                &admin::create_merchant(&state.kobo, b.name, settings, &audit).await?,
+            ))
         })
         .await
 }
@@ -63,20 +69,11 @@ async fn get_merchant(req: HttpRequest, state: State, path: web::Path<String>) -
         .await
 }
 
-async fn change(
-    state: &State,
-    raw_id: &str,
-    change: MerchantChange,
-    audit: Audit,
-) -> ApiResult<Value> {
+/// The merchant `{id}` names (unknown: 404, and no actor starts).
+fn known_merchant(state: &State, raw_id: &str) -> ApiResult<Uuid> {
     let id = parse_id(raw_id, "merchant")?;
     admin::load_merchant(&state.kobo, id)?.ok_or_else(|| DomainError::not_found("merchant", id))?;
-    let view = state
-        .kobo
-        .merchants
-        .send(id, ChangeMerchant(change, audit))
-        .await??;
-    Ok(view)
+    Ok(id)
 }
 
 /// `{settings}`: a patch of the merchant's settings.
@@ -102,7 +99,9 @@ async fn update_merchant(
     Endpoint::operator(200)
         .operate_with(req, state, payload, |state, b: UpdateMerchant| async move {
             Settings::default().patched(&b.settings)?;
-            change(&state, &path, MerchantChange::Settings(b.settings), audit).await
+            let id = known_merchant(&state, &path)?;
+            let update = UpdateSettings(b.settings, audit);
+            Ok(render(&state.kobo.merchants.send(id, update).await??))
         })
         .await
 }
@@ -118,7 +117,9 @@ async fn roll_keys(
         .operate_with(req, state, payload, |state, b: RollKeys| async move {
             let mode = Mode::parse(&b.mode)
                 .ok_or_else(|| DomainError::invalid("mode", "mode must be test or live"))?;
-            change(&state, &path, MerchantChange::RollKey(mode), audit).await
+            let id = known_merchant(&state, &path)?;
+            let roll = RollKey(mode, audit);
+            Ok(render(&state.kobo.merchants.send(id, roll).await??))
         })
         .await
 }
@@ -202,41 +203,42 @@ async fn actors(req: HttpRequest, state: State) -> ApiResult {
         .await
 }
 
-/// The query parameters of `GET /admin/v1/audit`.
-pub const AUDIT_PARAMS: &[&str] = &[
-    "merchant",
-    "action",
-    "from",
-    "to",
-    "limit",
-    "starting_after",
-];
+/// The query of `GET /admin/v1/audit`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListAuditQuery {
+    /// Only entries of this merchant (its id).
+    #[serde(deserialize_with = "params::uuid")]
+    merchant: Option<Uuid>,
+    /// Only this action, e.g. `merchant.key_rolled`.
+    #[param(inline)]
+    #[serde(deserialize_with = "params::one_of")]
+    action: Option<AuditAction>,
+    /// Only entries at or after this RFC 3339 date-time.
+    #[serde(deserialize_with = "params::date_time")]
+    from: Option<DateTime<Utc>>,
+    /// Only entries at or before this RFC 3339 date-time.
+    #[serde(deserialize_with = "params::date_time")]
+    to: Option<DateTime<Utc>>,
+    /// Entries per page, 1 to 100.
+    #[param(value_type = Option<u8>, minimum = 1, maximum = 100, default = 20)]
+    #[serde(deserialize_with = "params::limit")]
+    limit: usize,
+    /// The page after this entry's id.
+    #[serde(deserialize_with = "params::uuid")]
+    starting_after: Option<Uuid>,
+}
 
 /// `GET /admin/v1/audit`: the operator audit log, newest first, filtered
 /// by merchant, action and time (`from`, `to`: RFC 3339, inclusive).
 async fn audit_log(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::operator(200)
-        .operate(req.clone(), state, |state| async move {
-            let q = body::Query::parse(req.query_string(), AUDIT_PARAMS)?;
-            let time = |name: &str| -> ApiResult<Option<DateTime<Utc>>> {
-                q.get(name)
-                    .map(|t| {
-                        DateTime::parse_from_rfc3339(t)
-                            .map(|t| t.with_timezone(&Utc))
-                            .map_err(|_| {
-                                ApiError(DomainError::invalid(
-                                    name,
-                                    format!("`{name}` must be an RFC 3339 date-time"),
-                                ))
-                            })
-                    })
-                    .transpose()
-            };
+        .operate_query(req, state, |state, q: ListAuditQuery| async move {
             let filter = AuditFilter {
-                merchant: q.uuid("merchant")?,
-                action: q.one_of("action", AuditAction::parse, "an audit action")?,
-                from: time("from")?,
-                to: time("to")?,
+                merchant: q.merchant,
+                action: q.action,
+                from: q.from,
+                to: q.to,
             };
             if let (Some(f), Some(t)) = (filter.from, filter.to) {
                 if f > t {
@@ -246,7 +248,7 @@ async fn audit_log(req: HttpRequest, state: State) -> ApiResult {
                     )));
                 }
             }
-            let page = audit::list(&state.kobo, &filter, q.limit()?, q.uuid("starting_after")?)?;
+            let page = audit::list(&state.kobo, &filter, q.limit, q.starting_after)?;
             Ok(page.to_api())
         })
         .await

@@ -3,7 +3,7 @@
 
 use actix_web::{web, HttpRequest};
 use chrono::NaiveDate;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
@@ -12,9 +12,10 @@ use kobo_actors::money::Currency;
 use kobo_actors::query::{self, BalanceView, LineFilter, ListView, Principal};
 use kobo_actors::DomainError;
 
-use super::body::Query;
+use super::body;
 use super::components::{BadRequest, BalanceTransactionRef};
 use super::endpoint::{Call, Endpoint};
+use super::params;
 use super::{ApiResult, State};
 
 /// Most lines one statement export holds.
@@ -26,26 +27,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(super::resource("/v1/balance_transactions/export").route(web::get().to(export)));
 }
 
-fn brand_param(state: &State, p: &Principal, q: &Query) -> Result<Option<Uuid>, DomainError> {
-    match q.uuid("brand")? {
-        None => Ok(None),
-        Some(b) => query::brand(&state.kobo, p.merchant.id, p.mode, b)
-            .map(|_| Some(b))
-            .map_err(|_| DomainError::invalid("brand", format!("no such brand: {b}"))),
-    }
-}
-
-/// The query `GET /v1/balance` accepts.
-pub const BALANCE_PARAMS: &[&str] = &["brand"];
-
-// The query of `GET /v1/balance`, for the OpenAPI document; a unit test
-// keeps these names and [`BALANCE_PARAMS`] equal.
-#[derive(IntoParams)]
+/// The query of `GET /v1/balance`.
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct BalanceQuery {
     /// One brand's own money (400 for an unknown brand); without it, the
     /// whole business (the sum of its brands).
+    #[serde(deserialize_with = "params::uuid")]
     brand: Option<Uuid>,
 }
 
@@ -66,91 +54,104 @@ pub struct BalanceQuery {
 )]
 async fn balance(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let q = Query::parse(req.query_string(), BALANCE_PARAMS)?;
-            let brand = brand_param(&state, &p, &q)?;
+        .get_with(req, state, |c, q: BalanceQuery| async move {
+            let Call { state, p, .. } = c;
+            let brand = params::brand(&state, &p, q.brand)?;
             Ok(query::balance(&state.kobo, p.merchant.id, p.mode, brand)?)
         })
         .await
 }
 
-/// The filters of balance transactions and statement exports.
-pub const FILTERS: &[&str] = &["brand", "currency", "bucket", "type", "from", "to"];
-
-// The filters of `GET /v1/balance_transactions` and its export, for the
-// OpenAPI document; a unit test keeps these names and [`FILTERS`] equal.
-#[derive(IntoParams)]
+/// The filters of `GET /v1/balance_transactions` and its export.
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct LineFilterQuery {
     /// One brand's lines (400 for an unknown brand).
+    #[serde(deserialize_with = "params::uuid")]
     brand: Option<Uuid>,
     #[param(inline)]
+    #[serde(deserialize_with = "params::one_of")]
     currency: Option<Currency>,
     #[param(inline)]
+    #[serde(deserialize_with = "params::one_of")]
     bucket: Option<Bucket>,
     /// Comma-separated groups; `conversions` also matches corrections.
-    #[param(rename = "type", inline, style = Form, explode = false)]
-    types: Option<Vec<EntryGroup>>,
+    #[param(value_type = Option<Vec<EntryGroup>>, inline, style = Form, explode = false)]
+    #[serde(rename = "type", deserialize_with = "entry_types")]
+    types: Option<Vec<EntryType>>,
     /// First day, inclusive, Lagos time.
+    #[serde(deserialize_with = "params::date")]
     from: Option<NaiveDate>,
     /// Last day, inclusive, Lagos time (not before `from`).
+    #[serde(deserialize_with = "params::date")]
     to: Option<NaiveDate>,
 }
 
-/// The pagination of `GET /v1/balance_transactions`, besides [`FILTERS`].
-pub const PAGE_PARAMS: &[&str] = &["limit", "starting_after"];
-
-// The pagination of `GET /v1/balance_transactions`, for the OpenAPI
-// document; a unit test keeps these names and [`PAGE_PARAMS`] equal.
-#[derive(IntoParams)]
+/// The pagination of `GET /v1/balance_transactions`, besides its
+/// [`LineFilterQuery`].
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct LinePageQuery {
     /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
+    #[param(value_type = Option<u8>, minimum = 1, maximum = 100, default = 20)]
+    #[serde(deserialize_with = "params::limit")]
+    limit: usize,
     /// The id of the last balance transaction of the previous page.
-    #[param(pattern = "^[0-9]+$")]
-    starting_after: Option<String>,
+    #[param(value_type = Option<String>, pattern = "^[0-9]+$")]
+    #[serde(deserialize_with = "line_id")]
+    starting_after: Option<u64>,
 }
 
-fn line_filter(state: &State, p: &Principal, q: &Query) -> Result<LineFilter, DomainError> {
-    let types = match q.get("type") {
-        None => None,
-        Some(s) => {
-            let mut types = Vec::new();
-            for group in s.split(',').map(str::trim) {
-                let t = EntryType::parse_group(group).ok_or_else(|| {
-                    DomainError::invalid(
-                        "type",
-                        "type is a comma-separated list of payments, releases, payouts, refunds, disputes, conversions",
-                    )
-                })?;
-                types.extend_from_slice(t);
-            }
-            Some(types)
-        }
+/// `type`: a comma-separated list of entry groups, as their entry types.
+fn entry_types<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<EntryType>>, D::Error> {
+    let Some(s) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
     };
-    let f = LineFilter {
-        brand: brand_param(state, p, q)?,
-        currency: q.one_of("currency", Currency::parse, "NGN or USD")?,
-        bucket: q.one_of(
-            "bucket",
-            Bucket::parse,
-            "one of available, pending, reserve, payout_in_flight, refund_in_flight, dispute_hold",
-        )?,
-        types,
-        from: q.date("from")?,
-        to: q.date("to")?,
-    };
-    if let (Some(from), Some(to)) = (f.from, f.to) {
-        if from > to {
-            return Err(DomainError::invalid("from", "`from` is after `to`"));
-        }
+    let mut types = Vec::new();
+    for group in s.split(',').map(str::trim) {
+        let t = EntryType::parse_group(group).ok_or_else(|| {
+            body::tunnel(DomainError::invalid(
+                "type",
+                "type is a comma-separated list of payments, releases, payouts, refunds, disputes, conversions",
+            ))
+        })?;
+        types.extend_from_slice(t);
     }
-    Ok(f)
+    Ok(Some(types))
+}
+
+/// A balance transaction id (digits).
+fn line_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|s| {
+            s.parse::<u64>().map_err(|_| {
+                body::tunnel(DomainError::invalid(
+                    "starting_after",
+                    "starting_after is a balance transaction id (digits)",
+                ))
+            })
+        })
+        .transpose()
+}
+
+impl LineFilterQuery {
+    /// The filter, after the brand's lookup and the dates' order.
+    fn into_filter(self, state: &State, p: &Principal) -> Result<LineFilter, DomainError> {
+        let f = LineFilter {
+            brand: params::brand(state, p, self.brand)?,
+            currency: self.currency,
+            bucket: self.bucket,
+            types: self.types,
+            from: self.from,
+            to: self.to,
+        };
+        if let (Some(from), Some(to)) = (f.from, f.to) {
+            if from > to {
+                return Err(DomainError::invalid("from", "`from` is after `to`"));
+            }
+        }
+        Ok(f)
+    }
 }
 
 /// List balance transactions
@@ -172,29 +173,16 @@ async fn transactions(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
         .get(req, state, |c| async move {
             let Call { req, state, p, .. } = c;
-            let mut allowed = FILTERS.to_vec();
-            allowed.extend(PAGE_PARAMS);
-            let q = Query::parse(req.query_string(), &allowed)?;
-            let limit = q.limit()?;
-            let starting_after = q
-                .get("starting_after")
-                .map(|s| {
-                    s.parse::<u64>().map_err(|_| {
-                        DomainError::invalid(
-                            "starting_after",
-                            "starting_after is a balance transaction id (digits)",
-                        )
-                    })
-                })
-                .transpose()?;
-            let f = line_filter(&state, &p, &q)?;
+            let (page, filter): (LinePageQuery, LineFilterQuery) =
+                params::parse_pair(req.query_string())?;
+            let f = filter.into_filter(&state, &p)?;
             let page = query::balance_transactions(
                 &state.kobo,
                 p.merchant.id,
                 p.mode,
                 &f,
-                limit,
-                starting_after,
+                page.limit,
+                page.starting_after,
             )?;
             Ok(page.to_api())
         })
@@ -250,10 +238,9 @@ pub struct StatementExportView {
 )]
 async fn export(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let q = Query::parse(req.query_string(), FILTERS)?;
-            let f = line_filter(&state, &p, &q)?;
+        .get_with(req, state, |c, q: LineFilterQuery| async move {
+            let Call { state, p, .. } = c;
+            let f = q.into_filter(&state, &p)?;
             let (lines, truncated) =
                 query::statement_lines(&state.kobo, p.merchant.id, p.mode, &f, EXPORT_MAX_LINES)?;
             let mut w = csv::Writer::from_writer(Vec::new());

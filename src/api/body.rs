@@ -1,5 +1,5 @@
-//! Parsing request bodies and query strings into typed values, naming the
-//! offending parameter on every error ("parse, don't validate").
+//! Parsing request bodies into typed values, naming the offending
+//! parameter on every error ("parse, don't validate").
 //!
 //! A body is a serde struct ([`parse`]): its declared fields are the only
 //! ones accepted (400 `parameter_unknown` naming the first other one),
@@ -9,12 +9,10 @@
 //! length, emails, URLs, metadata) are `deserialize_with` functions of this
 //! module; their errors name the field. The same struct derives the
 //! OpenAPI schema (`ToSchema`), so the document and the parser cannot
-//! disagree.
+//! disagree. Query strings are read the same way: [`super::params`].
 
-use std::collections::BTreeMap;
 use std::fmt::Display;
 
-use chrono::NaiveDate;
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
@@ -487,70 +485,6 @@ pub fn parse_amount(v: &Value, name: &str, min: i64) -> R<i64> {
 
 pub fn parse_uuid(s: &str, name: &str) -> R<Uuid> {
     Uuid::try_parse(s).map_err(|_| DomainError::invalid(name, format!("`{name}` must be a UUID")))
-}
-
-/// A query string whose keys were checked against the allowed names.
-pub struct Query {
-    pairs: BTreeMap<String, String>,
-}
-
-impl Query {
-    pub fn parse(qs: &str, allowed: &[&str]) -> R<Query> {
-        let mut pairs = BTreeMap::new();
-        for (k, v) in url::form_urlencoded::parse(qs.as_bytes()) {
-            if !allowed.contains(&k.as_ref()) {
-                return Err(DomainError::unknown(&k));
-            }
-            pairs.insert(k.into_owned(), v.into_owned());
-        }
-        Ok(Query { pairs })
-    }
-
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.pairs.get(name).map(|s| s.as_str())
-    }
-
-    /// `limit`: 1 to 100, default 20.
-    pub fn limit(&self) -> R<usize> {
-        match self.get("limit") {
-            None => Ok(20),
-            Some(s) => match s.parse::<usize>() {
-                Ok(n) if (1..=100).contains(&n) => Ok(n),
-                _ => Err(DomainError::invalid(
-                    "limit",
-                    "limit must be an integer from 1 to 100",
-                )),
-            },
-        }
-    }
-
-    pub fn uuid(&self, name: &str) -> R<Option<Uuid>> {
-        self.get(name).map(|s| parse_uuid(s, name)).transpose()
-    }
-
-    pub fn date(&self, name: &str) -> R<Option<NaiveDate>> {
-        self.get(name)
-            .map(|s| {
-                NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|_| {
-                    DomainError::invalid(name, format!("`{name}` must be a date YYYY-MM-DD"))
-                })
-            })
-            .transpose()
-    }
-
-    pub fn one_of<T>(
-        &self,
-        name: &str,
-        parse: impl Fn(&str) -> Option<T>,
-        what: &str,
-    ) -> R<Option<T>> {
-        self.get(name)
-            .map(|s| {
-                parse(s)
-                    .ok_or_else(|| DomainError::invalid(name, format!("`{name}` must be {what}")))
-            })
-            .transpose()
-    }
 }
 
 #[cfg(test)]

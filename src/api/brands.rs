@@ -2,17 +2,17 @@
 
 use actix_web::{web, HttpRequest};
 use serde::Deserialize;
-use utoipa::{IntoParams, ToSchema};
-use uuid::Uuid;
+use utoipa::ToSchema;
 
 use kobo_actors::merchant::BrandView;
 use kobo_actors::query::ListView;
 use kobo_actors::{admin, query};
 
 use super::body::{self as body};
-use super::components::{BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound};
+use super::components::{path_id, BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound};
 use super::endpoint::{Call, Endpoint};
-use super::{parse_id, resource, ApiResult, Reply, State};
+use super::params::page_query;
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -38,31 +38,19 @@ pub struct CreateBrandRequest {
     name: String,
 }
 
-/// The fields `GET /v1/brands` accepts in its query.
-pub const LIST_PARAMS: &[&str] = &["limit", "starting_after"];
+page_query!(
+    /// The query of `GET /v1/brands`.
+    ListBrandsQuery,
+    "The id of the last brand of the previous page."
+);
 
-// The query of `GET /v1/brands`, for the OpenAPI document; a unit test keeps
-// these names and [`LIST_PARAMS`] equal.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct ListBrandsQuery {
-    /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
-    /// The id of the last brand of the previous page.
-    starting_after: Option<Uuid>,
-}
-
-/// The `{id}` of a brand.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct BrandId {
+path_id!(
+    /// The `{id}` of a brand.
+    BrandId,
+    "brand",
     /// The brand's id; unknown, malformed, another merchant's or the other
     /// mode's: 404.
-    id: Uuid,
-}
+);
 
 /// Create a brand
 ///
@@ -82,19 +70,14 @@ pub struct BrandId {
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     Endpoint::secret_key(201)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: CreateBrandRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let name = body.name;
-                let view =
-                    admin::create_brand(&state.kobo, p.merchant.id, p.mode, name, Some(&save))
-                        .await?;
-                Ok(Reply::saved(201, view))
+                Ok(admin::create_brand(&state.kobo, p.merchant.id, p.mode, name, c.save()).await?)
             },
         )
         .await
@@ -116,14 +99,7 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .list_page(
-            req,
-            state,
-            LIST_PARAMS,
-            |kobo, merchant, mode, limit, after| {
-                query::list_brands(kobo, merchant, mode, limit, after)
-            },
-        )
+        .list_page::<ListBrandsQuery, _>(req, state, query::list_brands)
         .await
 }
 
@@ -143,7 +119,7 @@ async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> Ap
     Endpoint::secret_key(200)
         .get(req, state, |c| async move {
             let Call { state, p, .. } = c;
-            let id = parse_id(&path, "brand")?;
+            let id = BrandId::parse(&path)?.id;
             let brand = query::brand(&state.kobo, p.merchant.id, p.mode, id)?;
             Ok(brand.to_api())
         })

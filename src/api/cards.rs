@@ -14,11 +14,10 @@ use std::path::Path;
 
 use actix_web::{web, HttpRequest};
 use serde::Deserialize;
-use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use kobo_actors::idempotency::IdempotencySave;
+use kobo_actors::idempotency::{Answer as DomainAnswer, IdempotencySave};
 use kobo_actors::money::Currency;
 use kobo_actors::payment_intent::actor::{payment_in_progress, Action, IntentMessage};
 use kobo_actors::payment_intent::card::{AuthInput, BillingAddress, CardDetails, Secret};
@@ -31,7 +30,7 @@ use super::components::{
     ConflictReplayable, Forbidden, IdempotencyKey, NotFoundReplayable, Overloaded, PaymentIntentId,
 };
 use super::endpoint::{live_payments, Endpoint, Fingerprint};
-use super::{parse_id, resource, ApiError, ApiResult, State};
+use super::{resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/payment_intents/{id}/card").route(web::post().to(card)))
@@ -75,7 +74,7 @@ async fn act_if_idle(
     id: Uuid,
     action: Action,
     save: Option<IdempotencySave>,
-) -> Result<Value, DomainError> {
+) -> Result<DomainAnswer<PaymentIntentView>, DomainError> {
     let msg = IntentMessage {
         merchant: p.merchant.id,
         mode: p.mode,
@@ -204,7 +203,6 @@ fn parse_card(
 /// and their bodies are fingerprinted with a key.
 const CARD_CALL: Endpoint = Endpoint::intent_key(200)
     .gate(ensure_card_api)
-    .saves_itself()
     .fingerprint(Fingerprint::Keyed);
 
 /// Pay a payment intent by card
@@ -254,7 +252,7 @@ pub(crate) async fn card(
                     "card payments are turned off in this merchant's payment settings",
                 )));
             }
-            let id = parse_id(&path, "payment_intent")?;
+            let id = PaymentIntentId::parse(&path)?.id;
             let intent = query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
             if intent.currency == Currency::USD && card.billing_address.is_none() {
                 return Err(ApiError(DomainError::missing("billing_address")));
@@ -378,7 +376,7 @@ pub(crate) async fn authenticate(
             |c, body: AuthenticateRequest| async move {
                 let (state, p) = (&c.state, &c.p);
                 let answer = body.into_answer()?;
-                let id = parse_id(&path, "payment_intent")?;
+                let id = PaymentIntentId::parse(&path)?.id;
                 query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
                 let action = match answer {
                     Answer::Cancel => Action::CancelAuthentication,

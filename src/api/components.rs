@@ -1,19 +1,24 @@
 //! The OpenAPI components the handlers' annotations name: the error
-//! responses (each with the [`ErrorBody`] schema), the shared parameters
-//! (`Idempotency-Key`, a payment intent's `{id}`), and list items by
-//! reference. A leaf: it imports no handler, so handlers and the document
-//! ([`super::openapi`]) both depend on it and not on each other.
+//! responses (each with the [`ErrorBody`] schema), the parameters
+//! (`Idempotency-Key`, a path's `{id}`: each a type that both documents
+//! and reads it), and list items by reference. A leaf: it imports no
+//! handler, so handlers and the document ([`super::openapi`]) both depend
+//! on it and not on each other.
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
 
+use actix_web::HttpRequest;
 use utoipa::openapi::schema::{Ref, Schema};
 use utoipa::openapi::RefOr;
 use utoipa::{IntoParams, PartialSchema, ToSchema};
-use uuid::Uuid;
 
+use kobo_actors::idempotency::MAX_KEY_LEN;
 use kobo_actors::ledger::BalanceTransactionView;
 use kobo_actors::payment_intent::{ChargeAttemptView, PaymentIntentView};
+use kobo_actors::{DomainError, ErrorCode};
+
+use super::error::{ApiError, ApiResult};
 
 pub use responses::*;
 
@@ -27,25 +32,71 @@ pub const CONTENT_SCHEMA: &str = "x-contentSchema";
 /// The `Idempotency-Key` header every POST needs.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Header)]
-#[allow(dead_code)]
 pub struct IdempotencyKey {
     /// 1 to 255 characters. The same key with the same request answers the
     /// saved response (`Idempotent-Replayed: true`); with a different
     /// request, 422. Missing: 400 `parameter_missing`. Keys are kept 24
     /// hours.
     #[param(rename = "Idempotency-Key", min_length = 1, max_length = 255)]
-    key: String,
+    pub key: String,
 }
 
-/// The `{id}` of a payment intent.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct PaymentIntentId {
+impl IdempotencyKey {
+    /// Reads the header: missing is `parameter_missing`, empty, too long
+    /// or not visible ASCII `parameter_invalid`.
+    pub fn read(req: &HttpRequest) -> ApiResult<Self> {
+        let key = match req.headers().get("idempotency-key") {
+            None => {
+                return Err(ApiError(
+                    DomainError::of(
+                        ErrorCode::ParameterMissing,
+                        "every POST needs an Idempotency-Key header",
+                    )
+                    .with_param("Idempotency-Key"),
+                ))
+            }
+            Some(v) => v.to_str().ok().map(str::to_string).unwrap_or_default(),
+        };
+        if key.is_empty() || key.len() > MAX_KEY_LEN {
+            return Err(ApiError(DomainError::invalid(
+                "Idempotency-Key",
+                format!("the Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters"),
+            )));
+        }
+        Ok(IdempotencyKey { key })
+    }
+}
+
+/// A path's `{id}` parameter: a struct documenting it (`IntoParams`) and
+/// reading it (`parse`: a malformed id is 404 `no such <object>`, as an
+/// unknown one): `path_id!(/// doc, PayoutId, "payout", /// the id's doc)`.
+macro_rules! path_id {
+    ($(#[doc = $doc:tt])* $name:ident, $object:literal, $(#[doc = $id_doc:tt])*) => {
+        $(#[doc = $doc])*
+        #[derive(utoipa::IntoParams)]
+        #[into_params(parameter_in = Path)]
+        pub struct $name {
+            $(#[doc = $id_doc])*
+            pub id: uuid::Uuid,
+        }
+
+        impl $name {
+            /// Reads the path's `{id}`.
+            pub fn parse(raw: &str) -> $crate::api::ApiResult<Self> {
+                $crate::api::parse_id(raw, $object).map(|id| $name { id })
+            }
+        }
+    };
+}
+pub(crate) use path_id;
+
+path_id!(
+    /// The `{id}` of a payment intent.
+    PaymentIntentId,
+    "payment_intent",
     /// The payment intent's id; unknown, malformed, another merchant's or
     /// the other mode's: 404.
-    id: Uuid,
-}
+);
 
 /// The error responses, each with the [`super::ErrorBody`] schema. The
 /// `...Replayable` ones are those of POSTs, whose 4xx answers are saved and

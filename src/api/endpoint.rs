@@ -1,8 +1,12 @@
 //! The one endpoint wrapper (in the spirit of hyperswitch's `server_wrap`).
 //! Each operation declares an [`Endpoint`]: its credential, the gate its
-//! principal must pass (live-mode checks), its success status, whether it
-//! saves its response itself, and how its body is fingerprinted; its
-//! handler gives the body type and the `run`. The wrapper does the rest, in
+//! principal must pass (live-mode checks), its success statuses, and how its
+//! body is fingerprinted; its handler gives the body type and the `run`.
+//! The domain answers what it did ([`Outcome`]: created, updated, existing,
+//! with a typed view); the endpoint chooses the status of each kind
+//! ([`Statuses`]). A command that saves its response with its effect is
+//! handed those statuses in its [`IdempotencySave`] and answers the saved
+//! body ([`DomainAnswer`]), which is sent as it is. The wrapper does the rest, in
 //! the order of CONTRACT 3a: authentication and rate limits (401/403/429),
 //! the gate, the body (cap and deadline: 413/408), the Idempotency-Key
 //! (400/409/422, replays), the body's parse (400), then `run` (its lookups
@@ -21,12 +25,16 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use kobo_actors::audit::Audit;
-use kobo_actors::idempotency::IdempotencySave;
+use kobo_actors::idempotency::{
+    render, Answer as DomainAnswer, IdempotencySave, Outcome, Statuses,
+};
 use kobo_actors::paging::Page;
 use kobo_actors::query::Principal;
-use kobo_actors::{DomainError, DomainResult, ErrorCode, Kobo, Mode};
+use kobo_actors::{DomainError, DomainResult, Env, ErrorCode, Kobo, Mode};
 
 use super::body;
+use super::idempotent::Body;
+use super::params::{self, PageQuery};
 use super::{
     authenticate_for, idempotent, json_response, read_body, ApiError, ApiResult, Reply, State,
 };
@@ -88,8 +96,10 @@ pub enum Fingerprint {
 pub struct Endpoint {
     credential: Credential,
     gate: Gate,
+    /// The success status (of every kind of outcome but `existing`).
     status: u16,
-    saves_itself: bool,
+    /// The status of an [`Outcome::Existing`].
+    existing: u16,
     fingerprint: Fingerprint,
 }
 
@@ -108,60 +118,60 @@ impl Call {
         &self.state.kobo
     }
 
-    /// The idempotency record, for an operation that saves its response in
-    /// its effect's batch.
+    /// The idempotency record (on POSTs), for the command to save its
+    /// response in its effect's batch.
     pub fn save(&self) -> Option<&IdempotencySave> {
         self.save.as_ref()
     }
-
-    /// The idempotency record of a POST (which always has one).
-    pub fn idem(&self) -> IdempotencySave {
-        self.save
-            .clone()
-            .expect("the wrapper gives every POST its idempotency record")
-    }
 }
 
-/// What `run` answers: a body (the endpoint's status), or a full [`Reply`].
-pub trait Outcome {
+/// What a POST's `run` answers: a domain command's [`DomainAnswer`] (the
+/// endpoint's status for its kind; the body as the command saved it, or
+/// rendered and saved here), or a body (the endpoint's status; saved here).
+pub trait IntoReply {
     fn into_reply(self, e: &Endpoint) -> Reply;
 }
 
-impl Outcome for Value {
+impl IntoReply for Value {
     fn into_reply(self, e: &Endpoint) -> Reply {
         Reply {
             status: e.status,
-            body: self,
-            saved: e.saves_itself,
+            body: Body::Json(self),
         }
     }
 }
 
-impl Outcome for Reply {
-    fn into_reply(self, _: &Endpoint) -> Reply {
-        self
+impl<V: serde::Serialize> IntoReply for DomainAnswer<V> {
+    fn into_reply(self, e: &Endpoint) -> Reply {
+        let status = e.statuses().of(self.outcome.kind());
+        let body = match self.saved {
+            Some(saved) => Body::Saved(saved),
+            None => Body::Json(render(self.outcome.view())),
+        };
+        Reply { status, body }
     }
 }
 
-/// What a read's `run` answers: a body (the endpoint's status), a full
-/// [`Reply`], or a response of its own (the event stream).
-pub trait Answer {
+/// What a read's or an operator call's `run` answers: a body (the
+/// endpoint's status), a domain [`Outcome`] (the endpoint's status for its
+/// kind), or a response of its own (the event stream).
+pub trait IntoResponse {
     fn into_response(self, e: &Endpoint) -> HttpResponse;
 }
 
-impl Answer for Value {
+impl IntoResponse for Value {
     fn into_response(self, e: &Endpoint) -> HttpResponse {
         json_response(e.status, &self)
     }
 }
 
-impl Answer for Reply {
-    fn into_response(self, _: &Endpoint) -> HttpResponse {
-        json_response(self.status, &self.body)
+impl<V: serde::Serialize> IntoResponse for Outcome<V> {
+    fn into_response(self, e: &Endpoint) -> HttpResponse {
+        json_response(e.statuses().of(self.kind()), &render(self.view()))
     }
 }
 
-impl Answer for HttpResponse {
+impl IntoResponse for HttpResponse {
     fn into_response(self, _: &Endpoint) -> HttpResponse {
         self
     }
@@ -174,7 +184,7 @@ impl Endpoint {
             credential: Credential::SecretKey,
             gate: open,
             status,
-            saves_itself: false,
+            existing: status,
             fingerprint: Fingerprint::Plain,
         }
     }
@@ -201,11 +211,19 @@ impl Endpoint {
         Endpoint { gate, ..self }
     }
 
-    /// `run` passes [`Call::save`] into its effect's batch.
-    pub const fn saves_itself(self) -> Self {
-        Endpoint {
-            saves_itself: true,
-            ..self
+    /// The status of an [`Outcome::Existing`] (what was asked for was there
+    /// already).
+    pub const fn existing(self, existing: u16) -> Self {
+        Endpoint { existing, ..self }
+    }
+
+    /// The status of each kind of outcome, handed down to the domain with
+    /// the idempotency record.
+    pub const fn statuses(&self) -> Statuses {
+        Statuses {
+            created: self.status,
+            updated: self.status,
+            existing: self.existing,
         }
     }
 
@@ -232,7 +250,7 @@ impl Endpoint {
     where
         F: FnOnce(Call) -> Fut,
         Fut: Future<Output = ApiResult<O>>,
-        O: Answer,
+        O: IntoResponse,
     {
         let p = self.authenticate(&req, &state)?;
         let call = Call {
@@ -244,28 +262,33 @@ impl Endpoint {
         Ok(run(call).await?.into_response(self))
     }
 
-    /// A GET of a newest-first list whose only query parameters are `limit`
-    /// and `starting_after` (`params`, the operation's documented list):
-    /// `read` gets the page for the caller's merchant and mode.
-    pub async fn list_page<F>(
-        &self,
-        req: HttpRequest,
-        state: State,
-        params: &'static [&'static str],
-        read: F,
-    ) -> ApiResult
+    /// A read with a query: authentication, the gate, the query's parse
+    /// into `Q` (see [`params`]), `run`, the rendering.
+    pub async fn get_with<Q, F, Fut, O>(&self, req: HttpRequest, state: State, run: F) -> ApiResult
     where
-        F: FnOnce(&Arc<Kobo>, Uuid, Mode, usize, Option<Uuid>) -> DomainResult<Page>,
+        Q: DeserializeOwned,
+        F: FnOnce(Call, Q) -> Fut,
+        Fut: Future<Output = ApiResult<O>>,
+        O: IntoResponse,
     {
         self.get(req, state, |c| async move {
-            let q = super::body::Query::parse(c.req.query_string(), params)?;
-            let page = read(
-                c.kobo(),
-                c.p.merchant.id,
-                c.p.mode,
-                q.limit()?,
-                q.uuid("starting_after")?,
-            )?;
+            let q = params::parse::<Q>(c.req.query_string())?;
+            run(c, q).await
+        })
+        .await
+    }
+
+    /// A GET of a newest-first list whose only query parameters are `limit`
+    /// and `starting_after` (`Q`, the operation's [`PageQuery`]): `read`
+    /// gets the page for the caller's merchant and mode.
+    pub async fn list_page<Q, F>(&self, req: HttpRequest, state: State, read: F) -> ApiResult
+    where
+        Q: PageQuery,
+        F: FnOnce(&Env, Uuid, Mode, usize, Option<Uuid>) -> DomainResult<Page>,
+    {
+        self.get_with(req, state, |c, q: Q| async move {
+            let (limit, starting_after) = q.page();
+            let page = read(c.kobo(), c.p.merchant.id, c.p.mode, limit, starting_after)?;
             Ok(page.to_api())
         })
         .await
@@ -284,7 +307,7 @@ impl Endpoint {
         B: DeserializeOwned,
         F: FnOnce(Call, B) -> Fut,
         Fut: Future<Output = ApiResult<O>>,
-        O: Outcome,
+        O: IntoReply,
     {
         let p = self.authenticate(&req, &state)?;
         let bytes = read_body(payload).await?;
@@ -293,16 +316,23 @@ impl Endpoint {
             Fingerprint::Keyed => Cow::Owned(keyed(&state.card_key, &bytes)),
         };
         let (req2, state2, p2, bytes) = (req.clone(), state.clone(), p.clone(), &bytes);
-        idempotent(&req, &state, &p, &fingerprint, |save| async move {
-            let parsed = body::parse::<B>(bytes)?;
-            let call = Call {
-                req: req2,
-                state: state2,
-                p: p2,
-                save: Some(save),
-            };
-            Ok(run(call, parsed).await?.into_reply(self))
-        })
+        idempotent(
+            &req,
+            &state,
+            &p,
+            &fingerprint,
+            self.statuses(),
+            |save| async move {
+                let parsed = body::parse::<B>(bytes)?;
+                let call = Call {
+                    req: req2,
+                    state: state2,
+                    p: p2,
+                    save: Some(save),
+                };
+                Ok(run(call, parsed).await?.into_reply(self))
+            },
+        )
         .await
     }
 }
@@ -314,10 +344,29 @@ impl Endpoint {
     where
         F: FnOnce(State) -> Fut,
         Fut: Future<Output = ApiResult<O>>,
-        O: Answer,
+        O: IntoResponse,
     {
         self.operator_only(&req, &state)?;
         Ok(run(state).await?.into_response(self))
+    }
+
+    /// An operator read with a query: the admin token, the query's parse
+    /// into `Q` (see [`params`]), `run`, the rendering.
+    pub async fn operate_query<Q, F, Fut, O>(
+        &self,
+        req: HttpRequest,
+        state: State,
+        run: F,
+    ) -> ApiResult
+    where
+        Q: DeserializeOwned,
+        F: FnOnce(State, Q) -> Fut,
+        Fut: Future<Output = ApiResult<O>>,
+        O: IntoResponse,
+    {
+        self.operator_only(&req, &state)?;
+        let q = params::parse::<Q>(req.query_string())?;
+        Ok(run(state, q).await?.into_response(self))
     }
 
     /// An operator POST: the admin token, the body (cap and deadline), its
@@ -333,7 +382,7 @@ impl Endpoint {
         B: DeserializeOwned,
         F: FnOnce(State, B) -> Fut,
         Fut: Future<Output = ApiResult<O>>,
-        O: Answer,
+        O: IntoResponse,
     {
         self.operator_only(&req, &state)?;
         let bytes = read_body(payload).await?;
@@ -353,7 +402,7 @@ pub fn audit(req: &HttpRequest) -> Audit {
     use actix_web::HttpMessage;
     let id = req
         .extensions()
-        .get::<crate::telemetry::RequestId>()
+        .get::<super::request::RequestId>()
         .map(|r| r.0.clone())
         .unwrap_or_default();
     Audit::request(id)

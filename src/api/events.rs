@@ -2,6 +2,7 @@
 //! redelivery.
 
 use actix_web::{web, HttpRequest};
+use serde::{Deserialize, Deserializer};
 use utoipa::IntoParams;
 use uuid::Uuid;
 
@@ -11,44 +12,57 @@ use kobo_actors::webhook::query::{self as webhook_query, EventFilter};
 use kobo_actors::webhook::{Command, RedeliveryView};
 use kobo_actors::DomainError;
 
-use super::body::NoFields;
-use super::body::Query;
-use super::components::{BadRequest, EventRef, IdempotencyKey, NotFoundReplayable};
+use super::body::{self, NoFields};
+use super::components::{path_id, BadRequest, EventRef, IdempotencyKey, NotFoundReplayable};
 use super::endpoint::{Call, Endpoint};
-use super::{resource, ApiResult, Reply, State};
+use super::params;
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/events").route(web::get().to(list)))
         .service(resource("/v1/events/{id}/redeliver").route(web::post().to(redeliver)));
 }
 
-/// The fields `GET /v1/events` accepts in its query.
-pub const LIST_PARAMS: &[&str] = &["limit", "starting_after", "type"];
-
-// The query of `GET /v1/events`, for the OpenAPI document; a unit test keeps
-// these names and [`LIST_PARAMS`] equal.
-#[derive(IntoParams)]
+/// The query of `GET /v1/events`.
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct ListEventsQuery {
     /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
+    #[param(value_type = Option<u8>, minimum = 1, maximum = 100, default = 20)]
+    #[serde(deserialize_with = "params::limit")]
+    limit: usize,
     /// The id of the last event of the previous page.
+    #[serde(deserialize_with = "params::uuid")]
     starting_after: Option<Uuid>,
     /// Only events of this type.
-    #[param(rename = "type", schema_with = kobo_actors::event::event_type_schema)]
+    #[param(schema_with = kobo_actors::event::event_type_schema)]
+    #[serde(rename = "type", deserialize_with = "event_type")]
     event_type: Option<String>,
 }
 
-/// The `{id}` of an event.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct EventId {
-    /// The event's id; unknown, another merchant's or the other mode's: 404.
-    id: Uuid,
+/// `type`: one of the event types.
+fn event_type<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Option::<String>::deserialize(d)?
+        .map(|s| {
+            EVENT_TYPES
+                .contains(&s.as_str())
+                .then_some(s)
+                .ok_or_else(|| {
+                    body::tunnel(DomainError::invalid(
+                        body::FIELD,
+                        format!("`{}` must be an event type", body::FIELD),
+                    ))
+                })
+        })
+        .transpose()
 }
+
+path_id!(
+    /// The `{id}` of an event.
+    EventId,
+    "event",
+    /// The event's id; unknown, another merchant's or the other mode's: 404.
+);
 
 /// List events
 ///
@@ -67,18 +81,12 @@ pub struct EventId {
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let q = Query::parse(req.query_string(), LIST_PARAMS)?;
-            let event_type = q.one_of(
-                "type",
-                |s| EVENT_TYPES.contains(&s).then(|| s.to_string()),
-                "an event type",
-            )?;
+        .get_with(req, state, |c, q: ListEventsQuery| async move {
+            let Call { state, p, .. } = c;
             let filter = EventFilter {
-                limit: q.limit()?,
-                starting_after: q.uuid("starting_after")?,
-                event_type,
+                limit: q.limit,
+                starting_after: q.starting_after,
+                event_type: q.event_type,
             };
             let page = webhook_query::list_events(&state.kobo, p.merchant.id, p.mode, &filter)?;
             Ok(page.to_api())
@@ -110,24 +118,21 @@ async fn redeliver(
     payload: web::Payload,
 ) -> ApiResult {
     Endpoint::secret_key(200)
-        .saves_itself()
         .post(req, state, payload, |c, _: NoFields| async move {
             let (state, p) = (&c.state, &c.p);
-            let save = c.idem();
             let raw_id = path.as_str();
-            let event =
-                Uuid::try_parse(raw_id).map_err(|_| DomainError::not_found("event", raw_id))?;
-            let view = state
+            let event = EventId::parse(raw_id)?.id;
+            let answer = state
                 .kobo
                 .webhooks
                 .command(Command::Redeliver {
                     merchant: p.merchant.id,
                     mode: p.mode,
                     event,
-                    idem: Some(save),
+                    idem: c.save.clone(),
                 })
                 .await?;
-            Ok(Reply::saved(200, view))
+            Ok(answer)
         })
         .await
 }

@@ -2,7 +2,7 @@
 //! `/v1/fx/conversions`, and the operator's `POST /admin/v1/fx_rates`.
 
 use actix_web::{web, HttpRequest};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -12,13 +12,13 @@ use kobo_actors::money::MAX_AMOUNT;
 use kobo_actors::query::{ListView, Principal};
 use kobo_actors::DomainError;
 
-use super::body::Query;
 use super::body::{self as body};
 use super::components::{
-    BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
+    path_id, BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
 };
 use super::endpoint::{Call, Endpoint};
-use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
+use super::params::{self, page_query};
+use super::{resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/fx").route(web::get().to(preview)))
@@ -34,77 +34,46 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 pub type FxConversionRef = ByRef<FxConversionView>;
 
 /// The query of `GET /v1/fx` and `GET /v1/usdt/preview`.
-pub const PREVIEW_PARAMS: &[&str] = &["usd_amount", "brand"];
-
-// The query of the previews, for the OpenAPI document; a unit test keeps
-// these names and [`PREVIEW_PARAMS`] equal.
-#[derive(IntoParams)]
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct PreviewQuery {
     /// Cents, at least 1.
     #[param(minimum = 1, maximum = 1_000_000_000_000_i64)]
+    #[serde(deserialize_with = "usd_amount")]
     usd_amount: Option<i64>,
     /// Whose dollars (400 for an unknown brand); default: the default brand.
+    #[serde(deserialize_with = "params::uuid")]
     brand: Option<Uuid>,
 }
 
-/// The query of the conversion and USDT payout lists.
-pub const LIST_PARAMS: &[&str] = &["limit", "starting_after"];
-
-// The pagination of the FX and USDT lists, for the OpenAPI document; a
-// unit test keeps these names and [`LIST_PARAMS`] equal.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct ListQuery {
-    /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
-    /// The id of the last object of the previous page.
-    starting_after: Option<Uuid>,
+fn usd_amount<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    params::amount(
+        d,
+        &format!("usd_amount is an integer of cents, from 1 to {MAX_AMOUNT}"),
+    )
 }
 
-/// The `{id}` of a conversion.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct ConversionId {
+page_query!(
+    /// The query of the conversion and USDT payout lists.
+    ListQuery,
+    "The id of the last object of the previous page."
+);
+
+path_id!(
+    /// The `{id}` of a conversion.
+    ConversionId,
+    "fx_conversion",
     /// Unknown, another merchant's or the other mode's: 404.
-    id: Uuid,
-}
+);
 
-/// Parses the previews' query: `usd_amount` (optional, 1 to 10^12 cents)
-/// and `brand` (400 when it is not one of the merchant's brands).
-pub fn parse_preview(
-    state: &State,
-    p: &Principal,
-    raw: &str,
-) -> Result<(Option<i64>, Uuid), DomainError> {
-    let q = Query::parse(raw, PREVIEW_PARAMS)?;
-    let usd_amount = q
-        .get("usd_amount")
-        .map(|s| {
-            s.parse::<i64>()
-                .ok()
-                .filter(|n| (1..=MAX_AMOUNT).contains(n))
-                .ok_or_else(|| {
-                    DomainError::invalid(
-                        "usd_amount",
-                        format!("usd_amount is an integer of cents, from 1 to {MAX_AMOUNT}"),
-                    )
-                })
-        })
-        .transpose()?;
-    let brand = match q.uuid("brand")? {
-        Some(b) => {
-            kobo_actors::query::brand(&state.kobo, p.merchant.id, p.mode, b)
-                .map_err(|_| DomainError::invalid("brand", format!("no such brand: {b}")))?
-                .id
-        }
-        None => p.merchant.default_brand(p.mode),
-    };
-    Ok((usd_amount, brand))
+impl PreviewQuery {
+    /// `usd_amount`, and the brand (400 when it is not one of the
+    /// merchant's brands; default: the default brand).
+    pub fn checked(self, state: &State, p: &Principal) -> Result<(Option<i64>, Uuid), DomainError> {
+        let brand = params::brand(state, p, self.brand)?
+            .unwrap_or_else(|| p.merchant.default_brand(p.mode));
+        Ok((self.usd_amount, brand))
+    }
 }
 
 /// Preview a conversion
@@ -128,9 +97,9 @@ pub fn parse_preview(
 )]
 async fn preview(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let (usd_amount, brand) = parse_preview(&state, &p, req.query_string())?;
+        .get_with(req, state, |c, q: PreviewQuery| async move {
+            let Call { state, p, .. } = c;
+            let (usd_amount, brand) = q.checked(&state, &p)?;
             let view = fx::preview(&state.kobo, p.merchant.id, p.mode, brand, usd_amount)?;
             Ok(serde_json::to_value(view).expect("a preview serializes"))
         })
@@ -178,33 +147,24 @@ pub struct CreateConversionRequest {
 )]
 async fn create_conversion(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     Endpoint::secret_key(201)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: CreateConversionRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let CreateConversionRequest {
                     usd_amount,
                     rate_id,
                     brand,
                 } = body;
-                let c = fx::convert(
-                    &state.kobo.fx,
-                    &p.merchant,
-                    p.mode,
-                    Convert {
-                        usd_amount,
-                        rate_id,
-                        brand,
-                        automatic: false,
-                    },
-                    Some(&save),
-                )
-                .await?;
-                Ok(Reply::saved(201, c.to_api()))
+                let convert = Convert {
+                    usd_amount,
+                    rate_id,
+                    brand,
+                    automatic: false,
+                };
+                Ok(fx::convert(&state.kobo.fx, &p.merchant, p.mode, convert, c.save()).await?)
             },
         )
         .await
@@ -226,14 +186,7 @@ async fn create_conversion(req: HttpRequest, state: State, payload: web::Payload
 )]
 async fn list_conversions(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .list_page(
-            req,
-            state,
-            LIST_PARAMS,
-            |kobo, merchant, mode, limit, after| {
-                fx::list_conversions(kobo, merchant, mode, limit, after)
-            },
-        )
+        .list_page::<ListQuery, _>(req, state, fx::list_conversions)
         .await
 }
 
@@ -253,7 +206,7 @@ async fn retrieve_conversion(req: HttpRequest, state: State, path: web::Path<Str
     Endpoint::secret_key(200)
         .get(req, state, |c| async move {
             let Call { state, p, .. } = c;
-            let id = parse_id(&path, "fx_conversion")?;
+            let id = ConversionId::parse(&path)?.id;
             match fx::load_conversion(&state.kobo, id)? {
                 Some(c) if c.merchant == p.merchant.id && c.mode == p.mode => Ok(c.to_api()),
                 _ => Err(ApiError(DomainError::not_found("fx_conversion", id))),
@@ -292,7 +245,6 @@ struct PublishRate {
 mod tests {
     use std::collections::BTreeSet;
 
-    use utoipa::openapi::path::ParameterIn;
     use utoipa::PartialSchema;
 
     use super::*;
@@ -309,21 +261,12 @@ mod tests {
             .unwrap_or_default()
     }
 
-    pub fn param_names<P: IntoParams>() -> BTreeSet<String> {
-        P::into_params(|| Some(ParameterIn::Query))
-            .into_iter()
-            .map(|p| p.name)
-            .collect()
-    }
-
     #[test]
     fn documented_fields_are_those_the_parsers_accept() {
         assert_eq!(
             property_names::<CreateConversionRequest>(),
             names(super::body::fields_of::<CreateConversionRequest>())
         );
-        assert_eq!(param_names::<PreviewQuery>(), names(PREVIEW_PARAMS));
-        assert_eq!(param_names::<ListQuery>(), names(LIST_PARAMS));
         let schema = serde_json::to_value(CreateConversionRequest::schema()).unwrap();
         assert_eq!(
             schema["required"],

@@ -5,34 +5,32 @@ use std::future::Future;
 use actix_web::http::header::{HeaderValue, CONTENT_TYPE};
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse};
+use serde_json::value::RawValue;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use kobo_actors::idempotency::{self, IdempotencySave, MAX_KEY_LEN};
+use kobo_actors::idempotency::{self, IdempotencySave, Statuses};
 use kobo_actors::query::Principal;
 use kobo_actors::{DomainError, ErrorCode};
 use kobo_storage::Batch;
 
+use super::components::IdempotencyKey;
 use super::error::{error_body, json_response, status_of, ApiError, ApiResult};
 use super::state::{AppState, FlightKey};
 
 /// What an idempotent operation produced.
 pub struct Reply {
     pub status: u16,
-    pub body: Value,
-    /// The operation saved its response itself, in the batch of its effect.
-    pub saved: bool,
+    pub body: Body,
 }
 
-impl Reply {
-    /// A response the operation already saved with its effect.
-    pub fn saved(status: u16, body: Value) -> Self {
-        Reply {
-            status,
-            body,
-            saved: true,
-        }
-    }
+/// A reply's body.
+pub enum Body {
+    /// Not saved yet: the idempotency layer saves it (in a batch of its own).
+    Json(Value),
+    /// Saved by the operation in the batch of its effect, exactly as it is
+    /// sent.
+    Saved(Box<RawValue>),
 }
 
 struct InFlight<'a> {
@@ -53,41 +51,33 @@ fn replay(status: u16, body: &str) -> HttpResponse {
     r.body(body.to_string())
 }
 
+/// A JSON response of a body already rendered (the bytes that were saved).
+fn rendered(status: u16, body: String) -> HttpResponse {
+    HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))
+        .insert_header((CONTENT_TYPE, HeaderValue::from_static("application/json")))
+        .body(body)
+}
+
 /// Runs a POST under its Idempotency-Key, in the caller's own scope
 /// (merchant, mode and credential: a client secret or checkout page never
 /// shares keys with the merchant's server): a replay answers the saved
 /// response; a different request with the same key 422; a key whose first
 /// request is still running 409. 2xx and 4xx answers are saved (an effect's
-/// answer in the effect's own batch); 5xx saves nothing.
+/// answer in the effect's own batch, with the status `statuses` gives its
+/// kind of outcome); 5xx saves nothing.
 pub async fn idempotent<F, Fut>(
     req: &HttpRequest,
     state: &AppState,
     principal: &Principal,
     body: &[u8],
+    statuses: Statuses,
     run: F,
 ) -> ApiResult
 where
     F: FnOnce(IdempotencySave) -> Fut,
     Fut: Future<Output = ApiResult<Reply>>,
 {
-    let key = match req.headers().get("idempotency-key") {
-        None => {
-            return Err(ApiError(
-                DomainError::of(
-                    ErrorCode::ParameterMissing,
-                    "every POST needs an Idempotency-Key header",
-                )
-                .with_param("Idempotency-Key"),
-            ))
-        }
-        Some(v) => v.to_str().ok().map(str::to_string).unwrap_or_default(),
-    };
-    if key.is_empty() || key.len() > MAX_KEY_LEN {
-        return Err(ApiError(DomainError::invalid(
-            "Idempotency-Key",
-            format!("the Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters"),
-        )));
-    }
+    let IdempotencyKey { key } = IdempotencyKey::read(req)?;
     let mut h = Sha256::new();
     h.update(req.method().as_str().as_bytes());
     h.update(b" ");
@@ -135,23 +125,27 @@ where
         caller,
         key,
         fingerprint,
+        statuses,
     };
     let outcome = run(save.clone()).await;
-    let (status, body, saved) = match outcome {
-        Ok(r) => (r.status, r.body, r.saved),
+    let (status, body) = match outcome {
+        Ok(r) => (r.status, r.body),
         Err(e) if status_of(e.0.kind).is_server_error() => return Err(e),
         // Another request is working on the object: nothing happened, and
         // the same key may be retried once it has finished.
         Err(e) if e.0.code == ErrorCode::PaymentInProgress => return Err(e),
-        Err(e) => (status_of(e.0.kind).as_u16(), error_body(&e.0), false),
+        Err(e) => (status_of(e.0.kind).as_u16(), Body::Json(error_body(&e.0))),
     };
-    if !saved {
-        let mut batch = Batch::new();
-        save.add_to(&mut batch, status, &body.to_string(), kobo.clock.now());
-        kobo.writer
-            .commit(batch)
-            .await
-            .map_err(|e| DomainError::internal(e.to_string()))?;
+    match body {
+        Body::Saved(body) => Ok(rendered(status, String::from(Box::<str>::from(body)))),
+        Body::Json(body) => {
+            let mut batch = Batch::new();
+            save.add_to(&mut batch, status, &body.to_string(), kobo.clock.now());
+            kobo.writer
+                .commit(batch)
+                .await
+                .map_err(|e| DomainError::internal(e.to_string()))?;
+            Ok(json_response(status, &body))
+        }
     }
-    Ok(json_response(status, &body))
 }

@@ -8,8 +8,8 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use kobo_actors::customer::{self, CustomerView};
-use kobo_actors::idempotency::IdempotencySave;
-use kobo_actors::mandate::actor::{MandateAction, MandateMessage};
+use kobo_actors::idempotency::{Answer, IdempotencySave};
+use kobo_actors::mandate::actor::{ChargeMandate, MandateAction, MandateMessage};
 use kobo_actors::mandate::service::{self, CreateMandate, MandateFilter};
 use kobo_actors::mandate::{Mandate, MandateStatus, MandateView};
 use kobo_actors::money::{Currency, FeeBearer};
@@ -18,15 +18,15 @@ use kobo_actors::payment_intent::{metadata_schema, PaymentIntentView};
 use kobo_actors::query::{ListView, Principal};
 use kobo_actors::{DomainError, ErrorCode};
 
-use super::body::Query;
 use super::body::{self as body, NoFields};
 use super::components::{
-    BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
-    Overloaded,
+    path_id, BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound,
+    NotFoundReplayable, Overloaded,
 };
 use super::endpoint::{live_payments, Call, Endpoint};
+use super::params;
 use super::payment_intents::MIN_PAYMENT_AMOUNT;
-use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
+use super::{resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -43,25 +43,21 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 pub type MandateRef = ByRef<MandateView>;
 
-/// The `{id}` of a mandate.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct MandateId {
+path_id!(
+    /// The `{id}` of a mandate.
+    MandateId,
+    "mandate",
     /// The mandate's id; unknown, malformed, another merchant's or the
     /// other mode's: 404.
-    id: Uuid,
-}
+);
 
-/// The `{id}` of a customer.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct CustomerId {
+path_id!(
+    /// The `{id}` of a customer.
+    CustomerId,
+    "customer",
     /// The customer's id; unknown, malformed, another merchant's or the
     /// other mode's: 404.
-    id: Uuid,
-}
+);
 
 // The body of `POST /v1/mandates`, for the OpenAPI document; a unit test
 /// The body that creates a mandate: exactly one of `customer` and
@@ -98,10 +94,9 @@ pub struct ChargeMandateRequest {
     #[serde(deserialize_with = "body::amount::<_, MIN_PAYMENT_AMOUNT>")]
     amount: i64,
     /// `NGN`: direct debit is naira only.
-    #[schema(pattern = "^NGN$")]
+    #[schema(value_type = String, pattern = "^NGN$")]
     #[serde(deserialize_with = "naira")]
-    #[allow(dead_code)] // checked by the parser; the one value there is
-    currency: String,
+    currency: Currency,
     #[schema(max_length = 1000)]
     #[serde(deserialize_with = "body::text::<_, 1000>")]
     description: Option<String>,
@@ -114,24 +109,23 @@ pub struct ChargeMandateRequest {
     metadata: Map<String, Value>,
 }
 
-/// The query `GET /v1/mandates` accepts.
-pub const LIST_PARAMS: &[&str] = &["limit", "starting_after", "customer", "status"];
-
-// The query of `GET /v1/mandates`; a unit test keeps these names and
-// [`LIST_PARAMS`] equal.
-#[derive(IntoParams)]
+/// The query of `GET /v1/mandates`.
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct ListMandatesQuery {
     /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
+    #[param(value_type = Option<u8>, minimum = 1, maximum = 100, default = 20)]
+    #[serde(deserialize_with = "params::limit")]
+    limit: usize,
     /// The id of the last mandate of the previous page.
+    #[serde(deserialize_with = "params::uuid")]
     starting_after: Option<Uuid>,
     /// Only this customer's mandates.
+    #[serde(deserialize_with = "params::uuid")]
     customer: Option<Uuid>,
     /// Only mandates in this status.
     #[param(inline)]
+    #[serde(deserialize_with = "params::one_of")]
     status: Option<MandateStatus>,
 }
 
@@ -169,14 +163,12 @@ fn direct_debit_enabled(p: &Principal) -> Result<(), DomainError> {
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     Endpoint::secret_key(201)
         .gate(live_payments)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: CreateMandateRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let request = CreateMandate {
                     customer: body.customer,
                     customer_email: body.customer_email,
@@ -184,15 +176,8 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
                     callback_url: body.callback_url,
                 };
                 direct_debit_enabled(p)?;
-                let m = service::create(
-                    state.kobo.mandates.deps(),
-                    p.merchant.id,
-                    p.mode,
-                    request,
-                    Some(&save),
-                )
-                .await?;
-                Ok(Reply::saved(201, m.to_api()))
+                let deps = state.kobo.mandates.deps();
+                Ok(service::create(deps, p.merchant.id, p.mode, request, c.save()).await?)
             },
         )
         .await
@@ -214,14 +199,13 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let q = Query::parse(req.query_string(), LIST_PARAMS)?;
+        .get_with(req, state, |c, q: ListMandatesQuery| async move {
+            let Call { state, p, .. } = c;
             let filter = MandateFilter {
-                limit: q.limit()?,
-                starting_after: q.uuid("starting_after")?,
-                customer: q.uuid("customer")?,
-                status: q.one_of("status", MandateStatus::parse, "a mandate status")?,
+                limit: q.limit,
+                starting_after: q.starting_after,
+                customer: q.customer,
+                status: q.status,
             };
             let page = service::list(&state.kobo, p.merchant.id, p.mode, &filter)?;
             Ok(page.to_api())
@@ -230,7 +214,7 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
 }
 
 fn own(state: &State, p: &Principal, raw: &str) -> Result<Mandate, DomainError> {
-    let id = parse_id(raw, "mandate").map_err(|e| e.0)?;
+    let id = MandateId::parse(raw).map_err(|e| e.0)?.id;
     service::own(&state.kobo, p.merchant.id, p.mode, id)
 }
 
@@ -260,7 +244,7 @@ async fn send(
     m: &Mandate,
     action: MandateAction,
     idem: Option<IdempotencySave>,
-) -> Result<Value, DomainError> {
+) -> Result<Answer<MandateView>, DomainError> {
     state
         .kobo
         .mandates
@@ -285,14 +269,11 @@ async fn mandate_action(
     action: MandateAction,
 ) -> ApiResult {
     Endpoint::secret_key(200)
-        .saves_itself()
         .post(req, state, payload, |c, _: NoFields| async move {
             let (state, p) = (&c.state, &c.p);
-            let save = c.idem();
             let raw = path.as_str();
             let m = own(state, p, raw)?;
-            let view = send(state, &m, action, Some(save)).await?;
-            Ok(Reply::saved(200, view))
+            Ok(send(state, &m, action, c.save).await?)
         })
         .await
 }
@@ -356,7 +337,7 @@ impl ChargeMandateRequest {
     fn into_params(self) -> CreatePaymentIntent {
         CreatePaymentIntent {
             amount: self.amount,
-            currency: Currency::NGN,
+            currency: self.currency,
             reference: self.reference,
             description: self.description,
             customer_email: None,
@@ -370,9 +351,9 @@ impl ChargeMandateRequest {
 }
 
 /// Direct debit is naira only: `currency` must be `NGN`.
-fn naira<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+fn naira<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Currency, D::Error> {
     match body::currency(d)? {
-        Some(Currency::NGN) => Ok("NGN".to_string()),
+        Some(Currency::NGN) => Ok(Currency::NGN),
         None => Err(body::tunnel(DomainError::missing(body::FIELD))),
         Some(_) => Err(body::tunnel(DomainError::invalid(
             body::FIELD,
@@ -413,24 +394,23 @@ async fn charge(
 ) -> ApiResult {
     Endpoint::secret_key(201)
         .gate(live_payments)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: ChargeMandateRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let raw = path.as_str();
                 let params = body.into_params();
                 let m = own(state, p, raw)?;
                 direct_debit_enabled(p)?;
-                let action = MandateAction::Charge {
+                let charge = ChargeMandate {
                     merchant: Box::new(p.merchant.clone()),
+                    mode: m.mode,
                     params,
+                    idem: c.save,
                 };
-                let view = send(state, &m, action, Some(save)).await?;
-                Ok(Reply::saved(201, view))
+                Ok(state.kobo.mandates.send(m.id, charge).await??)
             },
         )
         .await
@@ -452,7 +432,7 @@ async fn retrieve_customer(req: HttpRequest, state: State, path: web::Path<Strin
     Endpoint::secret_key(200)
         .get(req, state, |c| async move {
             let Call { state, p, .. } = c;
-            let id = parse_id(&path, "customer")?;
+            let id = CustomerId::parse(&path)?.id;
             let c = customer::load(&state.kobo, p.merchant.id, p.mode, id).map_err(ApiError)?;
             Ok(c.to_api())
         })
@@ -463,7 +443,6 @@ async fn retrieve_customer(req: HttpRequest, state: State, path: web::Path<Strin
 mod tests {
     use std::collections::BTreeSet;
 
-    use utoipa::openapi::path::ParameterIn;
     use utoipa::openapi::schema::Schema;
     use utoipa::openapi::RefOr;
     use utoipa::PartialSchema;
@@ -492,11 +471,6 @@ mod tests {
             property_names(ChargeMandateRequest::schema()),
             names(super::body::fields_of::<ChargeMandateRequest>())
         );
-        let params: BTreeSet<String> = ListMandatesQuery::into_params(|| Some(ParameterIn::Query))
-            .into_iter()
-            .map(|p| p.name)
-            .collect();
-        assert_eq!(params, names(LIST_PARAMS));
         let charge = serde_json::to_value(ChargeMandateRequest::schema()).unwrap();
         assert_eq!(
             charge["properties"]["amount"]["minimum"],

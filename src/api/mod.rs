@@ -23,6 +23,7 @@ pub mod mandates;
 pub mod openapi;
 pub mod openapi_admin;
 pub mod ops;
+pub mod params;
 pub mod payment_intents;
 pub mod payouts;
 pub mod refunds;

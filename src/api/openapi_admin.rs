@@ -2,13 +2,17 @@
 //! API (`/admin/v1`, bearer: the admin token). The document itself needs no
 //! token. It is built with utoipa's builders; the objects it answers with
 //! are the schemas of the code's own view types (`Merchant`, `Settings`,
-//! `Payout`, `UsdtWallet`, `FxRate`, `Error`), and a unit test checks that
-//! every `/admin/v1` route the server registers is in it.
+//! `Payout`, `UsdtWallet`, `FxRate`, `AuditEntry`, `Error`), a query's
+//! parameters are those of its query type (`IntoParams`, the type its
+//! handler parses), and a unit test checks that every `/admin/v1` route the
+//! server registers is in it.
 
 use std::sync::OnceLock;
 
 use actix_web::HttpResponse;
-use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn};
+use utoipa::openapi::path::{
+    HttpMethod, OperationBuilder, Parameter, ParameterBuilder, ParameterIn,
+};
 use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::schema::{AdditionalProperties, ComponentsBuilder, ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
@@ -16,7 +20,7 @@ use utoipa::openapi::{
     ContentBuilder, InfoBuilder, LicenseBuilder, OpenApi, OpenApiBuilder, Paths, Ref, RefOr,
     Required, ResponseBuilder, Schema,
 };
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use kobo_actors::audit::AuditEntryView;
 use kobo_actors::fx::FxRateView;
@@ -24,6 +28,7 @@ use kobo_actors::merchant::{MerchantView, Settings};
 use kobo_actors::payout::PayoutView;
 use kobo_actors::usdt::{DeletedWalletView, UsdtWalletView};
 
+use super::admin::ListAuditQuery;
 use super::State;
 
 /// Where the document is served.
@@ -85,8 +90,8 @@ struct Op {
     ok: (&'static str, &'static str, RefOr<Schema>),
     /// Error statuses besides 401 and 500.
     errors: &'static [&'static str],
-    /// Query parameters: (name, description).
-    query: &'static [(&'static str, &'static str)],
+    /// Query parameters: those of the operation's query type (its parser).
+    query: Vec<Parameter>,
 }
 
 /// The answer of `POST /admin/v1/backups`.
@@ -185,7 +190,7 @@ fn operations() -> Vec<Op> {
             ])),
             ok: ("201", "The merchant, with both secret keys.", merchant_with_keys()),
             errors: &["400", "413"],
-            query: &[],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Get,
@@ -196,7 +201,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The merchant.", schema_ref::<MerchantView>()),
             errors: &["400", "404"],
-            query: &[],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Post,
@@ -207,7 +212,7 @@ fn operations() -> Vec<Op> {
             body: Some(settings_body()),
             ok: ("200", "The merchant.", schema_ref::<MerchantView>()),
             errors: &["400", "404", "413"],
-            query: &[],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Post,
@@ -234,7 +239,7 @@ fn operations() -> Vec<Op> {
                 ),
             ),
             errors: &["400", "404"],
-            query: &[],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Post,
@@ -250,7 +255,7 @@ fn operations() -> Vec<Op> {
             ])),
             ok: ("201", "The new wallet (200: it existed).", schema_ref::<UsdtWalletView>()),
             errors: &["400", "404", "413"],
-            query: &[],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Delete,
@@ -261,7 +266,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The deleted wallet.", schema_ref::<DeletedWalletView>()),
             errors: &["400", "404"],
-            query: &[],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Post,
@@ -272,7 +277,7 @@ fn operations() -> Vec<Op> {
             body: Some(id_body(vec![("rate", integer("Kobo per US dollar.").minimum(Some(1)), true)])),
             ok: ("201", "The rate.", schema_ref::<FxRateView>()),
             errors: &["400", "413"],
-            query: &[],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Post,
@@ -283,7 +288,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The payout.", schema_ref::<PayoutView>()),
             errors: &["400", "404", "409"],
-            query: &[],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Post,
@@ -294,7 +299,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The payout.", schema_ref::<PayoutView>()),
             errors: &["400", "404", "409"],
-            query: &[],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Get,
@@ -305,7 +310,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The clock.", clock()),
             errors: &[],
-            query: &[],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Post,
@@ -319,7 +324,7 @@ fn operations() -> Vec<Op> {
             ])),
             ok: ("200", "The clock after the move.", clock()),
             errors: &["400", "409"],
-            query: &[],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Get,
@@ -338,7 +343,7 @@ fn operations() -> Vec<Op> {
                     .into(),
             ),
             errors: &[],
-            query: &[],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Get,
@@ -370,14 +375,7 @@ fn operations() -> Vec<Op> {
                 ),
             ),
             errors: &["400"],
-            query: &[
-                ("merchant", "Only entries of this merchant (its id)."),
-                ("action", "Only this action, e.g. `merchant.key_rolled`."),
-                ("from", "Only entries at or after this RFC 3339 date-time."),
-                ("to", "Only entries at or before this RFC 3339 date-time."),
-                ("limit", "Entries per page, 1 to 100 (default 20)."),
-                ("starting_after", "The page after this entry's id."),
-            ],
+            query: ListAuditQuery::into_params(|| Some(ParameterIn::Query)),
         },
         Op {
             method: HttpMethod::Post,
@@ -388,7 +386,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("201", "The backup.", backup()),
             errors: &[],
-            query: &[],
+            query: Vec::new(),
         },
     ]
 }
@@ -424,21 +422,8 @@ pub fn document() -> OpenApi {
                 b = b.parameter(path_parameter(name));
             }
         }
-        for (name, description) in op.query {
-            b = b.parameter(
-                ParameterBuilder::new()
-                    .name(*name)
-                    .parameter_in(ParameterIn::Query)
-                    .required(Required::False)
-                    .description(Some(*description))
-                    .schema(Some(ObjectBuilder::new().schema_type(
-                        if *name == "limit" {
-                            Type::Integer
-                        } else {
-                            Type::String
-                        },
-                    ))),
-            );
+        for parameter in op.query {
+            b = b.parameter(parameter);
         }
         if let Some(body) = op.body {
             b = b.request_body(Some(
@@ -535,6 +520,7 @@ mod tests {
 
     use serde_json::Value;
 
+    use super::super::body::fields_of;
     use super::*;
 
     /// Every `/admin/v1` route the code registers (read from the sources of
@@ -597,7 +583,7 @@ mod tests {
             .iter()
             .map(|p| p["name"].as_str().unwrap().to_string())
             .collect();
-        let accepted: BTreeSet<String> = super::super::admin::AUDIT_PARAMS
+        let accepted: BTreeSet<String> = fields_of::<ListAuditQuery>()
             .iter()
             .map(|s| s.to_string())
             .collect();

@@ -1,7 +1,9 @@
 //! Unit tests of the OpenAPI document (`openapi.rs`).
 
+use std::any::type_name;
 use std::borrow::Cow;
 
+use serde::de::DeserializeOwned;
 use utoipa::{IntoParams, PartialSchema, ToSchema};
 use uuid::Uuid;
 
@@ -17,8 +19,8 @@ use kobo_actors::money::MAX_AMOUNT;
 
 use super::super::body::fields_of;
 use super::super::{
-    balance, brands, cards, events, payment_intents, payouts, refunds, settlement, test_helpers,
-    webhooks,
+    balance, brands, cards, events, fx, mandates, payment_intents, payouts, refunds, settlement,
+    test_helpers, webhooks,
 };
 use super::*;
 
@@ -446,26 +448,57 @@ fn request_schemas_match_what_the_parsers_accept() {
     assert_eq!(simulate["properties"]["amount"]["maximum"], MAX_AMOUNT);
 }
 
-/// Each query's documented parameters are exactly those its parser
-/// accepts.
+/// The documented parameters of a query type, which must be the fields it
+/// parses.
+fn parsed_params<Q: IntoParams + DeserializeOwned>() -> BTreeSet<String> {
+    let documented = param_names::<Q>();
+    assert_eq!(documented, names(fields_of::<Q>()), "{}", type_name::<Q>());
+    documented
+}
+
+/// Each list or read without an `{id}` documents the query it parses
+/// (none: it takes [`NoFields`], so every name is unknown); each query
+/// type documents exactly the fields it parses.
 #[test]
-fn query_parameters_match_what_the_parsers_accept() {
-    assert_eq!(
-        param_names::<payment_intents::ListPaymentIntentsQuery>(),
-        names(payment_intents::LIST_PARAMS)
-    );
-    assert_eq!(
-        param_names::<balance::BalanceQuery>(),
-        names(balance::BALANCE_PARAMS)
-    );
-    assert_eq!(
-        param_names::<balance::LineFilterQuery>(),
-        names(balance::FILTERS)
-    );
-    assert_eq!(
-        param_names::<balance::LinePageQuery>(),
-        names(balance::PAGE_PARAMS)
-    );
+fn each_get_documents_the_query_it_parses() {
+    let none = BTreeSet::new;
+    let mut transactions = parsed_params::<balance::LinePageQuery>();
+    transactions.extend(parsed_params::<balance::LineFilterQuery>());
+    let queries = [
+        (
+            "/v1/payment_intents",
+            parsed_params::<payment_intents::ListPaymentIntentsQuery>(),
+        ),
+        ("/v1/balance", parsed_params::<balance::BalanceQuery>()),
+        ("/v1/balance_transactions", transactions),
+        (
+            "/v1/balance_transactions/export",
+            parsed_params::<balance::LineFilterQuery>(),
+        ),
+        ("/v1/reserve", none()),
+        ("/v1/brands", parsed_params::<brands::ListBrandsQuery>()),
+        ("/v1/banks", none()),
+        ("/v1/bank_accounts", none()),
+        ("/v1/payouts", parsed_params::<payouts::ListPayoutsQuery>()),
+        ("/v1/payouts/quote", parsed_params::<payouts::QuoteQuery>()),
+        ("/v1/refunds", parsed_params::<refunds::ListRefundsQuery>()),
+        (
+            "/v1/disputes",
+            parsed_params::<refunds::ListDisputesQuery>(),
+        ),
+        ("/v1/webhook_endpoints", none()),
+        ("/v1/events", parsed_params::<events::ListEventsQuery>()),
+        ("/v1/stream", none()),
+        ("/v1/fx", parsed_params::<fx::PreviewQuery>()),
+        ("/v1/fx/conversions", parsed_params::<fx::ListQuery>()),
+        ("/v1/usdt", none()),
+        ("/v1/usdt/preview", parsed_params::<fx::PreviewQuery>()),
+        ("/v1/usdt/payouts", parsed_params::<fx::ListQuery>()),
+        (
+            "/v1/mandates",
+            parsed_params::<mandates::ListMandatesQuery>(),
+        ),
+    ];
     let d = doc();
     let documented = |path: &str| -> BTreeSet<String> {
         d["paths"][path]["get"]["parameters"]
@@ -478,59 +511,14 @@ fn query_parameters_match_what_the_parsers_accept() {
             })
             .unwrap_or_default()
     };
-    assert_eq!(
-        documented("/v1/payment_intents"),
-        names(payment_intents::LIST_PARAMS)
-    );
-    assert_eq!(documented("/v1/balance"), names(balance::BALANCE_PARAMS));
-    let mut transactions = names(balance::FILTERS);
-    transactions.extend(names(balance::PAGE_PARAMS));
-    assert_eq!(documented("/v1/balance_transactions"), transactions);
-    assert_eq!(
-        documented("/v1/balance_transactions/export"),
-        names(balance::FILTERS)
-    );
-    assert_eq!(
-        param_names::<events::ListEventsQuery>(),
-        names(events::LIST_PARAMS)
-    );
-    assert_eq!(documented("/v1/events"), names(events::LIST_PARAMS));
-    assert_eq!(
-        documented("/v1/webhook_endpoints"),
-        names(webhooks::LIST_PARAMS)
-    );
-    assert_eq!(
-        param_names::<brands::ListBrandsQuery>(),
-        names(brands::LIST_PARAMS)
-    );
-    assert_eq!(
-        param_names::<payouts::ListPayoutsQuery>(),
-        names(payouts::LIST_PARAMS)
-    );
-    assert_eq!(
-        param_names::<payouts::QuoteQuery>(),
-        names(payouts::QUOTE_PARAMS)
-    );
-    assert_eq!(
-        param_names::<refunds::ListRefundsQuery>(),
-        names(refunds::LIST_REFUNDS_PARAMS)
-    );
-    assert_eq!(
-        param_names::<refunds::ListDisputesQuery>(),
-        names(refunds::LIST_DISPUTES_PARAMS)
-    );
-    let queries = [
-        ("/v1/reserve", settlement::RESERVE_PARAMS),
-        ("/v1/brands", brands::LIST_PARAMS),
-        ("/v1/banks", &[]),
-        ("/v1/bank_accounts", payouts::LIST_BANK_ACCOUNTS_PARAMS),
-        ("/v1/payouts", payouts::LIST_PARAMS),
-        ("/v1/payouts/quote", payouts::QUOTE_PARAMS),
-        ("/v1/refunds", refunds::LIST_REFUNDS_PARAMS),
-        ("/v1/disputes", refunds::LIST_DISPUTES_PARAMS),
-    ];
-    for (path, params) in queries {
-        assert_eq!(documented(path), names(params), "{path}");
+    for (path, params) in &queries {
+        assert_eq!(&documented(path), params, "{path}");
+    }
+    // Every GET without an `{id}` is in the table.
+    for (method, path, _) in operations(&d) {
+        if method == "get" && !path.contains("{id}") && path != PATH {
+            assert!(queries.iter().any(|(p, _)| *p == path), "{path}");
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use kobo_actors::idempotency::IdempotencySave;
+use kobo_actors::idempotency::{Answer, IdempotencySave};
 use kobo_actors::money::{Currency, FeeBearer};
 use kobo_actors::payment_intent::actor::{Action, IntentMessage};
 use kobo_actors::payment_intent::service::{self, CreatePaymentIntent};
@@ -16,14 +16,15 @@ use kobo_actors::payment_intent::{metadata_schema, PaymentIntentView, Status};
 use kobo_actors::query::{self, IntentFilter, ListView, Principal};
 use kobo_actors::DomainError;
 
+use super::body;
 pub use super::body::NoFields;
-use super::body::{self, Query};
 use super::components::{
     BadRequest, ChargeAttemptRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound,
     NotFoundReplayable, Overloaded, PaymentIntentId, PaymentIntentRef,
 };
 use super::endpoint::{live_payments, Endpoint};
-use super::{parse_id, resource, ApiResult, State};
+use super::params;
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -100,25 +101,35 @@ impl From<CreatePaymentIntentRequest> for CreatePaymentIntent {
     }
 }
 
-/// The fields `GET /v1/payment_intents` accepts in its query.
-pub const LIST_PARAMS: &[&str] = &["limit", "starting_after", "customer", "status"];
-
-// The query of `GET /v1/payment_intents`, for the OpenAPI document; a unit
-// test keeps these names and [`LIST_PARAMS`] equal.
-#[derive(IntoParams)]
+/// The query of `GET /v1/payment_intents`.
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct ListPaymentIntentsQuery {
     /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
+    #[param(value_type = Option<u8>, minimum = 1, maximum = 100, default = 20)]
+    #[serde(deserialize_with = "params::limit")]
+    limit: usize,
     /// The id of the last payment intent of the previous page.
+    #[serde(deserialize_with = "params::uuid")]
     starting_after: Option<Uuid>,
     /// Only this customer's payment intents.
+    #[serde(deserialize_with = "params::uuid")]
     customer: Option<Uuid>,
     /// Only payment intents in this status.
     #[param(inline)]
+    #[serde(deserialize_with = "params::one_of")]
     status: Option<Status>,
+}
+
+impl From<ListPaymentIntentsQuery> for IntentFilter {
+    fn from(q: ListPaymentIntentsQuery) -> Self {
+        IntentFilter {
+            limit: q.limit,
+            starting_after: q.starting_after,
+            status: q.status,
+            customer: q.customer,
+        }
+    }
 }
 
 /// Create a payment intent
@@ -141,7 +152,7 @@ pub struct ListPaymentIntentsQuery {
     )
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    const CREATE: Endpoint = Endpoint::secret_key(201).gate(live_payments).saves_itself();
+    const CREATE: Endpoint = Endpoint::secret_key(201).gate(live_payments);
     CREATE
         .post(
             req,
@@ -172,14 +183,8 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let q = Query::parse(c.req.query_string(), LIST_PARAMS)?;
-            let filter = IntentFilter {
-                limit: q.limit()?,
-                starting_after: q.uuid("starting_after")?,
-                status: q.one_of("status", Status::parse, "a payment intent status")?,
-                customer: q.uuid("customer")?,
-            };
+        .get_with(req, state, |c, q: ListPaymentIntentsQuery| async move {
+            let filter = q.into();
             let page = query::list_payment_intents(c.kobo(), c.p.merchant.id, c.p.mode, &filter)?;
             Ok(page.to_api())
         })
@@ -205,7 +210,7 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
 async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
     Endpoint::intent_key(200)
         .get(req, state, |c| async move {
-            let id = parse_id(&path, "payment_intent")?;
+            let id = PaymentIntentId::parse(&path)?.id;
             let intent = query::payment_intent(c.kobo(), c.p.merchant.id, c.p.mode, id)?;
             Ok(intent.to_api(None))
         })
@@ -230,7 +235,7 @@ async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> Ap
 async fn charge_attempts(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
     Endpoint::secret_key(200)
         .get(req, state, |c| async move {
-            let id = parse_id(&path, "payment_intent")?;
+            let id = PaymentIntentId::parse(&path)?.id;
             let intent = query::payment_intent(c.kobo(), c.p.merchant.id, c.p.mode, id)?;
             Ok(query::charge_attempts(c.kobo(), &intent)?.to_api())
         })
@@ -245,7 +250,7 @@ pub async fn act(
     id: Uuid,
     action: Action,
     save: Option<IdempotencySave>,
-) -> Result<Value, DomainError> {
+) -> Result<Answer<PaymentIntentView>, DomainError> {
     query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
     let msg = IntentMessage {
         merchant: p.merchant.id,
@@ -268,10 +273,9 @@ pub async fn intent_action<B: DeserializeOwned>(
     action: impl FnOnce(B) -> Action,
 ) -> ApiResult {
     endpoint
-        .saves_itself()
         .post(req, state, payload, |c, body: B| async move {
             let raw = c.req.match_info().get("id").unwrap_or_default();
-            let id = parse_id(raw, "payment_intent")?;
+            let id = PaymentIntentId::parse(raw)?.id;
             Ok(act(&c.state, &c.p, id, action(body), c.save).await?)
         })
         .await

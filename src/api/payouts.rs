@@ -1,25 +1,26 @@
 //! Banks, bank accounts, payouts and the payout quote; operator approval.
 
 use actix_web::{web, HttpRequest};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use kobo_actors::banks::{self, BankAccountView, BankView};
-use kobo_actors::money::MAX_AMOUNT;
+use kobo_actors::idempotency::Answer;
 use kobo_actors::payout::actor::{PayoutAction, PayoutMessage};
 use kobo_actors::payout::service::{self, CreatePayout, PayoutQuoteView, MIN_PAYOUT};
 use kobo_actors::payout::PayoutView;
 use kobo_actors::query::{ListView, Principal};
 use kobo_actors::{DomainError, Mode};
 
-use super::body::Query;
 use super::body::{self as body, NoFields};
 use super::components::{
-    BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable, Overloaded,
+    path_id, BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
+    Overloaded,
 };
 use super::endpoint::{Call, Endpoint};
-use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
+use super::params::{self, page_query};
+use super::{resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/banks").route(web::get().to(list_banks)))
@@ -36,8 +37,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )
         .service(resource("/v1/payouts/{id}").route(web::get().to(retrieve)))
         .service(resource("/v1/payouts/{id}/cancel").route(web::post().to(cancel)))
-        .service(resource("/admin/v1/payouts/{id}/approve").route(web::post().to(approve)))
-        .service(resource("/admin/v1/payouts/{id}/reject").route(web::post().to(reject)));
+        .service(resource("/admin/v1/payouts/{id}/approve").route(web::post().to(review::<true>)))
+        .service(resource("/admin/v1/payouts/{id}/reject").route(web::post().to(review::<false>)));
 }
 
 /// List items: `ListView<BankRef>` is `List_Bank`.
@@ -52,15 +53,13 @@ pub enum PayoutCurrency {
     NGN,
 }
 
-/// The `{id}` of a payout.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct PayoutId {
+path_id!(
+    /// The `{id}` of a payout.
+    PayoutId,
+    "payout",
     /// The payout's id; unknown, malformed, another merchant's or the other
     /// mode's: 404.
-    id: Uuid,
-}
+);
 
 /// List banks
 ///
@@ -77,10 +76,8 @@ pub struct PayoutId {
 )]
 async fn list_banks(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, p, .. } = c;
-            Query::parse(req.query_string(), &[])?;
-            Ok(banks::banks_view(p.mode))
+        .get_with(req, state, |c, _: NoFields| async move {
+            Ok(banks::banks_view(c.p.mode))
         })
         .await
 }
@@ -123,42 +120,30 @@ pub struct AddBankAccountRequest {
 )]
 
 async fn add_bank_account(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    Endpoint::secret_key(200)
-        .saves_itself()
+    Endpoint::secret_key(201)
+        .existing(200)
         .post(
             req,
             state,
             payload,
             |c, body: AddBankAccountRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let (bank_code, number) = (body.bank_code, body.account_number);
-                let (view, created) = banks::add(
+                let answer = banks::add(
                     &state.kobo,
                     &state.kobo.rails,
                     p.merchant.id,
                     p.mode,
                     &bank_code,
                     &number,
-                    Some(&save),
+                    c.save(),
                 )
                 .await?;
-                Ok(if created {
-                    Reply::saved(201, view)
-                } else {
-                    Reply {
-                        status: 200,
-                        body: view,
-                        saved: false,
-                    }
-                })
+                Ok(answer)
             },
         )
         .await
 }
-
-/// The fields `GET /v1/bank_accounts` accepts in its query: none.
-pub const LIST_BANK_ACCOUNTS_PARAMS: &[&str] = &[];
 
 /// List bank accounts
 ///
@@ -177,10 +162,8 @@ pub const LIST_BANK_ACCOUNTS_PARAMS: &[&str] = &[];
 )]
 async fn list_bank_accounts(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            Query::parse(req.query_string(), LIST_BANK_ACCOUNTS_PARAMS)?;
-            Ok(banks::list(&state.kobo, p.merchant.id, p.mode)?)
+        .get_with(req, state, |c, _: NoFields| async move {
+            Ok(banks::list(c.kobo(), c.p.merchant.id, c.p.mode)?)
         })
         .await
 }
@@ -197,7 +180,6 @@ pub struct CreatePayoutRequest {
     #[schema(minimum = 100, maximum = 1_000_000_000_000_i64)]
     #[serde(deserialize_with = "body::amount::<_, MIN_PAYOUT>")]
     amount: i64,
-    #[allow(dead_code)] // checked by the parser; the one value there is
     currency: PayoutCurrency,
     /// One of the merchant's bank accounts in this mode (unknown: 404).
     #[serde(deserialize_with = "body::required_uuid")]
@@ -231,55 +213,37 @@ pub struct CreatePayoutRequest {
 )]
 
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    Endpoint::secret_key(200)
-        .saves_itself()
+    Endpoint::secret_key(201)
         .post(
             req,
             state,
             payload,
             |c, body: CreatePayoutRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let CreatePayoutRequest {
                     amount,
                     bank_account_id: bank_account,
                     brand,
-                    ..
+                    currency: PayoutCurrency::NGN,
                 } = body;
-                let payout = service::create(
-                    state.kobo.payouts.deps(),
-                    &p.merchant,
-                    p.mode,
-                    CreatePayout {
-                        amount,
-                        bank_account,
-                        brand,
-                        automatic: false,
-                    },
-                    Some(&save),
-                )
-                .await?;
-                Ok(Reply::saved(201, payout.to_api()))
+                let create = CreatePayout {
+                    amount,
+                    bank_account,
+                    brand,
+                    automatic: false,
+                };
+                let deps = state.kobo.payouts.deps();
+                Ok(service::create(deps, &p.merchant, p.mode, create, c.save()).await?)
             },
         )
         .await
 }
 
-/// The fields `GET /v1/payouts` accepts in its query.
-pub const LIST_PARAMS: &[&str] = &["limit", "starting_after"];
-
-// The query of `GET /v1/payouts`, for the OpenAPI document; a unit test
-// keeps these names and [`LIST_PARAMS`] equal.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct ListPayoutsQuery {
-    /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
-    /// The id of the last payout of the previous page.
-    starting_after: Option<Uuid>,
-}
+page_query!(
+    /// The query of `GET /v1/payouts`.
+    ListPayoutsQuery,
+    "The id of the last payout of the previous page."
+);
 
 /// List payouts
 ///
@@ -297,17 +261,12 @@ pub struct ListPayoutsQuery {
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .list_page(
-            req,
-            state,
-            LIST_PARAMS,
-            |kobo, merchant, mode, limit, after| service::list(kobo, merchant, mode, limit, after),
-        )
+        .list_page::<ListPayoutsQuery, _>(req, state, service::list)
         .await
 }
 
 fn own(state: &State, p: &Principal, raw: &str) -> ApiResult<kobo_actors::payout::Payout> {
-    let id = parse_id(raw, "payout")?;
+    let id = PayoutId::parse(raw)?.id;
     match service::load(&state.kobo, id)? {
         Some(po) if po.merchant == p.merchant.id && po.mode == p.mode => Ok(po),
         _ => Err(ApiError(DomainError::not_found("payout", id))),
@@ -335,24 +294,40 @@ async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> Ap
         .await
 }
 
-/// The fields `GET /v1/payouts/quote` accepts in its query.
-pub const QUOTE_PARAMS: &[&str] = &["amount", "currency", "brand"];
-
-// The query of `GET /v1/payouts/quote`, for the OpenAPI document; a unit
-// test keeps these names and [`QUOTE_PARAMS`] equal.
-#[derive(IntoParams)]
+/// The query of `GET /v1/payouts/quote`.
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct QuoteQuery {
     /// Kobo the bank account would receive.
     #[param(minimum = 1, maximum = 1_000_000_000_000_i64)]
+    #[serde(deserialize_with = "quote_amount")]
     amount: i64,
     /// Default `NGN`, the only currency of payouts.
     #[param(inline)]
+    #[serde(deserialize_with = "naira")]
     currency: Option<PayoutCurrency>,
     /// The brand whose balance would pay (default: the merchant's default
     /// brand); unknown: 400.
+    #[serde(deserialize_with = "params::uuid")]
     brand: Option<Uuid>,
+}
+
+/// The quote's `amount`: required, 1 to 10^12 kobo.
+fn quote_amount<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    params::amount(d, "amount is an integer of kobo, at least 1")?
+        .ok_or_else(|| body::tunnel(DomainError::missing(body::FIELD)))
+}
+
+/// The quote's `currency`: `NGN` when given.
+fn naira<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PayoutCurrency>, D::Error> {
+    match Option::<String>::deserialize(d)?.as_deref() {
+        None => Ok(None),
+        Some("NGN") => Ok(Some(PayoutCurrency::NGN)),
+        Some(_) => Err(body::tunnel(DomainError::invalid(
+            "currency",
+            "payouts are in NGN",
+        ))),
+    }
 }
 
 /// Quote a payout
@@ -373,32 +348,15 @@ pub struct QuoteQuery {
 )]
 async fn quote(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let q = Query::parse(req.query_string(), QUOTE_PARAMS)?;
-            let amount = match q.get("amount") {
-                None => return Err(DomainError::missing("amount").into()),
-                Some(s) => s
-                    .parse::<i64>()
-                    .ok()
-                    .filter(|n| (1..=MAX_AMOUNT).contains(n))
-                    .ok_or_else(|| {
-                        DomainError::invalid("amount", "amount is an integer of kobo, at least 1")
-                    })?,
-            };
-            if let Some(c) = q.get("currency") {
-                if c != "NGN" {
-                    return Err(DomainError::invalid("currency", "payouts are in NGN").into());
-                }
-            }
-            let brand = match q.uuid("brand")? {
-                Some(b) => {
-                    kobo_actors::query::brand(&state.kobo, p.merchant.id, p.mode, b)
-                        .map_err(|_| DomainError::invalid("brand", format!("no such brand: {b}")))?
-                        .id
-                }
-                None => p.merchant.default_brand(p.mode),
-            };
+        .get_with(req, state, |c, q: QuoteQuery| async move {
+            let Call { state, p, .. } = c;
+            let QuoteQuery {
+                amount,
+                currency: None | Some(PayoutCurrency::NGN),
+                brand,
+            } = q;
+            let brand = params::brand(&state, &p, brand)?
+                .unwrap_or_else(|| p.merchant.default_brand(p.mode));
             Ok(service::quote(
                 &state.kobo,
                 &p.merchant,
@@ -417,7 +375,7 @@ async fn send(
     id: Uuid,
     action: PayoutAction,
     idem: Option<kobo_actors::idempotency::IdempotencySave>,
-) -> Result<serde_json::Value, DomainError> {
+) -> Result<Answer<PayoutView>, DomainError> {
     state
         .kobo
         .payouts
@@ -459,43 +417,37 @@ async fn cancel(
     payload: web::Payload,
 ) -> ApiResult {
     Endpoint::secret_key(200)
-        .saves_itself()
         .post(req, state, payload, |c, _: NoFields| async move {
             let (state, p) = (&c.state, &c.p);
-            let save = c.idem();
             let raw = path.as_str();
             let po = own(state, p, raw)?;
-            let view = send(
-                state,
-                po.merchant,
-                po.mode,
-                po.id,
-                PayoutAction::Cancel,
-                Some(save),
-            )
-            .await?;
-            Ok(Reply::saved(200, view))
+            let cancel = PayoutAction::Cancel;
+            Ok(send(state, po.merchant, po.mode, po.id, cancel, c.save).await?)
         })
         .await
 }
 
-async fn review(req: HttpRequest, state: State, raw: &str, action: PayoutAction) -> ApiResult {
+/// The operator's approval (`APPROVE`) or rejection of a payout awaiting
+/// it (its audit entry commits with it).
+async fn review<const APPROVE: bool>(
+    req: HttpRequest,
+    state: State,
+    path: web::Path<String>,
+) -> ApiResult {
+    let audit = super::endpoint::audit(&req);
+    let action = if APPROVE {
+        PayoutAction::Approve(audit)
+    } else {
+        PayoutAction::Reject(audit)
+    };
     Endpoint::operator(200)
         .operate(req, state, |state| async move {
-            let id = parse_id(raw, "payout")?;
+            let id = PayoutId::parse(&path)?.id;
             let po = service::load(&state.kobo, id)?
                 .ok_or_else(|| DomainError::not_found("payout", id))?;
-            Ok(send(&state, po.merchant, po.mode, po.id, action, None).await?)
+            Ok(send(&state, po.merchant, po.mode, po.id, action, None)
+                .await?
+                .outcome)
         })
         .await
-}
-
-async fn approve(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    let audit = super::endpoint::audit(&req);
-    review(req, state, &path, PayoutAction::Approve(audit)).await
-}
-
-async fn reject(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
-    let audit = super::endpoint::audit(&req);
-    review(req, state, &path, PayoutAction::Reject(audit)).await
 }

@@ -1,26 +1,28 @@
 //! Refunds, disputes, and the dispute test helpers.
 
 use actix_web::{web, HttpRequest};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use kobo_actors::idempotency::IdempotencySave;
+use kobo_actors::idempotency::{Answer, IdempotencySave};
 use kobo_actors::payment_intent::metadata_schema;
 use kobo_actors::query::{self, ListView, Principal};
 use kobo_actors::refund::actor::{AftercareAction, AftercareMessage};
+use kobo_actors::refund::machine::AftercareView;
 use kobo_actors::refund::{service, DisputeView, RefundView};
 use kobo_actors::DomainError;
 
-use super::body::Query;
 use super::body::{self as body};
 use super::components::{
-    BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
+    path_id, BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
     Overloaded, PaymentIntentId,
 };
 use super::endpoint::{test_mode, Call, Endpoint};
-use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
+use super::params::{self, page_query};
+use super::{resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -43,24 +45,39 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 pub type RefundRef = ByRef<RefundView>;
 pub type DisputeRef = ByRef<DisputeView>;
 
-/// The `{id}` of a refund.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct RefundId {
+path_id!(
+    /// The `{id}` of a refund.
+    RefundId,
+    "refund",
     /// The refund's id; unknown, malformed, another merchant's or the other
     /// mode's: 404.
-    id: Uuid,
-}
+);
 
-/// The `{id}` of a dispute.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct DisputeId {
+path_id!(
+    /// The `{id}` of a dispute.
+    DisputeId,
+    "dispute",
     /// The dispute's id; unknown, malformed, another merchant's or the other
     /// mode's: 404.
-    id: Uuid,
+);
+
+/// A POST whose body `B` makes an action for a payment's aftercare actor:
+/// `action` checks the body and looks up what it names, then the actor
+/// runs it and saves its answer (the endpoint's status) under the
+/// Idempotency-Key.
+async fn aftercare_action<B: DeserializeOwned>(
+    endpoint: Endpoint,
+    req: HttpRequest,
+    state: State,
+    payload: web::Payload,
+    action: impl FnOnce(&State, &Principal, B) -> ApiResult<(Uuid, AftercareAction)>,
+) -> ApiResult {
+    endpoint
+        .post(req, state, payload, |c, body: B| async move {
+            let (payment, action) = action(&c.state, &c.p, body)?;
+            Ok(send(&c.state, &c.p, payment, action, c.save.clone()).await?)
+        })
+        .await
 }
 
 async fn send(
@@ -68,8 +85,8 @@ async fn send(
     p: &Principal,
     payment: Uuid,
     action: AftercareAction,
-    idem: IdempotencySave,
-) -> Result<Value, DomainError> {
+    idem: Option<IdempotencySave>,
+) -> Result<Answer<AftercareView>, DomainError> {
     state
         .kobo
         .aftercare
@@ -79,7 +96,7 @@ async fn send(
                 merchant: p.merchant.id,
                 mode: p.mode,
                 action,
-                idem: Some(idem),
+                idem,
             },
         )
         .await?
@@ -133,56 +150,45 @@ pub struct CreateRefundRequest {
 )]
 
 async fn create_refund(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    Endpoint::secret_key(201)
-        .saves_itself()
-        .post(
-            req,
-            state,
-            payload,
-            |c, body: CreateRefundRequest| async move {
-                let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
-                let CreateRefundRequest {
-                    payment_intent: payment,
-                    amount,
-                    reason,
-                    metadata,
-                } = body;
-                query::payment_intent(&state.kobo, p.merchant.id, p.mode, payment)
-                    .map_err(|e| e.with_param("payment_intent"))?;
-                let view = send(
-                    state,
-                    p,
-                    payment,
-                    AftercareAction::CreateRefund {
-                        amount,
-                        reason,
-                        metadata,
-                    },
-                    save,
-                )
-                .await?;
-                Ok(Reply::saved(201, view))
-            },
-        )
-        .await
+    let create = Endpoint::secret_key(201);
+    aftercare_action(
+        create,
+        req,
+        state,
+        payload,
+        |state, p, body: CreateRefundRequest| {
+            let CreateRefundRequest {
+                payment_intent: payment,
+                amount,
+                reason,
+                metadata,
+            } = body;
+            query::payment_intent(&state.kobo, p.merchant.id, p.mode, payment)
+                .map_err(|e| e.with_param("payment_intent"))?;
+            let refund = AftercareAction::CreateRefund {
+                amount,
+                reason,
+                metadata,
+            };
+            Ok((payment, refund))
+        },
+    )
+    .await
 }
 
-/// The fields `GET /v1/refunds` accepts in its query.
-pub const LIST_REFUNDS_PARAMS: &[&str] = &["limit", "starting_after", "payment_intent"];
-
-// The query of `GET /v1/refunds`, for the OpenAPI document; a unit test
-// keeps these names and [`LIST_REFUNDS_PARAMS`] equal.
-#[derive(IntoParams)]
+/// The query of `GET /v1/refunds`.
+#[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)]
 pub struct ListRefundsQuery {
     /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
+    #[param(value_type = Option<u8>, minimum = 1, maximum = 100, default = 20)]
+    #[serde(deserialize_with = "params::limit")]
+    limit: usize,
     /// The id of the last refund of the previous page.
+    #[serde(deserialize_with = "params::uuid")]
     starting_after: Option<Uuid>,
     /// Only this payment intent's refunds.
+    #[serde(deserialize_with = "params::uuid")]
     payment_intent: Option<Uuid>,
 }
 
@@ -202,16 +208,15 @@ pub struct ListRefundsQuery {
 )]
 async fn list_refunds(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let q = Query::parse(req.query_string(), LIST_REFUNDS_PARAMS)?;
+        .get_with(req, state, |c, q: ListRefundsQuery| async move {
+            let Call { state, p, .. } = c;
             let page = service::list_refunds(
                 &state.kobo,
                 p.merchant.id,
                 p.mode,
-                q.uuid("payment_intent")?,
-                q.limit()?,
-                q.uuid("starting_after")?,
+                q.payment_intent,
+                q.limit,
+                q.starting_after,
             )?;
             Ok(page.to_api())
         })
@@ -234,7 +239,7 @@ async fn retrieve_refund(req: HttpRequest, state: State, path: web::Path<String>
     Endpoint::secret_key(200)
         .get(req, state, |c| async move {
             let Call { state, p, .. } = c;
-            let id = parse_id(&path, "refund")?;
+            let id = RefundId::parse(&path)?.id;
             match service::load_refund(&state.kobo, id)? {
                 Some(r) if r.merchant == p.merchant.id && r.mode == p.mode => Ok(r.to_api()),
                 _ => Err(ApiError(DomainError::not_found("refund", id))),
@@ -243,21 +248,11 @@ async fn retrieve_refund(req: HttpRequest, state: State, path: web::Path<String>
         .await
 }
 
-/// The fields `GET /v1/disputes` accepts in its query.
-pub const LIST_DISPUTES_PARAMS: &[&str] = &["limit", "starting_after"];
-
-// The query of `GET /v1/disputes`, for the OpenAPI document; a unit test
-// keeps these names and [`LIST_DISPUTES_PARAMS`] equal.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct ListDisputesQuery {
-    /// Page size, 1 to 100.
-    #[param(minimum = 1, maximum = 100, default = 20)]
-    limit: Option<u8>,
-    /// The id of the last dispute of the previous page.
-    starting_after: Option<Uuid>,
-}
+page_query!(
+    /// The query of `GET /v1/disputes`.
+    ListDisputesQuery,
+    "The id of the last dispute of the previous page."
+);
 
 /// List disputes
 ///
@@ -275,19 +270,12 @@ pub struct ListDisputesQuery {
 )]
 async fn list_disputes(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .list_page(
-            req,
-            state,
-            LIST_DISPUTES_PARAMS,
-            |kobo, merchant, mode, limit, after| {
-                service::list_disputes(kobo, merchant, mode, limit, after)
-            },
-        )
+        .list_page::<ListDisputesQuery, _>(req, state, service::list_disputes)
         .await
 }
 
 fn own_dispute(state: &State, p: &Principal, raw: &str) -> ApiResult<kobo_actors::refund::Dispute> {
-    let id = parse_id(raw, "dispute")?;
+    let id = DisputeId::parse(raw)?.id;
     match service::load_dispute(&state.kobo, id)? {
         Some(d) if d.merchant == p.merchant.id && d.mode == p.mode => Ok(d),
         _ => Err(ApiError(DomainError::not_found("dispute", id))),
@@ -390,36 +378,26 @@ async fn evidence(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    Endpoint::secret_key(200)
-        .saves_itself()
-        .post(
-            req,
-            state,
-            payload,
-            |c, body: SubmitEvidenceRequest| async move {
-                let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
-                let raw = path.as_str();
-                let evidence = body.into_map();
-                if evidence.is_empty() {
-                    return Err(DomainError::missing("text").into());
-                }
-                let d = own_dispute(state, p, raw)?;
-                let view = send(
-                    state,
-                    p,
-                    d.payment_intent,
-                    AftercareAction::SubmitEvidence {
-                        dispute: d.id,
-                        evidence: Value::Object(evidence),
-                    },
-                    save,
-                )
-                .await?;
-                Ok(Reply::saved(200, view))
-            },
-        )
-        .await
+    let submit = Endpoint::secret_key(200);
+    aftercare_action(
+        submit,
+        req,
+        state,
+        payload,
+        |state, p, body: SubmitEvidenceRequest| {
+            let evidence = body.into_map();
+            if evidence.is_empty() {
+                return Err(DomainError::missing("text").into());
+            }
+            let d = own_dispute(state, p, &path)?;
+            let evidence = AftercareAction::SubmitEvidence {
+                dispute: d.id,
+                evidence: Value::Object(evidence),
+            };
+            Ok((d.payment_intent, evidence))
+        },
+    )
+    .await
 }
 
 // The body of `POST /v1/test_helpers/payment_intents/{id}/dispute`, for the
@@ -466,38 +444,25 @@ async fn open_dispute(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    Endpoint::secret_key(200)
-        .gate(test_mode)
-        .saves_itself()
-        .post(
-            req,
-            state,
-            payload,
-            |c, body: OpenDisputeRequest| async move {
-                let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
-                let raw = path.as_str();
-                let OpenDisputeRequest { amount, reason } = body;
-                let id = parse_id(raw, "payment_intent")?;
-                query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
-                let view = send(
-                    state,
-                    p,
-                    id,
-                    AftercareAction::OpenDispute { amount, reason },
-                    save,
-                )
-                .await?;
-                Ok(Reply::saved(200, view))
-            },
-        )
-        .await
+    let open = Endpoint::secret_key(200).gate(test_mode);
+    aftercare_action(
+        open,
+        req,
+        state,
+        payload,
+        |state, p, body: OpenDisputeRequest| {
+            let OpenDisputeRequest { amount, reason } = body;
+            let id = PaymentIntentId::parse(&path)?.id;
+            query::payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
+            Ok((id, AftercareAction::OpenDispute { amount, reason }))
+        },
+    )
+    .await
 }
 
 /// How a dispute is decided.
 #[derive(Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
-#[allow(dead_code)]
 pub enum DisputeOutcome {
     /// The held amount returns to the merchant.
     Won,
@@ -539,29 +504,18 @@ async fn resolve(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    Endpoint::secret_key(200)
-        .gate(test_mode)
-        .saves_itself()
-        .post(
-            req,
-            state,
-            payload,
-            |c, body: ResolveDisputeRequest| async move {
-                let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
-                let raw = path.as_str();
-                let won = matches!(body.outcome, DisputeOutcome::Won);
-                let d = own_dispute(state, p, raw)?;
-                let view = send(
-                    state,
-                    p,
-                    d.payment_intent,
-                    AftercareAction::ResolveDispute { dispute: d.id, won },
-                    save,
-                )
-                .await?;
-                Ok(Reply::saved(200, view))
-            },
-        )
-        .await
+    let resolve = Endpoint::secret_key(200).gate(test_mode);
+    aftercare_action(
+        resolve,
+        req,
+        state,
+        payload,
+        |state, p, body: ResolveDisputeRequest| {
+            let won = matches!(body.outcome, DisputeOutcome::Won);
+            let d = own_dispute(state, p, &path)?;
+            let decision = AftercareAction::ResolveDispute { dispute: d.id, won };
+            Ok((d.payment_intent, decision))
+        },
+    )
+    .await
 }

@@ -11,12 +11,11 @@ use kobo_actors::query::ReserveView;
 use kobo_actors::{query, settlement};
 
 use super::body::NoFields;
-use super::body::Query;
 use super::components::{
     BadRequest, ConflictReplayable, IdempotencyKey, NotFoundReplayable, Overloaded,
 };
-use super::endpoint::{test_mode, Call, Endpoint};
-use super::{resource, ApiResult, Reply, State};
+use super::endpoint::{test_mode, Endpoint};
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/reserve").route(web::get().to(reserve)))
@@ -26,9 +25,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )
         .service(resource("/v1/test_helpers/settlements/run").route(web::post().to(run)));
 }
-
-/// The fields `GET /v1/reserve` accepts in its query: none.
-pub const RESERVE_PARAMS: &[&str] = &[];
 
 /// The `object` value of a test helper's result.
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
@@ -84,10 +80,8 @@ pub struct SettlementRunView {
 )]
 async fn reserve(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            Query::parse(req.query_string(), RESERVE_PARAMS)?;
-            Ok(query::reserve(&state.kobo, &p.merchant, p.mode)?)
+        .get_with(req, state, |c, _: NoFields| async move {
+            Ok(query::reserve(c.kobo(), &c.p.merchant, c.p.mode)?)
         })
         .await
 }
@@ -125,11 +119,7 @@ async fn release_pending(req: HttpRequest, state: State, payload: web::Payload) 
                 livemode: false,
                 released,
             };
-            Ok(Reply {
-                status: 200,
-                body: serde_json::to_value(view).expect("a test helper result serializes"),
-                saved: false,
-            })
+            Ok(serde_json::to_value(view).expect("a test helper result serializes"))
         })
         .await
 }
@@ -187,11 +177,7 @@ async fn run(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult
                 payouts,
                 conversions: dollars.conversions,
             };
-            Ok(Reply {
-                status: 200,
-                body: serde_json::to_value(view).expect("a test helper result serializes"),
-                saved: false,
-            })
+            Ok(serde_json::to_value(view).expect("a test helper result serializes"))
         })
         .await
 }

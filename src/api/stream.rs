@@ -350,9 +350,8 @@ async fn pump(
 )]
 async fn stream(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
+        .get_with(req, state, |c, _: super::body::NoFields| async move {
             let Call { req, state, p, .. } = c;
-            super::body::Query::parse(req.query_string(), &[])?;
             let resume = match req.headers().get("last-event-id") {
                 None => None,
                 Some(v) => Some(

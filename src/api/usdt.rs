@@ -4,25 +4,26 @@
 use actix_web::{web, HttpRequest};
 use serde::Deserialize;
 use serde_json::Value;
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
+use kobo_actors::idempotency::render;
 use kobo_actors::query::{ListView, Principal};
-use kobo_actors::usdt::actor::{WalletChange, WalletCommand};
+use kobo_actors::usdt::actor::{self as wallets, DeleteWallet};
 use kobo_actors::usdt::service::{
     self, CreateCryptoPayout, UsdtPreviewView, UsdtView, MAX_LABEL_LEN,
 };
 use kobo_actors::usdt::{settings_of, CryptoPayoutView, Network, SANDBOX_OTP};
 use kobo_actors::{DomainError, ErrorCode, Mode};
 
-use super::body::Query;
-use super::body::{self as body};
+use super::body::{self as body, NoFields};
 use super::components::{
-    BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound, NotFoundReplayable,
+    path_id, BadRequest, ByRef, ConflictReplayable, Forbidden, IdempotencyKey, NotFound,
+    NotFoundReplayable,
 };
 use super::endpoint::{Call, Endpoint};
-use super::fx::{parse_preview, ListQuery, PreviewQuery, LIST_PARAMS};
-use super::{parse_id, resource, ApiError, ApiResult, Reply, State};
+use super::fx::{ListQuery, PreviewQuery};
+use super::{parse_id, resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("/v1/usdt").route(web::get().to(usdt)))
@@ -44,14 +45,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 pub type CryptoPayoutRef = ByRef<CryptoPayoutView>;
 
-/// The `{id}` of a crypto payout.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct CryptoPayoutId {
+path_id!(
+    /// The `{id}` of a crypto payout.
+    CryptoPayoutId,
+    "crypto_payout",
     /// Unknown, another merchant's or the other mode's: 404.
-    id: Uuid,
-}
+);
 
 /// The merchant's USDT set-up
 ///
@@ -70,9 +69,8 @@ pub struct CryptoPayoutId {
 )]
 async fn usdt(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            Query::parse(req.query_string(), &[])?;
+        .get_with(req, state, |c, _: NoFields| async move {
+            let Call { state, p, .. } = c;
             let view = service::usdt_view(&state.kobo, &p.merchant, p.mode)?;
             Ok(serde_json::to_value(view).expect("a USDT view serializes"))
         })
@@ -98,9 +96,9 @@ async fn usdt(req: HttpRequest, state: State) -> ApiResult {
 )]
 async fn preview(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            let (usd_amount, brand) = parse_preview(&state, &p, req.query_string())?;
+        .get_with(req, state, |c, q: PreviewQuery| async move {
+            let Call { state, p, .. } = c;
+            let (usd_amount, brand) = q.checked(&state, &p)?;
             let view = service::preview(&state.kobo, &p.merchant, p.mode, brand, usd_amount)?;
             Ok(serde_json::to_value(view).expect("a preview serializes"))
         })
@@ -190,14 +188,14 @@ fn check_otp(mode: Mode, otp: Option<String>) -> Result<(), DomainError> {
     )
 )]
 async fn create_payout(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    const CREATE: Endpoint = Endpoint::secret_key(201).gate(ensure_usdt).saves_itself();
+    const CREATE: Endpoint = Endpoint::secret_key(201).gate(ensure_usdt);
     CREATE
         .post(
             req,
             state,
             payload,
             |c, body: CreateCryptoPayoutRequest| async move {
-                let (state, p, save) = (&c.state, &c.p, c.idem());
+                let (state, p) = (&c.state, &c.p);
                 let CreateCryptoPayoutRequest {
                     usd_amount,
                     wallet,
@@ -205,20 +203,14 @@ async fn create_payout(req: HttpRequest, state: State, payload: web::Payload) ->
                     otp,
                 } = body;
                 check_otp(p.mode, otp)?;
-                let payout = service::create_payout(
-                    &state.kobo.crypto_payouts,
-                    &p.merchant,
-                    p.mode,
-                    CreateCryptoPayout {
-                        usd_amount,
-                        wallet,
-                        brand,
-                        automatic: false,
-                    },
-                    Some(&save),
-                )
-                .await?;
-                Ok(Reply::saved(201, payout.to_api()))
+                let create = CreateCryptoPayout {
+                    usd_amount,
+                    wallet,
+                    brand,
+                    automatic: false,
+                };
+                let payouts = &state.kobo.crypto_payouts;
+                Ok(service::create_payout(payouts, &p.merchant, p.mode, create, c.save()).await?)
             },
         )
         .await
@@ -240,14 +232,7 @@ async fn create_payout(req: HttpRequest, state: State, payload: web::Payload) ->
 )]
 async fn list_payouts(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .list_page(
-            req,
-            state,
-            LIST_PARAMS,
-            |kobo, merchant, mode, limit, after| {
-                service::list_payouts(kobo, merchant, mode, limit, after)
-            },
-        )
+        .list_page::<ListQuery, _>(req, state, service::list_payouts)
         .await
 }
 
@@ -267,7 +252,7 @@ async fn retrieve_payout(req: HttpRequest, state: State, path: web::Path<String>
     Endpoint::secret_key(200)
         .get(req, state, |c| async move {
             let Call { state, p, .. } = c;
-            let id = parse_id(&path, "crypto_payout")?;
+            let id = CryptoPayoutId::parse(&path)?.id;
             match service::load_payout(&state.kobo, id)? {
                 Some(po) if po.merchant == p.merchant.id && po.mode == p.mode => Ok(po.to_api()),
                 _ => Err(ApiError(DomainError::not_found("crypto_payout", id))),
@@ -306,6 +291,7 @@ async fn add_wallet(
 ) -> ApiResult {
     let audit = super::endpoint::audit(&req);
     Endpoint::operator(201)
+        .existing(200)
         .operate_with(req, state, payload, |state, b: AddWallet| async move {
             let address = b.address.trim().to_string();
             let network = Network::parse(&b.network)
@@ -320,28 +306,14 @@ async fn add_wallet(
                     .ok_or_else(|| DomainError::invalid("mode", "mode must be test or live"))?,
             };
             let merchant = merchant_of(&state, &path)?;
-            let (view, created) = state
-                .kobo
-                .usdt_wallets
-                .send(
-                    merchant,
-                    WalletChange(
-                        WalletCommand::Add {
-                            mode,
-                            network,
-                            address,
-                            label,
-                        },
-                        audit,
-                    ),
-                )
-                .await??;
-            let status = if created { 201 } else { 200 };
-            Ok(Reply {
-                status,
-                body: view,
-                saved: false,
-            })
+            let add = wallets::AddWallet {
+                mode,
+                network,
+                address,
+                label,
+                audit,
+            };
+            Ok(state.kobo.usdt_wallets.send(merchant, add).await??)
         })
         .await
 }
@@ -359,15 +331,9 @@ async fn delete_wallet(
             let (merchant, wallet) = path.into_inner();
             let wallet = parse_id(&wallet, "usdt_wallet")?;
             let merchant = merchant_of(&state, &merchant)?;
-            let (view, _) = state
-                .kobo
-                .usdt_wallets
-                .send(
-                    merchant,
-                    WalletChange(WalletCommand::Delete { wallet }, audit),
-                )
-                .await??;
-            Ok(view)
+            let deleted = DeleteWallet { wallet, audit };
+            let view = state.kobo.usdt_wallets.send(merchant, deleted).await??;
+            Ok(render(&view))
         })
         .await
 }

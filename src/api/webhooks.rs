@@ -5,8 +5,7 @@
 use actix_web::{web, HttpRequest};
 use serde::Deserialize;
 use serde_json::Value;
-use utoipa::{IntoParams, ToSchema};
-use uuid::Uuid;
+use utoipa::ToSchema;
 
 use kobo_actors::query::ListView;
 use kobo_actors::webhook::{
@@ -14,11 +13,10 @@ use kobo_actors::webhook::{
 };
 use kobo_actors::DomainError;
 
-use super::body::Query;
 use super::body::{self as body, NoFields};
-use super::components::{IdempotencyKey, NotFoundReplayable, WebhookEndpointRef};
-use super::endpoint::{Call, Endpoint};
-use super::{resource, ApiResult, Reply, State};
+use super::components::{path_id, IdempotencyKey, NotFoundReplayable, WebhookEndpointRef};
+use super::endpoint::Endpoint;
+use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -55,18 +53,13 @@ fn event_types() -> utoipa::openapi::schema::Schema {
         .into()
 }
 
-/// The fields `GET /v1/webhook_endpoints` accepts in its query: none.
-pub const LIST_PARAMS: &[&str] = &[];
-
-/// The `{id}` of a webhook endpoint.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct WebhookEndpointId {
+path_id!(
+    /// The `{id}` of a webhook endpoint.
+    WebhookEndpointId,
+    "webhook_endpoint",
     /// The endpoint's id; unknown, deleted, another merchant's or the other
     /// mode's: 404.
-    id: Uuid,
-}
+);
 
 /// `events`: an array of event types (strings).
 fn event_types_list<'de, D: serde::Deserializer<'de>>(
@@ -121,16 +114,14 @@ impl CreateWebhookEndpointRequest {
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
     Endpoint::secret_key(201)
-        .saves_itself()
         .post(
             req,
             state,
             payload,
             |c, body: CreateWebhookEndpointRequest| async move {
                 let (state, p) = (&c.state, &c.p);
-                let save = c.idem();
                 let (url, events) = body.into_parts()?;
-                let view = state
+                let answer = state
                     .kobo
                     .webhooks
                     .command(Command::Create {
@@ -138,10 +129,10 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
                         mode: p.mode,
                         url,
                         events,
-                        idem: Some(save),
+                        idem: c.save.clone(),
                     })
                     .await?;
-                Ok(Reply::saved(201, view))
+                Ok(answer)
             },
         )
         .await
@@ -162,10 +153,8 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
 )]
 async fn list(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::secret_key(200)
-        .get(req, state, |c| async move {
-            let Call { req, state, p, .. } = c;
-            Query::parse(req.query_string(), LIST_PARAMS)?;
-            let page = webhook_query::list_endpoints(&state.kobo, p.merchant.id, p.mode)?;
+        .get_with(req, state, |c, _: NoFields| async move {
+            let page = webhook_query::list_endpoints(c.kobo(), c.p.merchant.id, c.p.mode)?;
             Ok(page.to_api())
         })
         .await
@@ -179,13 +168,10 @@ async fn change(
     change: EndpointChange,
 ) -> ApiResult {
     Endpoint::secret_key(200)
-        .saves_itself()
         .post(req, state, payload, |c, _: NoFields| async move {
             let (state, p) = (&c.state, &c.p);
-            let save = c.idem();
-            let id = Uuid::try_parse(raw_id)
-                .map_err(|_| DomainError::not_found("webhook_endpoint", raw_id))?;
-            let view = state
+            let id = WebhookEndpointId::parse(raw_id)?.id;
+            let answer = state
                 .kobo
                 .webhooks
                 .command(Command::Change {
@@ -193,10 +179,10 @@ async fn change(
                     mode: p.mode,
                     id,
                     change,
-                    idem: Some(save),
+                    idem: c.save.clone(),
                 })
                 .await?;
-            Ok(Reply::saved(200, view))
+            Ok(answer)
         })
         .await
 }

@@ -3,16 +3,18 @@
 //! and its two buttons.
 
 use super::*;
+use kobo_actors::idempotency::{render, Answer};
+use kobo_actors::payment_intent::PaymentIntentView;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/sandbox/bank/{reference}", web::get().to(bank_page))
         .route(
             "/sandbox/bank/{reference}/approve",
-            web::post().to(bank_approve),
+            web::post().to(bank_form::<true>),
         )
         .route(
             "/sandbox/bank/{reference}/decline",
-            web::post().to(bank_decline),
+            web::post().to(bank_form::<false>),
         );
 }
 
@@ -138,41 +140,20 @@ fn brand_name(brand: &str) -> &str {
     }
 }
 
-async fn bank_approve(
+/// A button's POST (`APPROVED`: Approve, else Decline): the body (cap and
+/// deadline), the page's form token, then the answer.
+async fn bank_form<const APPROVED: bool>(
     state: State,
     key: web::Data<forms::FormKey>,
     req: HttpRequest,
     path: web::Path<String>,
     payload: web::Payload,
-) -> HttpResponse {
-    bank_form(state, key, req, path, payload, true).await
-}
-
-async fn bank_decline(
-    state: State,
-    key: web::Data<forms::FormKey>,
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
-) -> HttpResponse {
-    bank_form(state, key, req, path, payload, false).await
-}
-
-/// A button's POST: the body (cap and deadline), the page's form token,
-/// then the answer.
-async fn bank_form(
-    state: State,
-    key: web::Data<forms::FormKey>,
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
-    approved: bool,
 ) -> HttpResponse {
     let page = forms::Page::Bank;
     if let Err(refused) = accept_form(&key, page, "Kobo Sandbox Bank", &req, &path, payload).await {
         return refused;
     }
-    bank_answer(state, req, &path, approved).await
+    bank_answer(state, req, &path, APPROVED).await
 }
 
 /// `POST .../approve` or `.../decline`: a browser (the page's buttons) is
@@ -224,13 +205,17 @@ async fn bank_answer(
 
 /// The answer to a button: a browser goes back to the checkout page (or
 /// sees why not), a program gets the payment intent or the error.
-fn bank_reply(browser: bool, checkout: &str, outcome: Result<Value, DomainError>) -> HttpResponse {
+fn bank_reply(
+    browser: bool,
+    checkout: &str,
+    outcome: Result<Answer<PaymentIntentView>, DomainError>,
+) -> HttpResponse {
     match outcome {
         Ok(_) if browser => HttpResponse::SeeOther()
             .insert_header((header::LOCATION, checkout))
             .insert_header((header::CACHE_CONTROL, "no-store"))
             .finish(),
-        Ok(view) => HttpResponse::Ok().json(view),
+        Ok(answer) => HttpResponse::Ok().json(render(answer.view())),
         Err(e) if browser && e.kind != ErrorKind::Internal => {
             let main = format!(
                 r#"<section class="card state" aria-labelledby="state-title">

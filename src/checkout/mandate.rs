@@ -26,11 +26,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/sandbox/mandates/{reference}", web::get().to(page))
         .route(
             "/sandbox/mandates/{reference}/approve",
-            web::post().to(approve),
+            web::post().to(form::<true>),
         )
         .route(
             "/sandbox/mandates/{reference}/decline",
-            web::post().to(decline),
+            web::post().to(form::<false>),
         );
 }
 
@@ -115,41 +115,20 @@ async fn page(state: State, key: web::Data<FormKey>, path: web::Path<String>) ->
     html(200, frame(BANK, BANK, false, &main, ""), false)
 }
 
-async fn approve(
+/// A button's POST (`APPROVED`: Approve, else Decline): the body (cap and
+/// deadline), the page's form token, then the answer.
+async fn form<const APPROVED: bool>(
     state: State,
     key: web::Data<FormKey>,
     req: HttpRequest,
     path: web::Path<String>,
     payload: web::Payload,
-) -> HttpResponse {
-    form(state, key, req, path, payload, true).await
-}
-
-async fn decline(
-    state: State,
-    key: web::Data<FormKey>,
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
-) -> HttpResponse {
-    form(state, key, req, path, payload, false).await
-}
-
-/// A button's POST: the body (cap and deadline), the page's form token,
-/// then the answer.
-async fn form(
-    state: State,
-    key: web::Data<FormKey>,
-    req: HttpRequest,
-    path: web::Path<String>,
-    payload: web::Payload,
-    approved: bool,
 ) -> HttpResponse {
     if let Err(refused) = accept_form(&key, forms::Page::Mandate, BANK, &req, &path, payload).await
     {
         return refused;
     }
-    answer(state, req, &path, approved).await
+    answer(state, req, &path, APPROVED).await
 }
 
 /// Records the customer's answer with the sandbox provider. A browser

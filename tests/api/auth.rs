@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{spawn_app, Resp, TestApp};
+use crate::helpers::{id_of, ngn, spawn_app, Resp, TestApp};
 
 /// 401 with the spec's error body: type `authentication_error`, param null.
 #[track_caller]
@@ -28,14 +28,6 @@ fn assert_not_found(r: &Resp) {
     r.assert_status(404);
     assert_eq!(r.error_type(), "invalid_request_error", "body: {}", r.text);
     assert!(!r.code().is_empty(), "body: {}", r.text);
-}
-
-fn id_of(v: &Value) -> String {
-    v["id"].as_str().unwrap().to_string()
-}
-
-fn ngn(amount: i64) -> Value {
-    json!({"amount": amount, "currency": "NGN"})
 }
 
 async fn count_intents(app: &TestApp, key: &str) -> usize {

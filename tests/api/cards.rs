@@ -6,7 +6,7 @@
 use chrono::Datelike;
 use serde_json::{json, Value};
 
-use crate::helpers::{spawn_app, spawn_app_with, Resp, TestApp};
+use crate::helpers::{attempts, pay, spawn_app, spawn_app_with, Resp, TestApp};
 
 const SUCCESS: &str = "4084080000000409";
 const VERVE_PIN_OTP: &str = "5060990580000217499";
@@ -36,22 +36,9 @@ async fn ngn(app: &TestApp, key: &str, amount: i64) -> String {
         .0
 }
 
-async fn pay(app: &TestApp, key: &str, id: &str, body: Value) -> Resp {
-    app.post(key, &format!("/v1/payment_intents/{id}/card"), body)
-        .await
-}
-
 async fn answer(app: &TestApp, key: &str, id: &str, body: Value) -> Resp {
     app.post(key, &format!("/v1/payment_intents/{id}/authenticate"), body)
         .await
-}
-
-async fn attempts(app: &TestApp, key: &str, id: &str) -> Vec<Value> {
-    let r = app
-        .get(key, &format!("/v1/payment_intents/{id}/charge_attempts"))
-        .await;
-    r.assert_status(200);
-    r.body["data"].as_array().unwrap().clone()
 }
 
 async fn status_of(app: &TestApp, key: &str, id: &str) -> String {

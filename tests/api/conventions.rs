@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use reqwest::Method;
 use serde_json::{json, Map, Value};
 
-use crate::helpers::{spawn_app, Resp, TestApp};
+use crate::helpers::{ngn, spawn_app, Resp, TestApp};
 
 /// The spec's error body: `{error: {type, code, message, param}}`, all
 /// strings except `param`, which is null outside 400s.
@@ -42,10 +42,6 @@ fn assert_error_shape(r: &Resp) {
         "headers: {:?}",
         r.headers
     );
-}
-
-fn ngn(amount: i64) -> Value {
-    json!({"amount": amount, "currency": "NGN"})
 }
 
 fn ids(items: &[Value]) -> Vec<String> {

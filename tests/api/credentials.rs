@@ -5,34 +5,13 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{spawn_app, spawn_app_with, Resp, TestApp};
+use crate::helpers::{attempts, id_of, ngn, pay, spawn_app, spawn_app_with};
 
 const SUCCESS: &str = "4084080000000409";
 const DECLINED: &str = "4000000000000002";
 
 fn card(number: &str) -> Value {
     json!({"number": number, "exp_month": 12, "exp_year": 2040, "cvc": "123"})
-}
-
-fn ngn(amount: i64) -> Value {
-    json!({"amount": amount, "currency": "NGN"})
-}
-
-fn id_of(v: &Value) -> String {
-    v["id"].as_str().unwrap().to_string()
-}
-
-async fn pay(app: &TestApp, bearer: &str, id: &str, body: Value) -> Resp {
-    app.post(bearer, &format!("/v1/payment_intents/{id}/card"), body)
-        .await
-}
-
-async fn attempts(app: &TestApp, key: &str, id: &str) -> Vec<Value> {
-    let r = app
-        .get(key, &format!("/v1/payment_intents/{id}/charge_attempts"))
-        .await;
-    r.assert_status(200);
-    r.body["data"].as_array().unwrap().clone()
 }
 
 #[tokio::test]

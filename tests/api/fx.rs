@@ -6,27 +6,7 @@ use serde_json::{json, Value};
 
 use kobo_actors::calendar::Calendar;
 
-use crate::helpers::{spawn_app, Resp, TestApp};
-
-/// Pays a dollar intent of `amount` cents and releases it to `available`
-/// at once; answers the USD available balance.
-pub async fn fund_dollars(app: &TestApp, key: &str, amount: i64) -> i64 {
-    let pi = app
-        .create_intent(key, json!({"amount": amount, "currency": "USD"}))
-        .await;
-    let id = pi["id"].as_str().unwrap();
-    app.post(
-        key,
-        &format!("/v1/test_helpers/payment_intents/{id}/succeed"),
-        json!({}),
-    )
-    .await
-    .assert_status(200);
-    app.post(key, "/v1/test_helpers/balance/release_pending", json!({}))
-        .await
-        .assert_status(200);
-    app.balance(key, "available", "USD").await
-}
+use crate::helpers::{fund_dollars, spawn_app, Resp, TestApp};
 
 pub async fn publish(app: &TestApp, rate: i64) -> Value {
     let r = app
@@ -446,21 +426,10 @@ async fn dollar_payment(
     amount: i64,
 ) -> (i64, chrono::DateTime<chrono::Utc>) {
     let now = app.now().await;
-    let pi = app
-        .create_intent(key, json!({"amount": amount, "currency": "USD"}))
+    let paid = app
+        .succeeded_intent(key, json!({"amount": amount, "currency": "USD"}))
         .await;
-    let r = app
-        .post(
-            key,
-            &format!(
-                "/v1/test_helpers/payment_intents/{}/succeed",
-                pi["id"].as_str().unwrap()
-            ),
-            json!({}),
-        )
-        .await;
-    r.assert_status(200);
-    let net = r.body["fees"]["net"].as_i64().unwrap();
+    let net = paid["fees"]["net"].as_i64().unwrap();
     (net, Calendar::nigeria().release_instant(now, 7).unwrap())
 }
 

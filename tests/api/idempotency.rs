@@ -4,13 +4,9 @@
 
 use futures_util::future::join_all;
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::helpers::{spawn_app, Resp};
-
-fn ngn(amount: i64) -> Value {
-    json!({"amount": amount, "currency": "NGN"})
-}
+use crate::helpers::{ngn, spawn_app, Resp};
 
 #[track_caller]
 fn assert_replay_of(replay: &Resp, original: &Resp) {

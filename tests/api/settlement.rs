@@ -11,24 +11,6 @@ async fn advance_to(app: &TestApp, to: &str) {
         .assert_status(200);
 }
 
-async fn succeed_usd(app: &TestApp, key: &str, amount: i64) -> Value {
-    let pi = app
-        .create_intent(key, json!({"amount": amount, "currency": "USD"}))
-        .await;
-    let r = app
-        .post(
-            key,
-            &format!(
-                "/v1/test_helpers/payment_intents/{}/succeed",
-                pi["id"].as_str().unwrap()
-            ),
-            json!({}),
-        )
-        .await;
-    r.assert_status(200);
-    r.body
-}
-
 fn net(paid: &Value) -> i64 {
     paid["fees"]["net"].as_i64().unwrap()
 }
@@ -83,7 +65,9 @@ async fn a_dollar_payment_becomes_available_on_the_seventh_business_day() {
     let m = app.merchant().await;
     // Wednesday 2 December 2026: T+7 business days is Friday 11 December.
     advance_to(&app, "2026-12-02T12:00:00+01:00").await;
-    let paid = succeed_usd(&app, &m.test_key, 10000).await;
+    let paid = app
+        .succeeded_intent(&m.test_key, json!({"amount": 10000, "currency": "USD"}))
+        .await;
     advance_to(&app, "2026-12-11T07:59:00+01:00").await;
     assert_eq!(app.balance(&m.test_key, "pending", "USD").await, net(&paid));
     advance_to(&app, "2026-12-11T08:00:00+01:00").await;

@@ -117,32 +117,13 @@ impl Model {
     }
 }
 
-/// Every crypto payout of the key, walking the pages.
-async fn crypto_payouts(app: &TestApp, key: &str) -> Vec<Value> {
-    let mut all = Vec::new();
-    let mut after: Option<String> = None;
-    loop {
-        let path = match &after {
-            Some(a) => format!("/v1/usdt/payouts?limit=100&starting_after={a}"),
-            None => "/v1/usdt/payouts?limit=100".into(),
-        };
-        let r = app.get(key, &path).await;
-        r.assert_status(200);
-        let data = r.body["data"].as_array().unwrap().clone();
-        after = data.last().map(|p| p["id"].as_str().unwrap().to_string());
-        all.extend(data);
-        if !r.body["has_more"].as_bool().unwrap() {
-            return all;
-        }
-    }
-}
-
 /// Waits (real time, with a deadline) until the partner confirmed every
 /// crypto payout.
 async fn confirmations(app: &TestApp, key: &str, seed: u64, step: usize) {
     let deadline = Instant::now() + StdDuration::from_secs(15);
     loop {
-        let open = crypto_payouts(app, key)
+        let open = app
+            .all_pages(key, "/v1/usdt/payouts")
             .await
             .iter()
             .filter(|p| p["status"] == "queued" || p["status"] == "processing")

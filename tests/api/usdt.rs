@@ -10,8 +10,7 @@ use serde_json::{json, Value};
 
 use kobo_actors::calendar::Calendar;
 
-use crate::fx::fund_dollars;
-use crate::helpers::{spawn_app, Merchant, Resp, TestApp};
+use crate::helpers::{fund_dollars, spawn_app, Merchant, Resp, TestApp};
 
 /// A well-formed TRC20 address ending in `tail` (base58 characters).
 pub fn trc20(tail: &str) -> String {

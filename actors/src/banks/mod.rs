@@ -14,6 +14,7 @@ use kobo_storage::{Batch, CommitError, Table};
 
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, scope_key, Mode};
 use crate::money::Currency;
 use crate::paging::{ListObject, ListView};
@@ -204,10 +205,9 @@ pub fn load(kobo: &Env, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<Op
     Ok(found.filter(|a| a.merchant == merchant && a.mode == mode))
 }
 
-/// Adds a bank account after name enquiry. Answers the account and whether
-/// it was newly created (false: it existed and is returned as it is).
-// Long: the checks, the account-name lookup on the rail and one batch, in the order they
-// must run.
+/// Adds a bank account after name enquiry: `Created`, or `Existing` when
+/// the merchant added it before (answered as it is, and not saved here: the
+/// caller saves that answer).
 pub async fn add(
     kobo: &Env,
     rails: &Rails,
@@ -215,30 +215,13 @@ pub async fn add(
     mode: Mode,
     bank_code: &str,
     account_number: &str,
-    idem: Option<&crate::idempotency::IdempotencySave>,
-) -> DomainResult<(Value, bool)> {
-    let bank = bank_name(bank_code).ok_or_else(|| {
-        DomainError::invalid(
-            "bank_code",
-            format!("unknown bank code {bank_code}; see GET /v1/banks"),
-        )
-    })?;
-    if account_number.len() != 10 || !account_number.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(DomainError::invalid(
-            "account_number",
-            "account_number must be exactly 10 digits",
-        ));
-    }
+    idem: Option<&IdempotencySave>,
+) -> DomainResult<Answer<BankAccountView>> {
+    let bank = check_account(bank_code, account_number)?;
     let natural = natural_key(merchant, mode, bank_code, account_number);
-    let read = kobo.store.read()?;
-    if let Some(id) = read.get(Table::BankAccountIndex, &natural)? {
-        let id =
-            Uuid::from_slice(&id).map_err(|_| DomainError::internal("bad bank account index"))?;
-        if let Some(a) = read.get_decoded::<BankAccount>(Table::BankAccounts, id.as_bytes())? {
-            return Ok((a.to_api(), false));
-        }
+    if let Some(a) = find(kobo, &natural)? {
+        return Ok(Answer::unsaved(Outcome::Existing(a.view())));
     }
-    drop(read);
     let account_name = rails
         .for_mode(mode)
         .name_enquiry(bank_code, account_number)
@@ -255,7 +238,50 @@ pub async fn add(
         account_name,
         created_at: now,
     };
-    let view = account.to_api();
+    let mut batch = insert(&account, natural.clone());
+    let answer = Answer::save(Outcome::Created(account.view()), idem, &mut batch, now);
+    match kobo.writer.commit(batch).await {
+        Ok(()) => Ok(answer),
+        // Added concurrently by another request: answer the saved one.
+        Err(CommitError::Conflict { .. }) => {
+            let a = find(kobo, &natural)?
+                .ok_or_else(|| DomainError::internal("bank account vanished"))?;
+            Ok(Answer::unsaved(Outcome::Existing(a.view())))
+        }
+        Err(e) => Err(DomainError::internal(e.to_string())),
+    }
+}
+
+/// The bank's name, after checking the code and the number's form (400).
+fn check_account(bank_code: &str, account_number: &str) -> DomainResult<&'static str> {
+    let bank = bank_name(bank_code).ok_or_else(|| {
+        DomainError::invalid(
+            "bank_code",
+            format!("unknown bank code {bank_code}; see GET /v1/banks"),
+        )
+    })?;
+    if account_number.len() != 10 || !account_number.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(DomainError::invalid(
+            "account_number",
+            "account_number must be exactly 10 digits",
+        ));
+    }
+    Ok(bank)
+}
+
+/// The account saved under `natural` (bank and number), if any.
+fn find(kobo: &Env, natural: &[u8]) -> DomainResult<Option<BankAccount>> {
+    let read = kobo.store.read()?;
+    let Some(id) = read.get(Table::BankAccountIndex, natural)? else {
+        return Ok(None);
+    };
+    let id = Uuid::from_slice(&id).map_err(|_| DomainError::internal("bad bank account index"))?;
+    Ok(read.get_decoded::<BankAccount>(Table::BankAccounts, id.as_bytes())?)
+}
+
+/// A new account's batch: its natural key (claimed: absent before), the
+/// account and its list row.
+fn insert(account: &BankAccount, natural: Vec<u8>) -> Batch {
     let mut batch = Batch::new();
     batch
         .require_absent(Table::BankAccountIndex, natural.clone())
@@ -264,38 +290,16 @@ pub async fn add(
             natural,
             account.id.as_bytes().to_vec(),
         )
-        .put(
-            Table::BankAccounts,
-            account.id.as_bytes().to_vec(),
-            &account,
-        )
+        .put(Table::BankAccounts, account.id.as_bytes().to_vec(), account)
         .put_raw(
             Table::BankAccountList,
-            scope_key(merchant, mode).u64(account.seq).build(),
+            scope_key(account.merchant, account.mode)
+                .u64(account.seq)
+                .build(),
             account.id.as_bytes().to_vec(),
         )
         .note_seq(account.seq);
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 201, &view.to_string(), now);
-    }
-    match kobo.writer.commit(batch).await {
-        Ok(()) => Ok((view, true)),
-        // Added concurrently by another request: answer the saved one.
-        Err(CommitError::Conflict { .. }) => {
-            let read = kobo.store.read()?;
-            let natural = natural_key(merchant, mode, bank_code, account_number);
-            let id = read
-                .get(Table::BankAccountIndex, &natural)?
-                .ok_or_else(|| DomainError::internal("bank account vanished"))?;
-            let id = Uuid::from_slice(&id)
-                .map_err(|_| DomainError::internal("bad bank account index"))?;
-            let a: BankAccount = read
-                .get_decoded(Table::BankAccounts, id.as_bytes())?
-                .ok_or_else(|| DomainError::internal("bank account vanished"))?;
-            Ok((a.to_api(), false))
-        }
-        Err(e) => Err(DomainError::internal(e.to_string())),
-    }
+    batch
 }
 
 /// A merchant's bank accounts in one mode, newest first (all of them: a

@@ -23,6 +23,7 @@ use kobo_storage::{decode, Batch, CommitError, Table};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::ids::{scope_key, Mode};
+use crate::ledger::post::Posting;
 use crate::ledger::release::ScheduledRelease;
 use crate::ledger::{
     assert_loaded_balances, balance_prefix, balance_store_key, post_all, BalanceKey, BalanceRow,
@@ -163,8 +164,6 @@ type Submitted = (Vec<LedgerLine>, oneshot::Receiver<Result<(), CommitError>>);
 impl LedgerActor {
     /// Checks and applies `entries` in memory, adds their lines and balances
     /// to `batch` and submits it. All entries or none.
-    // Long: the load, the daily-limit check and the posting share the actor's state and
-    // must be one step (all entries or none).
     fn post_and_submit(
         &mut self,
         entries: &[EntrySpec],
@@ -173,47 +172,12 @@ impl LedgerActor {
     ) -> DomainResult<Submitted> {
         let kobo = self.activation.deps.clone();
         let (merchant, mode) = self.activation.key;
-        if self.balances.is_none() {
-            // A broken invariant in the loaded balances panics: the ledger
-            // stays unloaded (each message retries the load) and says so.
-            let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                load_balances(&kobo, merchant, mode)
-            }));
-            match loaded {
-                Ok(balances) => self.balances = Some(balances?),
-                Err(_) => {
-                    self.activation.record_restart();
-                    return Err(DomainError::internal("the ledger failed to load"));
-                }
-            }
-        }
+        self.ensure_loaded()?;
         let usage_after = match usage {
+            Some(u) => Some(self.usage_after(&u)?),
             None => None,
-            Some(u) => {
-                let current = match self.usage.get(&u.day) {
-                    Some(v) => *v,
-                    None => stored_usage(&kobo, merchant, mode, u.day)?,
-                };
-                let after = current.checked_add(u.delta).ok_or_else(|| {
-                    DomainError::state(
-                        ErrorCode::PayoutLimitExceeded,
-                        format!("this payout would take the day's payouts past {}", i64::MAX),
-                    )
-                })?;
-                if let Some(limit) = u.daily_limit {
-                    if u.delta > 0 && after > limit {
-                        return Err(DomainError::state(
-                            ErrorCode::PayoutLimitExceeded,
-                            format!(
-                                "this payout would take the day's payouts to {after}, over the daily limit of {limit} ({current} used)"
-                            ),
-                        ));
-                    }
-                }
-                Some((u.day, after.max(0)))
-            }
         };
-        let balances = self.balances.as_mut().expect("loaded above");
+        let balances = self.balances.as_ref().expect("loaded above");
         let now = kobo.clock.now();
         let seq = &kobo.seq;
         let posting = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -229,6 +193,67 @@ impl LedgerActor {
                 return Err(DomainError::internal("the ledger failed to post an entry"));
             }
         };
+        self.apply(&posting, usage_after, &mut batch);
+        self.pending_commits += 1;
+        Ok((posting.lines, kobo.writer.submit(batch)))
+    }
+
+    /// Loads the balances if they are not in memory. A broken invariant in
+    /// the loaded balances panics: the ledger stays unloaded (each message
+    /// retries the load) and says so.
+    fn ensure_loaded(&mut self) -> DomainResult<()> {
+        if self.balances.is_some() {
+            return Ok(());
+        }
+        let (merchant, mode) = self.activation.key;
+        let kobo = &self.activation.deps;
+        let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            load_balances(kobo, merchant, mode)
+        }));
+        match loaded {
+            Ok(balances) => {
+                self.balances = Some(balances?);
+                Ok(())
+            }
+            Err(_) => {
+                self.activation.record_restart();
+                Err(DomainError::internal("the ledger failed to load"))
+            }
+        }
+    }
+
+    /// The day's payout total after `u`, checked against its limit (409
+    /// `payout_limit_exceeded`); never below zero.
+    fn usage_after(&self, u: &UsageChange) -> DomainResult<(NaiveDate, i64)> {
+        let (merchant, mode) = self.activation.key;
+        let current = match self.usage.get(&u.day) {
+            Some(v) => *v,
+            None => stored_usage(&self.activation.deps, merchant, mode, u.day)?,
+        };
+        let after = current.checked_add(u.delta).ok_or_else(|| {
+            DomainError::state(
+                ErrorCode::PayoutLimitExceeded,
+                format!("this payout would take the day's payouts past {}", i64::MAX),
+            )
+        })?;
+        if let Some(limit) = u.daily_limit {
+            if u.delta > 0 && after > limit {
+                return Err(DomainError::state(
+                    ErrorCode::PayoutLimitExceeded,
+                    format!(
+                        "this payout would take the day's payouts to {after}, over the daily limit of {limit} ({current} used)"
+                    ),
+                ));
+            }
+        }
+        Ok((u.day, after.max(0)))
+    }
+
+    /// Applies a checked posting (and the day's usage) in memory and adds
+    /// its rows to `batch`.
+    fn apply(&mut self, posting: &Posting, usage: Option<(NaiveDate, i64)>, batch: &mut Batch) {
+        let (merchant, mode) = self.activation.key;
+        let balances = self.balances.as_mut().expect("loaded");
         for line in &posting.lines {
             batch
                 .put(Table::LedgerLines, line.store_key(), line)
@@ -247,12 +272,86 @@ impl LedgerActor {
                 },
             );
         }
-        if let Some((day, after)) = usage_after {
+        if let Some((day, after)) = usage {
             self.usage.insert(day, after);
             batch.put(Table::PayoutUsage, usage_key(merchant, mode, day), &after);
         }
-        self.pending_commits += 1;
-        Ok((posting.lines, kobo.writer.submit(batch)))
+    }
+}
+
+impl LedgerActor {
+    /// The payment's scheduled pending release, as this ledger sees it
+    /// (its own uncommitted changes included), if any.
+    fn pending_release(&self, payment: Uuid) -> DomainResult<Option<ScheduledRelease>> {
+        let (merchant, mode) = self.activation.key;
+        let kobo = &self.activation.deps;
+        let key = kobo.store.read()?.get(
+            Table::ReleasesByPayment,
+            &crate::ledger::release::by_payment_key(merchant, mode, payment),
+        )?;
+        match key {
+            Some(k) => self.current_row(kobo, &k),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The lines of a payment's money move (and whether they may take a
+/// balance below zero), with the payment's pending release `row` after it
+/// when the move changes it: a debit takes from `pending` first (what the
+/// release still holds), a return goes back to `pending` while the release
+/// is ahead.
+fn payment_move(
+    op: PaymentMoneyOp,
+    row: Option<ScheduledRelease>,
+    brand: Uuid,
+    currency: crate::money::Currency,
+) -> (Vec<LineSpec>, bool, Option<ScheduledRelease>) {
+    let line = |bucket: Bucket, amount: i64| LineSpec {
+        brand,
+        currency,
+        bucket,
+        amount,
+        gross: None,
+        fee: None,
+    };
+    match op {
+        PaymentMoneyOp::Debit {
+            amount,
+            into,
+            allow_negative,
+        } => {
+            let from_pending = row.as_ref().map_or(0, |r| r.amount.min(amount));
+            let from_available = amount - from_pending;
+            // An emptied release stays scheduled: a won dispute or a failed
+            // refund may give the money back before its date.
+            let row = row.map(|mut r| {
+                r.amount -= from_pending;
+                r
+            });
+            let mut lines = Vec::new();
+            if from_pending > 0 {
+                lines.push(line(Bucket::Pending, -from_pending));
+            }
+            if from_available > 0 {
+                lines.push(line(Bucket::Available, -from_available));
+            }
+            lines.push(line(into, amount));
+            (lines, allow_negative, row)
+        }
+        PaymentMoneyOp::Return { amount, from } => {
+            let to = if row.is_some() {
+                Bucket::Pending
+            } else {
+                Bucket::Available
+            };
+            let row = row.map(|mut r| {
+                r.amount += amount;
+                r
+            });
+            (vec![line(from, -amount), line(to, amount)], false, row)
+        }
+        PaymentMoneyOp::Leave { amount, from } => (vec![line(from, -amount)], false, None),
     }
 }
 
@@ -413,7 +512,7 @@ fn release_entry(row: &ScheduledRelease, amount: i64) -> EntrySpec {
 }
 
 /// Money of one payment moving after capture (refunds, disputes).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PaymentMoneyOp {
     /// Take `amount` from the payment's money: from `pending` up to what of
     /// it is still waiting for release, the rest from `available`, into
@@ -450,75 +549,21 @@ pub struct PaymentMoney {
 impl Handler<PaymentMoney> for LedgerActor {
     type Result = ResponseActFuture<Self, DomainResult<Vec<LedgerLine>>>;
 
-    // Long: the payment's pending release is read, then the entry and the release row
-    // changes that must commit together are built.
+    /// The payment's pending release is read, then the entry and the
+    /// release row change that must commit together are built and posted.
     fn handle(&mut self, msg: PaymentMoney, _ctx: &mut Context<Self>) -> Self::Result {
         self.activation.touch();
-        let kobo = self.activation.deps.clone();
-        let (merchant, mode) = self.activation.key;
-        let line = |bucket: Bucket, amount: i64| LineSpec {
-            brand: msg.brand,
-            currency: msg.currency,
-            bucket,
-            amount,
-            gross: None,
-            fee: None,
-        };
-        let pending_row = || -> DomainResult<Option<ScheduledRelease>> {
-            let key = kobo.store.read()?.get(
-                Table::ReleasesByPayment,
-                &crate::ledger::release::by_payment_key(merchant, mode, msg.payment),
-            )?;
-            match key {
-                Some(k) => self.current_row(&kobo, &k),
-                None => Ok(None),
-            }
-        };
-        let row = match pending_row() {
+        let row = match self.pending_release(msg.payment) {
             Ok(r) => r,
             Err(e) => return Box::pin(fut::ready(Err(e))),
         };
         let mut batch = msg.with;
         let mut changes = Vec::new();
-        let (lines, allow_negative) = match msg.op {
-            PaymentMoneyOp::Debit {
-                amount,
-                into,
-                allow_negative,
-            } => {
-                let from_pending = row.as_ref().map_or(0, |r| r.amount.min(amount));
-                let from_available = amount - from_pending;
-                if let Some(mut r) = row {
-                    // An emptied release stays scheduled: a won dispute or a
-                    // failed refund may give the money back before its date.
-                    r.amount -= from_pending;
-                    batch.put(Table::ScheduledReleases, r.key(), &r);
-                    changes.push((r.key(), Some(r)));
-                }
-                let mut lines = Vec::new();
-                if from_pending > 0 {
-                    lines.push(line(Bucket::Pending, -from_pending));
-                }
-                if from_available > 0 {
-                    lines.push(line(Bucket::Available, -from_available));
-                }
-                lines.push(line(into, amount));
-                (lines, allow_negative)
-            }
-            PaymentMoneyOp::Return { amount, from } => {
-                let to = match row {
-                    Some(mut r) => {
-                        r.amount += amount;
-                        batch.put(Table::ScheduledReleases, r.key(), &r);
-                        changes.push((r.key(), Some(r)));
-                        Bucket::Pending
-                    }
-                    None => Bucket::Available,
-                };
-                (vec![line(from, -amount), line(to, amount)], false)
-            }
-            PaymentMoneyOp::Leave { amount, from } => (vec![line(from, -amount)], false),
-        };
+        let (lines, allow_negative, row) = payment_move(msg.op, row, msg.brand, msg.currency);
+        if let Some(r) = row {
+            batch.put(Table::ScheduledReleases, r.key(), &r);
+            changes.push((r.key(), Some(r)));
+        }
         let entry = EntrySpec {
             entry_type: msg.entry_type,
             source: msg.source,

@@ -4,20 +4,20 @@
 //! accepted before it goes on to its debit.
 
 use actix::prelude::*;
-use serde_json::Value;
 use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::Mode;
 use crate::mandate::deps::MandateDeps;
 use crate::mandate::service::status_prefix;
-use crate::mandate::{decide, service, Command, Effect, Mandate, MandateStatus};
+use crate::mandate::{decide, service, Command, Effect, Mandate, MandateStatus, MandateView};
 use crate::merchant::Merchant;
 use crate::payment_intent::service::{create_mandate_charge, CreatePaymentIntent};
+use crate::payment_intent::PaymentIntentView;
 use crate::registry::{run_command, Activation, ObjectActor, VirtualActor};
 use crate::timer::{Timer, TimerKind};
 
@@ -31,11 +31,6 @@ pub enum MandateAction {
     /// Ask the provider now.
     Refresh,
     Cancel,
-    /// Create a payment intent that debits this mandate.
-    Charge {
-        merchant: Box<Merchant>,
-        params: CreatePaymentIntent,
-    },
     /// The periodic check timer fired.
     CheckTimer {
         timer_key: Vec<u8>,
@@ -47,11 +42,22 @@ pub enum MandateAction {
 }
 
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "DomainResult<Value>")]
+#[rtype(result = "DomainResult<Answer<MandateView>>")]
 pub struct MandateMessage {
     pub merchant: Uuid,
     pub mode: Mode,
     pub action: MandateAction,
+    pub idem: Option<IdempotencySave>,
+}
+
+/// Create a payment intent that debits this mandate (accepted only while
+/// it is active): answers the new payment intent.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "DomainResult<Answer<PaymentIntentView>>")]
+pub struct ChargeMandate {
+    pub merchant: Box<Merchant>,
+    pub mode: Mode,
+    pub params: CreatePaymentIntent,
     pub idem: Option<IdempotencySave>,
 }
 
@@ -91,7 +97,7 @@ impl ObjectActor for MandateActor {
 }
 
 impl Handler<MandateMessage> for MandateActor {
-    type Result = AtomicResponse<Self, DomainResult<Value>>;
+    type Result = AtomicResponse<Self, DomainResult<Answer<MandateView>>>;
 
     fn handle(&mut self, msg: MandateMessage, _ctx: &mut Context<Self>) -> Self::Result {
         let (merchant, mode) = (msg.merchant, msg.mode);
@@ -101,11 +107,31 @@ impl Handler<MandateMessage> for MandateActor {
     }
 }
 
+impl Handler<ChargeMandate> for MandateActor {
+    type Result = AtomicResponse<Self, DomainResult<Answer<PaymentIntentView>>>;
+
+    fn handle(&mut self, msg: ChargeMandate, _ctx: &mut Context<Self>) -> Self::Result {
+        let (merchant, mode) = (msg.merchant.id, msg.mode);
+        run_command(self, merchant, mode, move |kobo, m| async move {
+            let now = kobo.clock.now();
+            decide(&m, &Command::Charge, now)?;
+            // The payment belongs to the mandate's customer.
+            let mut params = msg.params;
+            params.customer = Some(m.customer);
+            params.customer_email = m.customer_email.clone();
+            let idem = msg.idem.as_ref();
+            let answer =
+                create_mandate_charge(&kobo, &msg.merchant, m.mode, m.id, params, idem).await?;
+            Ok((m, answer))
+        })
+    }
+}
+
 async fn process(
     kobo: &MandateDeps,
     m: &Mandate,
     msg: MandateMessage,
-) -> DomainResult<(Mandate, Value)> {
+) -> DomainResult<(Mandate, Answer<MandateView>)> {
     let now = kobo.clock.now();
     let mut batch = Batch::new();
     let provider = kobo.mandate_providers.for_mode(m.mode);
@@ -120,19 +146,6 @@ async fn process(
             return finish(kobo, m, m.clone(), Vec::new(), batch, msg.idem.as_ref()).await
         }
         MandateAction::Cancel => Command::Cancel,
-        MandateAction::Charge {
-            merchant,
-            mut params,
-        } => {
-            decide(m, &Command::Charge, now)?;
-            // The payment belongs to the mandate's customer.
-            params.customer = Some(m.customer);
-            params.customer_email = m.customer_email.clone();
-            let view =
-                create_mandate_charge(kobo, &merchant, m.mode, m.id, params, msg.idem.as_ref())
-                    .await?;
-            return Ok((m.clone(), view));
-        }
         MandateAction::CheckTimer { timer_key } => {
             let live = m
                 .check_due
@@ -167,9 +180,8 @@ async fn finish(
     effects: Vec<Effect>,
     mut batch: Batch,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<(Mandate, Value)> {
+) -> DomainResult<(Mandate, Answer<MandateView>)> {
     let now = kobo.clock.now();
-    let view = after.to_api();
     if &after != before {
         batch.put(Table::Mandates, after.id.as_bytes().to_vec(), &after);
     }
@@ -213,14 +225,12 @@ async fn finish(
             }
         }
     }
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 200, &view.to_string(), now);
-    }
+    let answer = Answer::save(Outcome::Updated(after.view()), idem, &mut batch, now);
     if !batch.is_empty() {
         kobo.writer
             .commit(batch)
             .await
             .map_err(|e| DomainError::internal(e.to_string()))?;
     }
-    Ok((after, view))
+    Ok((after, answer))
 }

@@ -1,5 +1,6 @@
 //! Creating mandates (and the customer of a new email), loads and lists.
 
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -8,9 +9,9 @@ use kobo_storage::{Batch, KeyBuf, Table};
 use crate::customer::{self, Customer};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, random_base62, scope_key, Mode};
-use crate::mandate::{approval_window, check_interval, Mandate, MandateStatus};
+use crate::mandate::{approval_window, check_interval, Mandate, MandateStatus, MandateView};
 use crate::paging::Page;
 use crate::timer::{Timer, TimerKind};
 
@@ -67,58 +68,28 @@ pub fn by_authorization_reference(kobo: &Env, reference: &str) -> DomainResult<O
 /// Creates a pending mandate (and, for `customer_email`, its customer):
 /// the mandate, its list indexes, its periodic-check and expiry timers and
 /// the saved response in one batch.
-// Long: one mandate's batch in commit order (customer, object, indexes, timers, saved
-// response).
 pub async fn create(
     kobo: &super::deps::MandateDeps,
     merchant: Uuid,
     mode: Mode,
     req: CreateMandate,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<Mandate> {
+) -> DomainResult<Answer<MandateView>> {
     let now = kobo.clock.now();
     let provider = kobo.mandate_providers.for_mode(mode);
     let mut batch = Batch::new();
-    let (customer, email, name) = match (req.customer, req.customer_email) {
-        (Some(id), None) => {
-            let c =
-                customer::load(kobo, merchant, mode, id).map_err(|e| e.with_param("customer"))?;
-            let name = req.customer_name.or(c.name.clone());
-            (c.id, c.email, name)
-        }
-        (None, Some(email)) => {
-            let c = Customer {
-                id: new_id(now),
-                merchant,
-                mode,
-                seq: kobo.seq.next(),
-                email: Some(email.clone()),
-                name: req.customer_name.clone(),
-                created_at: now,
-            };
-            c.add_to(&mut batch);
-            (c.id, Some(email), req.customer_name)
-        }
-        _ => {
-            return Err(DomainError::request(
-                ErrorCode::ParameterInvalid,
-                Some("customer"),
-                "send exactly one of `customer` and `customer_email`",
-            ))
-        }
-    };
+    let customer = customer_of(kobo, merchant, mode, &req, &mut batch, now)?;
     let id = new_id(now);
     let reference = format!("{}{}", id.simple(), random_base62(24));
     let authorization_url = provider.authorization_url(&kobo.config.base_url, &reference)?;
-    let check_due = now + check_interval();
     let m = Mandate {
         id,
         merchant,
         mode,
         seq: kobo.seq.next(),
-        customer,
-        customer_email: email,
-        customer_name: name,
+        customer: customer.id,
+        customer_email: customer.email,
+        customer_name: customer.name,
         callback_url: req.callback_url,
         status: MandateStatus::Pending,
         authorization_url,
@@ -132,11 +103,78 @@ pub async fn create(
         activated_at: None,
         canceled_at: None,
         expires_at: now + approval_window(),
-        check_due: Some(check_due),
+        check_due: Some(now + check_interval()),
         version: 1,
     };
+    insert(&mut batch, &m);
+    let answer = Answer::save(Outcome::Created(m.view()), idem, &mut batch, now);
+    kobo.writer
+        .commit(batch)
+        .await
+        .map_err(|e| DomainError::internal(e.to_string()))?;
+    Ok(answer)
+}
+
+/// Whose mandate it is.
+struct MandateCustomer {
+    id: Uuid,
+    email: Option<String>,
+    name: Option<String>,
+}
+
+/// The customer of a new mandate: the one named (404 when it is not this
+/// merchant's in this mode), or a new one for `customer_email` (added to
+/// `batch`); exactly one of the two is given (400).
+fn customer_of(
+    kobo: &Env,
+    merchant: Uuid,
+    mode: Mode,
+    req: &CreateMandate,
+    batch: &mut Batch,
+    now: DateTime<Utc>,
+) -> DomainResult<MandateCustomer> {
+    match (req.customer, &req.customer_email) {
+        (Some(id), None) => {
+            let c =
+                customer::load(kobo, merchant, mode, id).map_err(|e| e.with_param("customer"))?;
+            let name = req.customer_name.clone().or(c.name.clone());
+            Ok(MandateCustomer {
+                id: c.id,
+                email: c.email,
+                name,
+            })
+        }
+        (None, Some(email)) => {
+            let c = Customer {
+                id: new_id(now),
+                merchant,
+                mode,
+                seq: kobo.seq.next(),
+                email: Some(email.clone()),
+                name: req.customer_name.clone(),
+                created_at: now,
+            };
+            c.add_to(batch);
+            Ok(MandateCustomer {
+                id: c.id,
+                email: Some(email.clone()),
+                name: req.customer_name.clone(),
+            })
+        }
+        _ => Err(DomainError::request(
+            ErrorCode::ParameterInvalid,
+            Some("customer"),
+            "send exactly one of `customer` and `customer_email`",
+        )),
+    }
+}
+
+/// A new mandate's rows: the object, its list indexes, its periodic-check
+/// and expiry timers.
+fn insert(batch: &mut Batch, m: &Mandate) {
+    let (id, merchant, mode) = (m.id, m.merchant, m.mode);
     batch
-        .put(Table::Mandates, id.as_bytes().to_vec(), &m)
+        .put(Table::Mandates, id.as_bytes().to_vec(), m)
         .put_raw(
             Table::MandateIndex,
             list_key(merchant, mode, m.seq),
@@ -149,20 +187,15 @@ pub async fn create(
         )
         .put_raw(
             Table::MandateCustomerIndex,
-            customer_prefix(merchant, mode, customer).u64(m.seq).build(),
+            customer_prefix(merchant, mode, m.customer)
+                .u64(m.seq)
+                .build(),
             id.as_bytes().to_vec(),
         )
         .note_seq(m.seq);
-    Timer::new(TimerKind::MandateCheck, id, merchant, mode).schedule(&mut batch, check_due);
-    Timer::new(TimerKind::MandateExpire, id, merchant, mode).schedule(&mut batch, m.expires_at);
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 201, &m.to_api().to_string(), now);
-    }
-    kobo.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))?;
-    Ok(m)
+    let check_due = m.check_due.expect("a new mandate is checked");
+    Timer::new(TimerKind::MandateCheck, id, merchant, mode).schedule(batch, check_due);
+    Timer::new(TimerKind::MandateExpire, id, merchant, mode).schedule(batch, m.expires_at);
 }
 
 pub struct MandateFilter {

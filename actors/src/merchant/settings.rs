@@ -261,56 +261,13 @@ impl Settings {
         Ok(settings)
     }
 
-    /// Checks every setting against its bounds ([`bounds`]); an error
-    /// names the nested field (`settings.settlement_delay_days.NGN`).
-    // Long: one bound check per settings field, in field order: a flat list, nothing to
-    // factor.
+    /// Checks every setting against its bounds ([`bounds`]), in field
+    /// order; an error names the nested field
+    /// (`settings.settlement_delay_days.NGN`).
     pub fn validate(&self) -> DomainResult<()> {
         use bounds::*;
-        for (currency, rules) in &self.pricing {
-            for (channel, rule) in rules {
-                let at = format!(
-                    "settings.pricing.{}.{}",
-                    currency.as_str(),
-                    channel.as_str()
-                );
-                in_range(&format!("{at}.percent_bps"), rule.percent_bps, 0, MAX_BPS)?;
-                in_range(&format!("{at}.flat"), rule.flat, 0, MAX_FLAT_FEE)?;
-                in_range(
-                    &format!("{at}.flat_waived_below"),
-                    rule.flat_waived_below,
-                    0,
-                    MAX_SETTING_AMOUNT,
-                )?;
-                if let Some(cap) = rule.cap {
-                    in_range(&format!("{at}.cap"), cap, 0, MAX_SETTING_AMOUNT)?;
-                }
-                // The rule's own checks (none beyond these bounds today).
-                rule.validate().map_err(|m| DomainError::invalid(&at, m))?;
-            }
-        }
-        if let Some(t) = self.payout_approval_threshold {
-            in_range(
-                "settings.payout_approval_threshold",
-                t,
-                0,
-                MAX_SETTING_AMOUNT,
-            )?;
-        }
-        if let Some(l) = &self.payout_limits {
-            in_range(
-                "settings.payout_limits.per_payout",
-                l.per_payout,
-                1,
-                MAX_SETTING_AMOUNT,
-            )?;
-            in_range(
-                "settings.payout_limits.daily",
-                l.daily,
-                1,
-                MAX_SETTING_AMOUNT,
-            )?;
-        }
+        self.validate_pricing()?;
+        self.validate_payouts()?;
         for currency in Currency::ALL {
             in_range(
                 &format!("settings.settlement_delay_days.{}", currency.as_str()),
@@ -352,6 +309,62 @@ impl Settings {
                     MAX_RATE_PER_SECOND,
                 )?;
             }
+        }
+        Ok(())
+    }
+
+    /// Each price rule's bounds.
+    fn validate_pricing(&self) -> DomainResult<()> {
+        use bounds::*;
+        for (currency, rules) in &self.pricing {
+            for (channel, rule) in rules {
+                let at = format!(
+                    "settings.pricing.{}.{}",
+                    currency.as_str(),
+                    channel.as_str()
+                );
+                in_range(&format!("{at}.percent_bps"), rule.percent_bps, 0, MAX_BPS)?;
+                in_range(&format!("{at}.flat"), rule.flat, 0, MAX_FLAT_FEE)?;
+                in_range(
+                    &format!("{at}.flat_waived_below"),
+                    rule.flat_waived_below,
+                    0,
+                    MAX_SETTING_AMOUNT,
+                )?;
+                if let Some(cap) = rule.cap {
+                    in_range(&format!("{at}.cap"), cap, 0, MAX_SETTING_AMOUNT)?;
+                }
+                // The rule's own checks (none beyond these bounds today).
+                rule.validate().map_err(|m| DomainError::invalid(&at, m))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The approval threshold and the payout limits.
+    fn validate_payouts(&self) -> DomainResult<()> {
+        use bounds::*;
+        if let Some(t) = self.payout_approval_threshold {
+            in_range(
+                "settings.payout_approval_threshold",
+                t,
+                0,
+                MAX_SETTING_AMOUNT,
+            )?;
+        }
+        if let Some(l) = &self.payout_limits {
+            in_range(
+                "settings.payout_limits.per_payout",
+                l.per_payout,
+                1,
+                MAX_SETTING_AMOUNT,
+            )?;
+            in_range(
+                "settings.payout_limits.daily",
+                l.daily,
+                1,
+                MAX_SETTING_AMOUNT,
+            )?;
         }
         Ok(())
     }

@@ -94,6 +94,74 @@ impl CardField {
     }
 }
 
+/// 12 to 19 digits with a valid check digit.
+fn check_number(d: &str) -> DomainResult<()> {
+    if !(12..=19).contains(&d.len()) || !d.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid(
+            CardField::Number,
+            "`number` must be a card number of 12 to 19 digits",
+        ));
+    }
+    if !luhn_valid(d) {
+        return Err(invalid(
+            CardField::Number,
+            "`number` is not a valid card number (check digit)",
+        ));
+    }
+    Ok(())
+}
+
+/// This month or later, and not more than 50 years ahead; answers the
+/// four-digit year (two-digit years are 20xx).
+fn check_expiry(exp_month: i64, exp_year: i64, now: DateTime<Utc>) -> DomainResult<i64> {
+    if !(1..=12).contains(&exp_month) {
+        return Err(invalid(
+            CardField::ExpMonth,
+            "`exp_month` must be from 1 to 12",
+        ));
+    }
+    let year = match exp_year {
+        0..=99 => 2000 + exp_year,
+        1000..=9999 => exp_year,
+        _ => {
+            return Err(invalid(
+                CardField::ExpYear,
+                "`exp_year` must be a year (2 or 4 digits)",
+            ))
+        }
+    };
+    let (this_year, this_month) = (now.year() as i64, now.month() as i64);
+    if year < this_year {
+        return Err(invalid(CardField::ExpYear, "the card has expired"));
+    }
+    if year == this_year && exp_month < this_month {
+        return Err(invalid(CardField::ExpMonth, "the card has expired"));
+    }
+    if year > this_year + 50 {
+        return Err(invalid(
+            CardField::ExpYear,
+            "`exp_year` is too far in the future",
+        ));
+    }
+    Ok(year)
+}
+
+/// 3 digits, 4 for American Express (by the number `d`).
+fn check_cvc(d: &str, cvc: &str) -> DomainResult<()> {
+    let cvc_len = if brand_of(d) == "amex" { 4 } else { 3 };
+    if cvc.len() != cvc_len || !cvc.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid(
+            CardField::Cvc,
+            if cvc_len == 4 {
+                "`cvc` must be 4 digits for this card"
+            } else {
+                "`cvc` must be 3 digits"
+            },
+        ));
+    }
+    Ok(())
+}
+
 fn invalid(field: CardField, message: &str) -> DomainError {
     // Never the value itself: messages end up in saved responses.
     DomainError::invalid(field.param(), message)
@@ -102,9 +170,7 @@ fn invalid(field: CardField, message: &str) -> DomainError {
 impl CardDetails {
     /// Checks a card: the number (12 to 19 digits, spaces allowed, Luhn),
     /// the expiry (this month or later; two-digit years are 20xx) and the
-    /// CVC (3 digits, 4 for American Express).
-    // Long: one check per card field, in the order errors are reported (number, Luhn,
-    // expiry, CVC).
+    /// CVC (3 digits, 4 for American Express), errors in that order.
     pub fn parse(
         number: &str,
         exp_month: i64,
@@ -115,58 +181,9 @@ impl CardDetails {
         // Wiped on every way out of here; the card keeps its own copy.
         let digits = Secret::new(number.chars().filter(|c| *c != ' ' && *c != '-').collect());
         let d = digits.expose();
-        if !(12..=19).contains(&d.len()) || !d.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(invalid(
-                CardField::Number,
-                "`number` must be a card number of 12 to 19 digits",
-            ));
-        }
-        if !luhn_valid(d) {
-            return Err(invalid(
-                CardField::Number,
-                "`number` is not a valid card number (check digit)",
-            ));
-        }
-        if !(1..=12).contains(&exp_month) {
-            return Err(invalid(
-                CardField::ExpMonth,
-                "`exp_month` must be from 1 to 12",
-            ));
-        }
-        let year = match exp_year {
-            0..=99 => 2000 + exp_year,
-            1000..=9999 => exp_year,
-            _ => {
-                return Err(invalid(
-                    CardField::ExpYear,
-                    "`exp_year` must be a year (2 or 4 digits)",
-                ))
-            }
-        };
-        let (this_year, this_month) = (now.year() as i64, now.month() as i64);
-        if year < this_year {
-            return Err(invalid(CardField::ExpYear, "the card has expired"));
-        }
-        if year == this_year && exp_month < this_month {
-            return Err(invalid(CardField::ExpMonth, "the card has expired"));
-        }
-        if year > this_year + 50 {
-            return Err(invalid(
-                CardField::ExpYear,
-                "`exp_year` is too far in the future",
-            ));
-        }
-        let cvc_len = if brand_of(d) == "amex" { 4 } else { 3 };
-        if cvc.len() != cvc_len || !cvc.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(invalid(
-                CardField::Cvc,
-                if cvc_len == 4 {
-                    "`cvc` must be 4 digits for this card"
-                } else {
-                    "`cvc` must be 3 digits"
-                },
-            ));
-        }
+        check_number(d)?;
+        let year = check_expiry(exp_month, exp_year, now)?;
+        check_cvc(d, cvc)?;
         Ok(CardDetails {
             number: d.to_string(),
             exp_month: exp_month as u32,

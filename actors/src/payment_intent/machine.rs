@@ -69,7 +69,7 @@ pub fn debit_status_interval() -> Duration {
 }
 
 /// The pending direct-debit attempt of a processing mandate charge.
-fn pending_debit<'a>(
+pub(super) fn pending_debit<'a>(
     intent: &PaymentIntent,
     pending: Option<&'a ChargeAttempt>,
 ) -> DomainResult<&'a ChargeAttempt> {
@@ -131,10 +131,28 @@ pub enum Effect {
     Attempt(ChargeAttempt),
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     pub intent: PaymentIntent,
     pub effects: Vec<Effect>,
+}
+
+/// The ids a decision may give to what it makes, drawn by the caller:
+/// [`decide`] draws nothing and reads no clock, so the same inputs always
+/// give the same decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewIds {
+    /// The id of a charge attempt the decision starts (at most one).
+    pub attempt: Uuid,
+}
+
+impl NewIds {
+    /// Fresh random ids.
+    pub fn draw() -> Self {
+        NewIds {
+            attempt: Uuid::new_v4(),
+        }
+    }
 }
 
 pub(super) fn unexpected_state(intent: &PaymentIntent, action: &str) -> DomainError {
@@ -149,6 +167,7 @@ pub(super) fn unexpected_state(intent: &PaymentIntent, action: &str) -> DomainEr
 
 pub(super) fn new_attempt(
     intent: &PaymentIntent,
+    id: Uuid,
     channel: Channel,
     status: AttemptStatus,
     failure_code: Option<&str>,
@@ -156,7 +175,7 @@ pub(super) fn new_attempt(
     now: DateTime<Utc>,
 ) -> ChargeAttempt {
     ChargeAttempt {
-        id: Uuid::new_v4(),
+        id,
         number: intent.attempts + 1,
         payment_intent: intent.id,
         mode: intent.mode,
@@ -172,7 +191,7 @@ pub(super) fn new_attempt(
 
 /// Moves the pending attempt (if any) to `status`; `existing` is the stored
 /// attempt, passed by the actor.
-fn settle_pending(
+pub(super) fn settle_pending(
     existing: Option<&ChargeAttempt>,
     status: AttemptStatus,
     effects: &mut Vec<Effect>,
@@ -186,294 +205,10 @@ fn settle_pending(
     }
 }
 
-/// The state machine. `pending` is the stored pending charge attempt, if any.
-// Long on purpose: one match over (status, command), an arm per transition,
-// read as the table of the state machine; the arms share helpers below.
-pub fn decide(
-    intent: &PaymentIntent,
-    pending: Option<&ChargeAttempt>,
-    command: &Command,
-    now: DateTime<Utc>,
-) -> DomainResult<Decision> {
-    let mut effects = Vec::new();
-    let mut next = intent.clone();
-    match command {
-        Command::Cancel => {
-            if !matches!(
-                intent.status,
-                Status::Created | Status::Failed | Status::Abandoned
-            ) {
-                return Err(unexpected_state(intent, "be canceled"));
-            }
-            next.status = Status::Canceled;
-            next.canceled_at = Some(now);
-            next.next_action = None;
-            if let Some(due) = next.abandon_due.take() {
-                effects.push(Effect::CancelAbandon(due));
-            }
-            settle_pending(pending, AttemptStatus::Canceled, &mut effects);
-            next.pending_attempt = None;
-            effects.push(Effect::Event(event::PAYMENT_INTENT_CANCELED));
-        }
-        Command::StartBankTransfer { account } => {
-            if intent.currency != Currency::NGN {
-                return Err(DomainError::request(
-                    ErrorCode::PaymentMethodUnavailable,
-                    None,
-                    "bank transfer takes naira only",
-                ));
-            }
-            if matches!(intent.status, Status::Successful | Status::Canceled) {
-                return Err(unexpected_state(intent, "start a bank transfer"));
-            }
-            if debit_in_flight(pending) {
-                return Err(unexpected_state(
-                    intent,
-                    "start a bank transfer while its direct debit is with the bank",
-                ));
-            }
-            let Some(account) = account else {
-                if !intent.needs_transfer_account(now) {
-                    // Asking again while the account is open returns it.
-                    return Ok(Decision {
-                        intent: next,
-                        effects,
-                    });
-                }
-                return Err(DomainError::internal("no transfer account was issued"));
-            };
-            // A previous pending transfer attempt (an expired account) stays
-            // as it is: late money to it still counts. A card attempt
-            // waiting for the customer ends: they chose to transfer.
-            if let Some(p) = pending.filter(|a| a.channel == Channel::Card) {
-                settle_pending(Some(p), AttemptStatus::Canceled, &mut effects);
-            }
-            let attempt = new_attempt(
-                intent,
-                Channel::BankTransfer,
-                AttemptStatus::Pending,
-                None,
-                Some(account.amount),
-                now,
-            );
-            next.attempts += 1;
-            next.pending_attempt = Some(attempt.number);
-            effects.push(Effect::Attempt(attempt));
-            next.status = Status::Processing;
-            next.channel = Some(Channel::BankTransfer);
-            next.failure_code = None;
-            next.next_action = None;
-            next.bank_transfer = Some(account.clone());
-            if let Some(due) = next.abandon_due.take() {
-                effects.push(Effect::CancelAbandon(due));
-            }
-            let due = now + abandon_after();
-            next.abandon_due = Some(due);
-            effects.push(Effect::ScheduleAbandon(due));
-        }
-        Command::TransferReceived { amount } => {
-            let Some(account) = &intent.bank_transfer else {
-                return Err(DomainError::state(
-                    ErrorCode::BankTransferNotStarted,
-                    "no bank-transfer account was issued for this payment intent",
-                ));
-            };
-            if *amount != account.amount {
-                // Returned to the sender; the payment is unchanged.
-                let attempt = new_attempt(
-                    intent,
-                    Channel::BankTransfer,
-                    AttemptStatus::Failed,
-                    Some("amount_mismatch"),
-                    Some(*amount),
-                    now,
-                );
-                next.attempts += 1;
-                effects.push(Effect::Attempt(attempt));
-                return Ok(Decision {
-                    intent: next.touched(now),
-                    effects,
-                });
-            }
-            if matches!(intent.status, Status::Successful | Status::Canceled) {
-                return Err(unexpected_state(intent, "receive money"));
-            }
-            next.channel = Some(Channel::BankTransfer);
-            match pending.filter(|a| a.channel == Channel::BankTransfer) {
-                Some(_) => settle_pending(pending, AttemptStatus::Successful, &mut effects),
-                None => {
-                    // Paid by transfer: a card attempt still open ends.
-                    if let Some(p) = pending.filter(|a| a.channel == Channel::Card) {
-                        settle_pending(Some(p), AttemptStatus::Canceled, &mut effects);
-                    }
-                    let attempt = new_attempt(
-                        intent,
-                        Channel::BankTransfer,
-                        AttemptStatus::Successful,
-                        None,
-                        Some(*amount),
-                        now,
-                    );
-                    next.attempts += 1;
-                    effects.push(Effect::Attempt(attempt));
-                }
-            }
-            succeed(&mut next, &mut effects, now)?;
-        }
-        Command::TestSucceed => {
-            if intent.status == Status::Successful {
-                return Err(unexpected_state(intent, "succeed again"));
-            }
-            if next.channel.is_none() {
-                next.channel = Some(Channel::Card);
-            }
-            settle_pending(pending, AttemptStatus::Successful, &mut effects);
-            succeed(&mut next, &mut effects, now)?;
-        }
-        Command::AbandonDue => {
-            // A stale or early timer changes nothing (the live due time stays).
-            let due_reached = intent.abandon_due.is_some_and(|d| d <= now);
-            if intent.status != Status::Processing || !due_reached {
-                return Ok(Decision {
-                    intent: next,
-                    effects,
-                });
-            }
-            next.abandon_due = None;
-            next.status = Status::Abandoned;
-            // A card attempt waiting for the customer (a code, a redirect)
-            // ends with the payment; one the bank is deciding stays pending,
-            // since its result may still bring money.
-            if intent.next_action.is_some() {
-                if let Some(p) = pending.filter(|a| a.channel == Channel::Card) {
-                    settle_pending(Some(p), AttemptStatus::Canceled, &mut effects);
-                    next.pending_attempt = None;
-                }
-            }
-            next.next_action = None;
-            effects.push(Effect::Event(event::PAYMENT_INTENT_ABANDONED));
-        }
-        Command::StartCard {
-            card,
-            reference,
-            outcome,
-        } => {
-            check_card_start(intent, pending)?;
-            // A card attempt still waiting for the customer is replaced.
-            if let Some(p) = pending.filter(|a| a.channel == Channel::Card) {
-                settle_pending(Some(p), AttemptStatus::Canceled, &mut effects);
-            }
-            if let Some(due) = next.abandon_due.take() {
-                effects.push(Effect::CancelAbandon(due));
-            }
-            let mut attempt = new_attempt(
-                intent,
-                Channel::Card,
-                AttemptStatus::Pending,
-                None,
-                Some(intent.checked_charge_on(Channel::Card)?.2),
-                now,
-            );
-            attempt.card = Some(card.clone());
-            attempt.provider_reference = reference.clone();
-            next.attempts += 1;
-            next.channel = Some(Channel::Card);
-            next.failure_code = None;
-            next.next_action = None;
-            next.pending_attempt = None;
-            card_outcome(&mut next, attempt, outcome, true, &mut effects, now)?;
-        }
-        Command::Authenticate { input, outcome } => {
-            let attempt = check_authenticate(intent, pending, Some(*input))?.clone();
-            card_outcome(&mut next, attempt, outcome, false, &mut effects, now)?;
-        }
-        Command::CancelAuthentication => {
-            let mut attempt = check_authenticate(intent, pending, None)?.clone();
-            attempt.status = AttemptStatus::Canceled;
-            effects.push(Effect::Attempt(attempt));
-            fail(&mut next, "authentication_canceled", &mut effects);
-        }
-        Command::CardResult { attempt, outcome } => {
-            let attempt = check_card_result(intent, pending, *attempt)?.clone();
-            let outcome = match outcome {
-                CardFinal::Succeeded => CardOutcome::Succeeded,
-                CardFinal::Declined(code) => CardOutcome::Declined(code.clone()),
-            };
-            card_outcome(&mut next, attempt, &outcome, false, &mut effects, now)?;
-        }
-        Command::StartDirectDebit => {
-            if intent.status != Status::Created || intent.attempts != 0 || intent.mandate.is_none()
-            {
-                return Err(unexpected_state(intent, "start a direct debit"));
-            }
-            if intent.currency != Currency::NGN {
-                return Err(DomainError::request(
-                    ErrorCode::PaymentMethodUnavailable,
-                    Some("currency"),
-                    "direct debit takes naira only",
-                ));
-            }
-            next.channel = Some(Channel::DirectDebit);
-            let mut attempt = new_attempt(
-                intent,
-                Channel::DirectDebit,
-                AttemptStatus::Pending,
-                None,
-                Some(next.checked_charge_on(Channel::DirectDebit)?.2),
-                now,
-            );
-            // The debit carries the payment id as its reference.
-            attempt.provider_reference = Some(intent.id.to_string());
-            next.attempts += 1;
-            next.pending_attempt = Some(attempt.number);
-            next.status = Status::Processing;
-            effects.push(Effect::Attempt(attempt));
-            effects.push(Effect::ScheduleDebitSend(now));
-        }
-        Command::DebitSent => {
-            pending_debit(intent, pending)?;
-            effects.push(Effect::ScheduleDebitStatus(now + debit_status_interval()));
-            // Nothing about the intent changes.
-            return Ok(Decision {
-                intent: next,
-                effects,
-            });
-        }
-        Command::DebitPending => {
-            pending_debit(intent, pending)?;
-            effects.push(Effect::ScheduleDebitStatus(now + debit_status_interval()));
-            return Ok(Decision {
-                intent: next,
-                effects,
-            });
-        }
-        Command::DebitResult(result) => {
-            let attempt = pending_debit(intent, pending)?;
-            match result {
-                DebitFinal::Succeeded => {
-                    settle_pending(Some(attempt), AttemptStatus::Successful, &mut effects);
-                    succeed(&mut next, &mut effects, now)?;
-                }
-                DebitFinal::Failed(code) => {
-                    let mut a = attempt.clone();
-                    a.status = AttemptStatus::Failed;
-                    a.failure_code = Some(code.clone());
-                    effects.push(Effect::Attempt(a));
-                    fail(&mut next, code, &mut effects);
-                }
-            }
-        }
-    }
-    Ok(Decision {
-        intent: next.touched(now),
-        effects,
-    })
-}
-
 /// Applies the provider's answer to card attempt `attempt`; `fresh` when
 /// the attempt was just created (it is saved whatever the answer, and a
 /// wait starts the abandonment clock).
-fn card_outcome(
+pub(super) fn card_outcome(
     next: &mut PaymentIntent,
     mut attempt: ChargeAttempt,
     outcome: &CardOutcome,
@@ -514,7 +249,7 @@ fn card_outcome(
 }
 
 /// The last attempt failed: the customer may try again.
-fn fail(next: &mut PaymentIntent, code: &str, effects: &mut Vec<Effect>) {
+pub(super) fn fail(next: &mut PaymentIntent, code: &str, effects: &mut Vec<Effect>) {
     next.status = Status::Failed;
     next.failure_code = Some(code.to_string());
     next.next_action = None;
@@ -525,7 +260,7 @@ fn fail(next: &mut PaymentIntent, code: &str, effects: &mut Vec<Effect>) {
     effects.push(Effect::Event(event::PAYMENT_INTENT_FAILED));
 }
 
-fn succeed(
+pub(super) fn succeed(
     next: &mut PaymentIntent,
     effects: &mut Vec<Effect>,
     now: DateTime<Utc>,

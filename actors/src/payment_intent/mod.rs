@@ -1,13 +1,14 @@
 //! Payment intents: the object, its public view, and the pure state machine.
 //!
-//! [`decide`] is `(state, command, now) -> (new state, effects)`; it never
-//! touches the store, the clock or a provider. The actor ([`actor`]) runs it
+//! [`decide`] is `(state, command, ids, now) -> (new state, effects)`; it
+//! never touches the store, the clock, a random source or a provider. The actor ([`actor`]) runs it
 //! and turns effects into one store batch (through the ledger actor when money
 //! moves). [`create`] builds a new intent; creation needs no actor because no
 //! other message can reach an object that does not exist yet.
 //!
 //! Files: this one holds the stored object and its pricing; `machine.rs`
-//! the commands, effects and [`decide`]; `checks.rs` the card prechecks;
+//! the commands and effects; `steps.rs` [`decide`] and its step per
+//! command; `checks.rs` the card prechecks;
 //! `views.rs` the public views; `query.rs` the reads.
 
 pub mod actor;
@@ -18,10 +19,12 @@ mod machine;
 pub mod provider;
 pub mod query;
 pub mod service;
+mod steps;
 mod views;
 
 pub use checks::*;
 pub use machine::*;
+pub use steps::decide;
 pub use views::*;
 
 use std::collections::BTreeMap;

@@ -9,7 +9,7 @@ use kobo_storage::{Batch, CommitError, KeyBuf, Table};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{render, Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, random_base62, scope_key, sha256_hex, time_ordered_code, Mode};
 use crate::ledger::actor::PostEntry;
 use crate::ledger::release::plan_capture;
@@ -18,7 +18,8 @@ use crate::merchant::{Merchant, Settings};
 use crate::money::{Channel, Currency, FeeBearer};
 use crate::payment_intent::deps::PaymentIntentDeps;
 use crate::payment_intent::{
-    decide, ChargeAttempt, Command, Decision, Effect, PaymentIntent, Status,
+    decide, ChargeAttempt, Command, Decision, Effect, NewIds, PaymentIntent, PaymentIntentView,
+    Status,
 };
 use crate::timer::{Timer, TimerKind};
 
@@ -68,7 +69,7 @@ pub async fn create(
     mode: Mode,
     params: CreatePaymentIntent,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<Value> {
+) -> DomainResult<Answer<PaymentIntentView>> {
     let now = kobo.clock.now();
     let (intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
     commit_new(kobo, &intent, &client_secret, &[], idem, now).await
@@ -87,13 +88,19 @@ pub async fn create_mandate_charge(
     mandate: Uuid,
     mut params: CreatePaymentIntent,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<Value> {
+) -> DomainResult<Answer<PaymentIntentView>> {
     let now = kobo.clock.now();
     // The business bears the fee, at the direct-debit price.
     params.fee_bearer = FeeBearer::Merchant;
     let (mut intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
     intent.mandate = Some(mandate);
-    let decision = decide(&intent, None, &Command::StartDirectDebit, now)?;
+    let decision = decide(
+        &intent,
+        None,
+        &Command::StartDirectDebit,
+        NewIds::draw(),
+        now,
+    )?;
     commit_new(
         kobo,
         &decision.intent,
@@ -111,8 +118,6 @@ pub async fn create_mandate_charge(
 pub const CHECKOUT_CODE_LEN: usize = 22;
 
 /// A new intent in `created` and its client secret.
-// Long: the checks of the create parameters, then the new intent's struct literal, a
-// field a line.
 fn new_intent(
     kobo: &Env,
     merchant: &Merchant,
@@ -120,23 +125,7 @@ fn new_intent(
     params: CreatePaymentIntent,
     now: DateTime<Utc>,
 ) -> DomainResult<(PaymentIntent, String)> {
-    let brand = match params.brand {
-        Some(b) => {
-            let read = kobo.store.read()?;
-            let found: Option<crate::merchant::Brand> =
-                read.get_decoded(Table::Brands, b.as_bytes())?;
-            match found {
-                Some(brand) if brand.merchant == merchant.id && brand.mode == mode => b,
-                _ => return Err(DomainError::not_found("brand", b).with_param("brand")),
-            }
-        }
-        None => merchant.default_brand(mode),
-    };
-    // Only this merchant's customer in this mode; anything else reads as
-    // missing (never "someone else's").
-    if let Some(c) = params.customer {
-        crate::customer::load(kobo, merchant.id, mode, c).map_err(|e| e.with_param("customer"))?;
-    }
+    let brand = check_names(kobo, merchant, mode, &params)?;
     let pricing = merchant
         .settings
         .pricing
@@ -177,7 +166,7 @@ fn new_intent(
         return_url: params.return_url,
         client_secret_hash: sha256_hex(&client_secret),
         client_secret: None,
-        checkout_code: checkout_code.clone(),
+        checkout_code,
         bank_transfer: None,
         next_action: None,
         abandon_due: None,
@@ -193,11 +182,36 @@ fn new_intent(
     Ok((intent, client_secret))
 }
 
+/// The objects a create names must be the merchant's in this mode (404
+/// otherwise, never "someone else's"): the brand (answered; default: the
+/// merchant's default brand) and the customer.
+fn check_names(
+    kobo: &Env,
+    merchant: &Merchant,
+    mode: Mode,
+    params: &CreatePaymentIntent,
+) -> DomainResult<Uuid> {
+    let brand = match params.brand {
+        Some(b) => {
+            let read = kobo.store.read()?;
+            let found: Option<crate::merchant::Brand> =
+                read.get_decoded(Table::Brands, b.as_bytes())?;
+            match found {
+                Some(brand) if brand.merchant == merchant.id && brand.mode == mode => b,
+                _ => return Err(DomainError::not_found("brand", b).with_param("brand")),
+            }
+        }
+        None => merchant.default_brand(mode),
+    };
+    if let Some(c) = params.customer {
+        crate::customer::load(kobo, merchant.id, mode, c).map_err(|e| e.with_param("customer"))?;
+    }
+    Ok(brand)
+}
+
 /// Commits a new intent: the object, its list indexes, the reference claim,
 /// the checkout link, what its first decision asks for (`effects`: charge
 /// attempts, the debit timer) and the saved response, in one batch.
-// Long: one new intent's batch in commit order (object, indexes, customer, effects,
-// reference, saved response).
 async fn commit_new(
     kobo: &Env,
     intent: &PaymentIntent,
@@ -205,44 +219,14 @@ async fn commit_new(
     effects: &[Effect],
     idem: Option<&IdempotencySave>,
     now: DateTime<Utc>,
-) -> DomainResult<Value> {
-    let (id, seq, merchant_id, mode) = (intent.id, intent.seq, intent.merchant, intent.mode);
-    let checkout_code = intent.checkout_code.clone();
-    let checkout_url = format!("{}/c/{}", kobo.config.base_url, checkout_code);
-    let view = intent.to_api(Some(super::CreatedSecrets {
+) -> DomainResult<Answer<PaymentIntentView>> {
+    let checkout_url = format!("{}/c/{}", kobo.config.base_url, intent.checkout_code);
+    let view = intent.view(Some(super::CreatedSecrets {
         checkout_url: &checkout_url,
         client_secret,
     }));
-
     let mut batch = Batch::new();
-    batch
-        .put(Table::PaymentIntents, id.as_bytes().to_vec(), intent)
-        .put_raw(
-            Table::PaymentIntentIndex,
-            list_key(merchant_id, mode, seq),
-            id.as_bytes().to_vec(),
-        )
-        .put_raw(
-            Table::PaymentIntentStatusIndex,
-            status_prefix(merchant_id, mode, intent.status)
-                .u64(seq)
-                .build(),
-            id.as_bytes().to_vec(),
-        )
-        .require_absent(Table::CheckoutLinks, checkout_code.as_bytes().to_vec())
-        .put_raw(
-            Table::CheckoutLinks,
-            checkout_code.as_bytes().to_vec(),
-            id.as_bytes().to_vec(),
-        )
-        .note_seq(seq);
-    if let Some(c) = intent.customer {
-        batch.put_raw(
-            Table::PaymentIntentCustomerIndex,
-            customer_prefix(merchant_id, mode, c).u64(seq).build(),
-            id.as_bytes().to_vec(),
-        );
-    }
+    insert(&mut batch, intent);
     for effect in effects {
         match effect {
             Effect::Attempt(a) => {
@@ -253,27 +237,30 @@ async fn commit_new(
                 );
             }
             Effect::ScheduleDebitSend(due) => {
-                Timer::new(TimerKind::DirectDebitSend, id, merchant_id, mode)
-                    .schedule(&mut batch, *due);
+                Timer::new(
+                    TimerKind::DirectDebitSend,
+                    intent.id,
+                    intent.merchant,
+                    intent.mode,
+                )
+                .schedule(&mut batch, *due);
             }
-            other => {
-                return Err(DomainError::internal(format!(
-                    "a new payment intent cannot take {other:?}"
-                )))
-            }
+            other => unreachable!("a new payment intent cannot take {other:?}"),
         }
     }
     if let Some(r) = &intent.reference {
-        let key = reference_key(merchant_id, mode, r);
+        let key = reference_key(intent.merchant, intent.mode, r);
         batch
             .require_absent(Table::PaymentIntentReferences, key.clone())
-            .put_raw(Table::PaymentIntentReferences, key, id.as_bytes().to_vec());
+            .put_raw(
+                Table::PaymentIntentReferences,
+                key,
+                intent.id.as_bytes().to_vec(),
+            );
     }
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 201, &view.to_string(), now);
-    }
+    let answer = Answer::save(Outcome::Created(view), idem, &mut batch, now);
     match kobo.writer.commit(batch).await {
-        Ok(()) => Ok(view),
+        Ok(()) => Ok(answer),
         Err(CommitError::Conflict { table, .. })
             if table == Table::PaymentIntentReferences.name() =>
         {
@@ -289,6 +276,37 @@ async fn commit_new(
     }
 }
 
+/// A new intent's rows: the object, its list, status and customer
+/// indexes, and its checkout link (claimed: absent before).
+fn insert(batch: &mut Batch, intent: &PaymentIntent) {
+    let (id, seq, merchant, mode) = (intent.id, intent.seq, intent.merchant, intent.mode);
+    let code = intent.checkout_code.as_bytes();
+    batch
+        .put(Table::PaymentIntents, id.as_bytes().to_vec(), intent)
+        .put_raw(
+            Table::PaymentIntentIndex,
+            list_key(merchant, mode, seq),
+            id.as_bytes().to_vec(),
+        )
+        .put_raw(
+            Table::PaymentIntentStatusIndex,
+            status_prefix(merchant, mode, intent.status)
+                .u64(seq)
+                .build(),
+            id.as_bytes().to_vec(),
+        )
+        .require_absent(Table::CheckoutLinks, code.to_vec())
+        .put_raw(Table::CheckoutLinks, code.to_vec(), id.as_bytes().to_vec())
+        .note_seq(seq);
+    if let Some(c) = intent.customer {
+        batch.put_raw(
+            Table::PaymentIntentCustomerIndex,
+            customer_prefix(merchant, mode, c).u64(seq).build(),
+            id.as_bytes().to_vec(),
+        );
+    }
+}
+
 /// Saves a decision: the new state, its index moves, attempts, events,
 /// timers and the saved response in one batch; through the intent's ledger
 /// when money moves. Returns the response body.
@@ -299,7 +317,7 @@ pub async fn commit_decision(
     idem: Option<&IdempotencySave>,
     batch: Batch,
     now: DateTime<Utc>,
-) -> DomainResult<Value> {
+) -> DomainResult<Answer<PaymentIntentView>> {
     commit_decision_with(kobo, before, decision, idem, batch, now, None).await
 }
 
@@ -338,8 +356,6 @@ pub fn precheck_capture(
 
 /// [`commit_decision`]; a capture uses `settings` when given (from
 /// [`precheck_capture`]), else the merchant's settings at commit time.
-// Long: a match arm per effect adding its rows to the one batch, then one commit (through
-// the ledger when money moves).
 pub async fn commit_decision_with(
     kobo: &PaymentIntentDeps,
     before: &PaymentIntent,
@@ -348,135 +364,42 @@ pub async fn commit_decision_with(
     mut batch: Batch,
     now: DateTime<Utc>,
     settings: Option<&Settings>,
-) -> DomainResult<Value> {
+) -> DomainResult<Answer<PaymentIntentView>> {
     let after = &decision.intent;
-    let view = after.to_api(None);
+    let view = after.view(None);
+    let body = render(&view);
     if after != before {
         batch.put(Table::PaymentIntents, after.id.as_bytes().to_vec(), after);
     }
     if after.status != before.status {
+        let (merchant, mode, seq) = (after.merchant, after.mode, after.seq);
         batch
             .delete(
                 Table::PaymentIntentStatusIndex,
-                status_prefix(after.merchant, after.mode, before.status)
-                    .u64(after.seq)
+                status_prefix(merchant, mode, before.status)
+                    .u64(seq)
                     .build(),
             )
             .put_raw(
                 Table::PaymentIntentStatusIndex,
-                status_prefix(after.merchant, after.mode, after.status)
-                    .u64(after.seq)
-                    .build(),
+                status_prefix(merchant, mode, after.status).u64(seq).build(),
                 after.id.as_bytes().to_vec(),
             );
     }
     let mut capture = None;
     for effect in &decision.effects {
         match effect {
-            Effect::Event(t) => Event::record(
-                kobo,
-                (after.merchant, after.mode),
-                t,
-                view.clone(),
-                now,
-                &mut batch,
-            ),
-            Effect::Attempt(a) => {
-                batch.put(
-                    Table::ChargeAttempts,
-                    attempt_key(a.payment_intent, a.number),
-                    a,
-                );
-            }
-            Effect::ScheduleAbandon(due) => {
-                Timer::new(
-                    TimerKind::PaymentIntentAbandon,
-                    after.id,
-                    after.merchant,
-                    after.mode,
-                )
-                .schedule(&mut batch, *due);
-            }
-            Effect::CancelAbandon(due) => {
-                batch.delete(
-                    Table::Timers,
-                    Timer::key(*due, TimerKind::PaymentIntentAbandon, after.id),
-                );
-            }
-            Effect::ScheduleDebitSend(due) => {
-                Timer::new(
-                    TimerKind::DirectDebitSend,
-                    after.id,
-                    after.merchant,
-                    after.mode,
-                )
-                .schedule(&mut batch, *due);
-            }
-            Effect::ScheduleDebitStatus(due) => {
-                Timer::new(
-                    TimerKind::DirectDebitStatus,
-                    after.id,
-                    after.merchant,
-                    after.mode,
-                )
-                .schedule(&mut batch, *due);
+            Effect::Event(t) => {
+                let scope = (after.merchant, after.mode);
+                Event::record(kobo, scope, t, body.clone(), now, &mut batch)
             }
             Effect::Capture { gross, fee, net } => capture = Some((*gross, *fee, *net)),
+            other => add_effect(&mut batch, after, other),
         }
     }
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 200, &view.to_string(), now);
-    }
+    let answer = Answer::save_rendered(Outcome::Updated(view), &body, idem, &mut batch, now);
     match capture {
-        Some((gross, fee, net)) => {
-            // The merchant's settlement terms as they were checked before
-            // the provider was asked, else as they are at capture time.
-            let loaded;
-            let settings = match settings {
-                Some(s) => s,
-                None => {
-                    loaded = crate::admin::load_merchant(kobo, after.merchant)?
-                        .ok_or_else(|| DomainError::internal("payment of an unknown merchant"))?
-                        .settings;
-                    &loaded
-                }
-            };
-            let plan = plan_capture(
-                &kobo.calendar,
-                settings,
-                after.id,
-                after.merchant,
-                after.mode,
-                after.brand,
-                after.currency,
-                gross,
-                fee,
-                net,
-                now,
-            )?;
-            for release in &plan.releases {
-                release.schedule(&mut batch);
-            }
-            let entry = EntrySpec {
-                entry_type: EntryType::Payment,
-                source: after.id,
-                description: format!("payment {}", after.reference.as_deref().unwrap_or(""))
-                    .trim_end()
-                    .to_string(),
-                lines: plan.lines,
-                allow_negative: false,
-            };
-            kobo.ledgers
-                .send(
-                    (after.merchant, after.mode),
-                    PostEntry {
-                        entry,
-                        with: batch,
-                        usage: None,
-                    },
-                )
-                .await??;
-        }
+        Some(money) => post_capture(kobo, after, settings, money, batch, now).await?,
         None if !batch.is_empty() => kobo
             .writer
             .commit(batch)
@@ -484,7 +407,94 @@ pub async fn commit_decision_with(
             .map_err(|e| DomainError::internal(e.to_string()))?,
         None => {}
     }
-    Ok(view)
+    Ok(answer)
+}
+
+/// The rows of an effect that is neither an event nor the capture: a
+/// charge attempt, or a timer scheduled or cancelled.
+fn add_effect(batch: &mut Batch, after: &PaymentIntent, effect: &Effect) {
+    let timer = |kind| Timer::new(kind, after.id, after.merchant, after.mode);
+    match effect {
+        Effect::Attempt(a) => {
+            batch.put(
+                Table::ChargeAttempts,
+                attempt_key(a.payment_intent, a.number),
+                a,
+            );
+        }
+        Effect::ScheduleAbandon(due) => {
+            timer(TimerKind::PaymentIntentAbandon).schedule(batch, *due);
+        }
+        Effect::CancelAbandon(due) => {
+            batch.delete(
+                Table::Timers,
+                Timer::key(*due, TimerKind::PaymentIntentAbandon, after.id),
+            );
+        }
+        Effect::ScheduleDebitSend(due) => timer(TimerKind::DirectDebitSend).schedule(batch, *due),
+        Effect::ScheduleDebitStatus(due) => {
+            timer(TimerKind::DirectDebitStatus).schedule(batch, *due)
+        }
+        Effect::Event(_) | Effect::Capture { .. } => unreachable!("handled by the commit"),
+    }
+}
+
+/// Books a capture (`gross`, `fee`, `net`) with `batch` through the
+/// merchant's ledger: its pending/reserve lines and scheduled releases,
+/// under the settlement terms as they were checked before the provider was
+/// asked (`settings`), else as they are now.
+async fn post_capture(
+    kobo: &PaymentIntentDeps,
+    after: &PaymentIntent,
+    settings: Option<&Settings>,
+    (gross, fee, net): (i64, i64, i64),
+    mut batch: Batch,
+    now: DateTime<Utc>,
+) -> DomainResult<()> {
+    let loaded;
+    let settings = match settings {
+        Some(s) => s,
+        None => {
+            loaded = crate::admin::load_merchant(kobo, after.merchant)?
+                .ok_or_else(|| DomainError::internal("payment of an unknown merchant"))?
+                .settings;
+            &loaded
+        }
+    };
+    let plan = plan_capture(
+        &kobo.calendar,
+        settings,
+        after.id,
+        after.merchant,
+        after.mode,
+        after.brand,
+        after.currency,
+        gross,
+        fee,
+        net,
+        now,
+    )?;
+    for release in &plan.releases {
+        release.schedule(&mut batch);
+    }
+    let entry = EntrySpec {
+        entry_type: EntryType::Payment,
+        source: after.id,
+        description: format!("payment {}", after.reference.as_deref().unwrap_or(""))
+            .trim_end()
+            .to_string(),
+        lines: plan.lines,
+        allow_negative: false,
+    };
+    let post = PostEntry {
+        entry,
+        with: batch,
+        usage: None,
+    };
+    kobo.ledgers
+        .send((after.merchant, after.mode), post)
+        .await??;
+    Ok(())
 }
 
 /// Reads one charge attempt.

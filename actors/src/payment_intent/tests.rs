@@ -26,6 +26,16 @@ fn now() -> DateTime<Utc> {
 
 const BEARERS: [FeeBearer; 2] = [FeeBearer::Merchant, FeeBearer::Customer];
 
+/// [`machine::decide`] with fresh ids, as the actor calls it.
+fn decide(
+    intent: &PaymentIntent,
+    pending: Option<&ChargeAttempt>,
+    command: &Command,
+    now: DateTime<Utc>,
+) -> DomainResult<Decision> {
+    steps::decide(intent, pending, command, NewIds::draw(), now)
+}
+
 fn account(amount: i64, issued: DateTime<Utc>) -> BankTransferAccount {
     BankTransferAccount {
         account_number: "0123456789".into(),
@@ -1156,6 +1166,56 @@ fn every_change_bumps_the_version_and_sets_updated_at() {
         }
     }
     assert!(checked > 50, "only {checked} decisions checked");
+}
+
+/// `decide` is deterministic: the same intent, attempt, command, ids and
+/// time give the same decision (or the same error), every time; a new
+/// attempt takes the id it was given.
+#[test]
+fn the_same_inputs_give_the_same_decision() {
+    let ids = NewIds {
+        attempt: Uuid::from_u128(0x5eed),
+    };
+    let mut checked = 0;
+    for currency in Currency::ALL {
+        for status in Status::ALL {
+            let (pi, pending) = fixture(status, currency, FeeBearer::Merchant);
+            let exact = pi.bank_transfer.as_ref().map_or(AMOUNT, |b| b.amount);
+            for at in [now(), t(120), t(200)] {
+                let commands = [
+                    Command::Cancel,
+                    Command::StartBankTransfer {
+                        account: Some(account(pi.transfer_amount(), at)),
+                    },
+                    Command::TransferReceived { amount: exact },
+                    Command::TransferReceived { amount: exact + 1 },
+                    Command::TestSucceed,
+                    Command::AbandonDue,
+                    start_card(CardOutcome::Succeeded),
+                    start_card(CardOutcome::Action(ask(AuthInput::Pin))),
+                    Command::CancelAuthentication,
+                    Command::StartDirectDebit,
+                    Command::DebitPending,
+                ];
+                for cmd in &commands {
+                    let first = steps::decide(&pi, pending.as_ref(), cmd, ids, at);
+                    let again = steps::decide(&pi, pending.as_ref(), cmd, ids, at);
+                    let ctx = format!("{currency:?} {status:?} {cmd:?} at {at}");
+                    assert_eq!(first, again, "{ctx}");
+                    if let Ok(d) = &first {
+                        for e in &d.effects {
+                            if let Effect::Attempt(a) = e {
+                                let old = pending.as_ref().is_some_and(|p| p.number == a.number);
+                                assert!(old || a.id == ids.attempt, "{ctx}: {a:?}");
+                            }
+                        }
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} decisions checked");
 }
 
 // ---------------------------------------------------------------- cards

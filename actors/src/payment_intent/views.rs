@@ -408,7 +408,8 @@ mod view_tests {
         ];
         for channel in [Channel::Card, Channel::BankTransfer, Channel::DirectDebit] {
             for status in statuses {
-                let mut a = new_attempt(&intent, channel, status, None, Some(5), at(1));
+                let id = Uuid::new_v4();
+                let mut a = new_attempt(&intent, id, channel, status, None, Some(5), at(1));
                 assert_eq!(a.to_api(), old_attempt_json(&a));
                 a.card = Some(CardSummary {
                     last4: "0409".into(),

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
-use serde_json::Value;
 use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
@@ -15,14 +14,13 @@ use crate::audit::{Audit, AuditAction, Record};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{render, Answer, IdempotencySave, Outcome};
 use crate::ids::Mode;
 use crate::ledger::actor::Ledgers;
-use crate::ledger::actor::{PostEntry, UsageChange};
-use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
+use crate::ledger::actor::PostEntry;
 use crate::payout::rail::Rails;
 use crate::payout::rail::{RailStatus, SendOutcome, Transfer};
-use crate::payout::{decide, service, Command, Effect, Payout, PayoutStatus};
+use crate::payout::{decide, service, Command, Effect, Payout, PayoutStatus, PayoutView};
 use crate::registry::{run_command, Activation, ObjectActor, VirtualActor};
 use crate::timer::{Timer, TimerKind};
 
@@ -63,7 +61,7 @@ pub enum PayoutAction {
 }
 
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "DomainResult<Value>")]
+#[rtype(result = "DomainResult<Answer<PayoutView>>")]
 pub struct PayoutMessage {
     pub merchant: Uuid,
     pub mode: Mode,
@@ -107,7 +105,7 @@ impl ObjectActor for PayoutActor {
 }
 
 impl Handler<PayoutMessage> for PayoutActor {
-    type Result = AtomicResponse<Self, DomainResult<Value>>;
+    type Result = AtomicResponse<Self, DomainResult<Answer<PayoutView>>>;
 
     fn handle(&mut self, msg: PayoutMessage, _ctx: &mut Context<Self>) -> Self::Result {
         let (merchant, mode) = (msg.merchant, msg.mode);
@@ -121,7 +119,7 @@ async fn process(
     kobo: &PayoutDeps,
     p: &Payout,
     msg: PayoutMessage,
-) -> DomainResult<(Payout, Value)> {
+) -> DomainResult<(Payout, Answer<PayoutView>)> {
     let now = kobo.clock.now();
     let mut batch = Batch::new();
     let rail = kobo.rails.for_mode(p.mode);
@@ -185,8 +183,8 @@ async fn process(
     finish(kobo, p, after, effects, batch, msg.idem.as_ref(), now).await
 }
 
-// Long: a match arm per effect adding its rows (and at most one ledger entry) to the one
-// batch, then one commit.
+/// Saves the decision: the payout, its events and timers, the saved
+/// response, in one batch; through the ledger when money moves.
 async fn finish(
     kobo: &PayoutDeps,
     before: &Payout,
@@ -195,20 +193,12 @@ async fn finish(
     mut batch: Batch,
     idem: Option<&IdempotencySave>,
     now: chrono::DateTime<chrono::Utc>,
-) -> DomainResult<(Payout, Value)> {
-    let view = after.to_api();
+) -> DomainResult<(Payout, Answer<PayoutView>)> {
+    let view = after.view();
+    let body = render(&view);
     if &after != before {
         batch.put(Table::Payouts, after.id.as_bytes().to_vec(), &after);
     }
-    let total = after.total();
-    let line = |bucket: Bucket, amount: i64| LineSpec {
-        brand: after.brand,
-        currency: after.currency,
-        bucket,
-        amount,
-        gross: None,
-        fee: None,
-    };
     let mut money = None;
     for effect in effects {
         match effect {
@@ -216,7 +206,7 @@ async fn finish(
                 kobo,
                 (after.merchant, after.mode),
                 t,
-                view.clone(),
+                body.clone(),
                 now,
                 &mut batch,
             ),
@@ -231,42 +221,12 @@ async fn finish(
                 after.mode,
             )
             .schedule(&mut batch, due),
-            Effect::ReturnMoney => {
-                money = Some((
-                    EntrySpec {
-                        entry_type: EntryType::Payout,
-                        source: after.id,
-                        description: format!("payout {} returned", after.status.as_str()),
-                        lines: vec![
-                            line(Bucket::PayoutInFlight, -total),
-                            line(Bucket::Available, total),
-                        ],
-                        allow_negative: false,
-                    },
-                    Some(UsageChange {
-                        day: after.day,
-                        delta: -after.amount,
-                        daily_limit: None,
-                    }),
-                ))
-            }
-            Effect::PayOut => {
-                money = Some((
-                    EntrySpec {
-                        entry_type: EntryType::Payout,
-                        source: after.id,
-                        description: "payout paid".into(),
-                        lines: vec![line(Bucket::PayoutInFlight, -total)],
-                        allow_negative: false,
-                    },
-                    None,
-                ))
+            Effect::ReturnMoney | Effect::PayOut => {
+                money = Some(super::entries::money_of(&after, &effect))
             }
         }
     }
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 200, &view.to_string(), now);
-    }
+    let answer = Answer::save_rendered(Outcome::Updated(view), &body, idem, &mut batch, now);
     match money {
         Some((entry, usage)) => {
             kobo.ledgers
@@ -287,5 +247,5 @@ async fn finish(
             .map_err(|e| DomainError::internal(e.to_string()))?,
         None => {}
     }
-    Ok((after, view))
+    Ok((after, answer))
 }

@@ -15,6 +15,7 @@
 //! counting toward the day's limit.
 
 pub mod actor;
+mod entries;
 pub use crate::banks::rail;
 pub mod service;
 

@@ -1,5 +1,6 @@
 //! Creating payouts, the payout quote, limits, and automatic settlement.
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -10,14 +11,13 @@ use kobo_storage::{Batch, Table};
 use crate::banks::{self, BankAccount};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, scope_key, Mode};
 use crate::ledger::actor::{stored_usage, PostEntry, UsageChange};
-use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
 use crate::merchant::{Merchant, PayoutTier};
 use crate::money::{payout_fee, Currency};
 use crate::payout::actor::PayoutDeps;
-use crate::payout::{Payout, PayoutStatus};
+use crate::payout::{Payout, PayoutStatus, PayoutView};
 use crate::timer::{Timer, TimerKind};
 
 /// The smallest payout: ₦1.
@@ -240,15 +240,74 @@ pub struct CreatePayout {
 /// Creates a payout: the record and the move of amount + fee + VAT from
 /// `available` to `payout_in_flight` commit together, through the merchant's
 /// ledger, which checks the balance and the day's limit in the same step.
-// Long: one payout in order (checks, the object and its batch, the ledger entry that
-// holds the money); the struct literal is a field a line.
 pub async fn create(
     kobo: &PayoutDeps,
     merchant: &Merchant,
     mode: Mode,
     req: CreatePayout,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<Payout> {
+) -> DomainResult<Answer<PayoutView>> {
+    let (account, brand) = check_create(kobo, merchant, mode, &req)?;
+    let now = kobo.clock.now();
+    let awaiting = !req.automatic
+        && merchant
+            .settings
+            .payout_approval_threshold
+            .is_some_and(|t| req.amount >= t);
+    let payout = new_payout(kobo, merchant, mode, &req, account.id, brand, awaiting, now);
+    let mut batch = Batch::new();
+    batch
+        .put(Table::Payouts, payout.id.as_bytes().to_vec(), &payout)
+        .put_raw(
+            Table::PayoutIndex,
+            payout_list_key(merchant.id, mode, payout.seq),
+            payout.id.as_bytes().to_vec(),
+        )
+        .note_seq(payout.seq);
+    if !awaiting {
+        Timer::new(TimerKind::PayoutSend, payout.id, merchant.id, mode).schedule(&mut batch, now);
+    }
+    let answer = Answer::save(Outcome::Created(payout.view()), idem, &mut batch, now);
+    let total = payout.total();
+    let usage = UsageChange {
+        day: payout.day,
+        delta: payout.amount,
+        daily_limit: Some(limits(merchant).daily),
+    };
+    kobo.ledgers
+        .send(
+            (merchant.id, mode),
+            PostEntry {
+                entry: super::entries::hold_entry(&payout, &account),
+                with: batch,
+                usage: Some(usage),
+            },
+        )
+        .await?
+        .map_err(|e| {
+            if e.code == ErrorCode::InsufficientFunds {
+                DomainError::state(
+                    ErrorCode::InsufficientFunds,
+                    format!(
+                        "the available balance does not cover {} (amount, fee and VAT)",
+                        total
+                    ),
+                )
+            } else {
+                e
+            }
+        })?;
+    Ok(answer)
+}
+
+/// A create's checks, in order: the bank account (404), the brand (404),
+/// the per-payout limit (409). Answers the account and the brand.
+fn check_create(
+    kobo: &PayoutDeps,
+    merchant: &Merchant,
+    mode: Mode,
+    req: &CreatePayout,
+) -> DomainResult<(BankAccount, Uuid)> {
     let account: BankAccount =
         banks::load(kobo, merchant.id, mode, req.bank_account)?.ok_or_else(|| {
             DomainError::not_found("bank_account", req.bank_account).with_param("bank_account_id")
@@ -268,14 +327,23 @@ pub async fn create(
             format!("the most one payout may carry is {}", l.per_payout),
         ));
     }
-    let now = kobo.clock.now();
+    Ok((account, brand))
+}
+
+/// A new payout, `awaiting_approval` or `queued`.
+#[allow(clippy::too_many_arguments)] // the parts of a new payout, each named
+fn new_payout(
+    kobo: &PayoutDeps,
+    merchant: &Merchant,
+    mode: Mode,
+    req: &CreatePayout,
+    bank_account: Uuid,
+    brand: Uuid,
+    awaiting: bool,
+    now: DateTime<Utc>,
+) -> Payout {
     let (fee, vat) = payout_fee(req.amount);
-    let awaiting = !req.automatic
-        && merchant
-            .settings
-            .payout_approval_threshold
-            .is_some_and(|t| req.amount >= t);
-    let payout = Payout {
+    Payout {
         id: new_id(now),
         merchant: merchant.id,
         mode,
@@ -284,7 +352,7 @@ pub async fn create(
         currency: Currency::NGN,
         fee,
         vat,
-        bank_account: account.id,
+        bank_account,
         brand,
         status: if awaiting {
             PayoutStatus::AwaitingApproval
@@ -298,75 +366,7 @@ pub async fn create(
         updated_at: now,
         paid_at: None,
         version: 1,
-    };
-    let mut batch = Batch::new();
-    batch
-        .put(Table::Payouts, payout.id.as_bytes().to_vec(), &payout)
-        .put_raw(
-            Table::PayoutIndex,
-            payout_list_key(merchant.id, mode, payout.seq),
-            payout.id.as_bytes().to_vec(),
-        )
-        .note_seq(payout.seq);
-    if !awaiting {
-        Timer::new(TimerKind::PayoutSend, payout.id, merchant.id, mode).schedule(&mut batch, now);
     }
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 201, &payout.to_api().to_string(), now);
-    }
-    let total = payout.total();
-    let entry = EntrySpec {
-        entry_type: EntryType::Payout,
-        source: payout.id,
-        description: format!("payout to {} {}", account.bank_name, account.account_number),
-        lines: vec![
-            LineSpec {
-                brand,
-                currency: Currency::NGN,
-                bucket: Bucket::Available,
-                amount: -total,
-                gross: None,
-                fee: Some(fee + vat),
-            },
-            LineSpec {
-                brand,
-                currency: Currency::NGN,
-                bucket: Bucket::PayoutInFlight,
-                amount: total,
-                gross: None,
-                fee: None,
-            },
-        ],
-        allow_negative: false,
-    };
-    kobo.ledgers
-        .send(
-            (merchant.id, mode),
-            PostEntry {
-                entry,
-                with: batch,
-                usage: Some(UsageChange {
-                    day: payout.day,
-                    delta: payout.amount,
-                    daily_limit: Some(l.daily),
-                }),
-            },
-        )
-        .await?
-        .map_err(|e| {
-            if e.code == ErrorCode::InsufficientFunds {
-                DomainError::state(
-                    ErrorCode::InsufficientFunds,
-                    format!(
-                        "the available balance does not cover {} (amount, fee and VAT)",
-                        total
-                    ),
-                )
-            } else {
-                e
-            }
-        })?;
-    Ok(payout)
 }
 
 /// Newest first, with a cursor.
@@ -444,7 +444,7 @@ pub async fn auto_settle(
             None,
         )
         .await?;
-        made.push(p.id);
+        made.push(p.view().id);
     }
     Ok(made)
 }

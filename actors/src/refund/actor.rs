@@ -4,23 +4,25 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
 use crate::env::Env;
-use crate::error::{DomainError, DomainResult, ErrorCode};
+use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{render, Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, Mode};
-use crate::ledger::actor::Ledgers;
-use crate::ledger::actor::{PaymentMoney, PaymentMoneyOp};
-use crate::ledger::{Bucket, EntryType};
-use crate::payment_intent::{PaymentIntent, Status};
+use crate::ledger::actor::{Ledgers, PaymentMoney};
+use crate::payment_intent::PaymentIntent;
+use crate::refund::machine::{
+    decide, AftercareView, Command, Decision, Effect, Money, NewIds, Subject,
+};
 use crate::refund::provider::{sandbox_answer, RefundAnswer, SANDBOX_CONFIRMATION_DELAY};
 use crate::refund::service::{self, dispute_list_key, refund_by_payment_key, refund_list_key};
-use crate::refund::{response_window, Aftercare, Dispute, DisputeStatus, Refund, RefundStatus};
+use crate::refund::{Aftercare, Dispute, Refund, RefundStatus};
 use crate::registry::{run_once, Activation, Registry, VirtualActor};
 
 /// What the aftercare actor reaches: the merchant's ledger.
@@ -70,7 +72,7 @@ pub enum AftercareAction {
 }
 
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "DomainResult<Value>")]
+#[rtype(result = "DomainResult<Answer<AftercareView>>")]
 pub struct AftercareMessage {
     pub merchant: Uuid,
     pub mode: Mode,
@@ -95,7 +97,7 @@ impl VirtualActor for AftercareActor {
 }
 
 impl Handler<AftercareMessage> for AftercareActor {
-    type Result = AtomicResponse<Self, DomainResult<Value>>;
+    type Result = AtomicResponse<Self, DomainResult<Answer<AftercareView>>>;
 
     fn handle(&mut self, msg: AftercareMessage, _ctx: &mut Context<Self>) -> Self::Result {
         self.activation.touch();
@@ -107,13 +109,15 @@ impl Handler<AftercareMessage> for AftercareActor {
     }
 }
 
-// Long: one match over aftercare actions (refunds, disputes), an arm each; the batch,
-// saved response and ledger call after it are shared.
+/// Runs one action: loads the payment, its aftercare and what the action
+/// names, [`decide`]s, and commits the decision with the saved response
+/// (through the ledger when money moves); then asks the provider about a
+/// new refund.
 async fn process(
     kobo: Arc<AftercareDeps>,
     payment: Uuid,
     msg: AftercareMessage,
-) -> DomainResult<Value> {
+) -> DomainResult<Answer<AftercareView>> {
     let read = kobo.store.read()?;
     let intent: PaymentIntent =
         match read.get_decoded::<PaymentIntent>(Table::PaymentIntents, payment.as_bytes())? {
@@ -124,61 +128,155 @@ async fn process(
                 )
             }
         };
-    let mut care: Aftercare = read
+    let care: Aftercare = read
         .get_decoded(Table::PaymentAftercare, payment.as_bytes())?
         .unwrap_or_default();
     drop(read);
     let now = kobo.clock.now();
-    let mut batch = Batch::new();
-    let money = |op: PaymentMoneyOp,
-                 entry_type: EntryType,
-                 source: Uuid,
-                 description: String,
-                 with: Batch| PaymentMoney {
-        payment,
-        brand: intent.brand,
-        currency: intent.currency,
-        entry_type,
-        source,
-        description,
-        op,
-        with,
+    let command = command_of(&kobo, &intent, msg.action, now)?;
+    let decision = decide(&intent, &care, command, now)?;
+    commit(&kobo, &intent, decision, msg.idem.as_ref(), now).await
+}
+
+/// The action as a command: with the refund or dispute it names (loaded;
+/// a dispute must be this payment's), or the ids of the one it makes.
+fn command_of(
+    kobo: &Env,
+    intent: &PaymentIntent,
+    action: AftercareAction,
+    now: DateTime<Utc>,
+) -> DomainResult<Command> {
+    let new = || NewIds {
+        id: new_id(now),
+        seq: kobo.seq.next(),
     };
-    let (view, status, op) = match msg.action {
+    Ok(match action {
         AftercareAction::CreateRefund {
             amount,
             reason,
             metadata,
-        } => {
-            if intent.status != Status::Successful {
-                return Err(DomainError::state(
-                    ErrorCode::PaymentNotRefundable,
-                    format!(
-                        "only a successful payment can be refunded; this one is {}",
-                        intent.status.as_str()
-                    ),
-                ));
+        } => Command::CreateRefund {
+            new: new(),
+            amount,
+            reason,
+            metadata,
+        },
+        AftercareAction::RefundOutcome {
+            refund,
+            succeeded,
+            reason,
+        } => Command::RefundOutcome {
+            refund: service::load_refund(kobo, refund)?
+                .ok_or_else(|| DomainError::not_found("refund", refund))?,
+            succeeded,
+            reason,
+        },
+        AftercareAction::OpenDispute { amount, reason } => Command::OpenDispute {
+            new: new(),
+            amount,
+            reason,
+        },
+        AftercareAction::SubmitEvidence { dispute, evidence } => Command::SubmitEvidence {
+            dispute: own_dispute(kobo, dispute, intent)?,
+            evidence,
+        },
+        AftercareAction::ResolveDispute { dispute, won } => Command::ResolveDispute {
+            dispute: own_dispute(kobo, dispute, intent)?,
+            won,
+        },
+    })
+}
+
+/// Carries a decision out: its rows, event and saved response in one
+/// batch, through the ledger when money moves; then the provider call.
+async fn commit(
+    kobo: &AftercareDeps,
+    intent: &PaymentIntent,
+    decision: Decision,
+    idem: Option<&IdempotencySave>,
+    now: DateTime<Utc>,
+) -> DomainResult<Answer<AftercareView>> {
+    let Decision {
+        care,
+        subject,
+        kind,
+        effects,
+    } = decision;
+    let view = subject.view();
+    let body = render(&view);
+    let mut batch = Batch::new();
+    let mut money = None;
+    let mut ask = false;
+    for effect in effects {
+        match effect {
+            Effect::Save => {
+                match &subject {
+                    Subject::Refund(r) => batch.put(Table::Refunds, r.id.as_bytes().to_vec(), r),
+                    Subject::Dispute(d) => batch.put(Table::Disputes, d.id.as_bytes().to_vec(), d),
+                };
+                batch.put(
+                    Table::PaymentAftercare,
+                    intent.id.as_bytes().to_vec(),
+                    &care,
+                );
             }
-            let amount = care.refund_amount(intent.amount, amount)?;
-            care.refunded += amount;
-            let refund = Refund {
-                id: new_id(now),
-                merchant: intent.merchant,
-                mode: intent.mode,
-                seq: kobo.seq.next(),
-                payment_intent: payment,
-                brand: intent.brand,
-                amount,
-                currency: intent.currency,
-                status: RefundStatus::Pending,
-                reason,
-                failure_reason: None,
-                metadata,
-                created_at: now,
-                updated_at: now,
-            };
+            Effect::Index => index(&mut batch, &subject),
+            Effect::Answered => {
+                batch.delete(Table::RefundsAwaiting, subject.id().as_bytes().to_vec());
+            }
+            Effect::Event(t) => {
+                Event::record(kobo, subject.scope(), t, body.clone(), now, &mut batch);
+            }
+            Effect::Money(m) => money = Some(m),
+            Effect::AskProvider => ask = true,
+        }
+    }
+    let answer = Answer::save_rendered(Outcome::new(kind, view), &body, idem, &mut batch, now);
+    submit(kobo, intent, subject.id(), money, batch).await?;
+    if let (true, Subject::Refund(r)) = (ask, &subject) {
+        ask_provider(kobo, r.merchant, r.mode, r.payment_intent, r.id, r.amount);
+    }
+    Ok(answer)
+}
+
+/// Commits `batch`: through the merchant's ledger with the payment's money
+/// move (`source`: the refund or dispute) when there is one.
+async fn submit(
+    kobo: &AftercareDeps,
+    intent: &PaymentIntent,
+    source: Uuid,
+    money: Option<Money>,
+    batch: Batch,
+) -> DomainResult<()> {
+    let Some(m) = money else {
+        return kobo
+            .writer
+            .commit(batch)
+            .await
+            .map_err(|e| DomainError::internal(e.to_string()));
+    };
+    let move_money = PaymentMoney {
+        payment: intent.id,
+        brand: intent.brand,
+        currency: intent.currency,
+        entry_type: m.entry_type,
+        source,
+        description: m.description,
+        op: m.op,
+        with: batch,
+    };
+    kobo.ledgers
+        .send((intent.merchant, intent.mode), move_money)
+        .await??;
+    Ok(())
+}
+
+/// A new refund's or dispute's list rows (a refund's also its row among
+/// those awaiting the provider).
+fn index(batch: &mut Batch, subject: &Subject) {
+    match subject {
+        Subject::Refund(refund) => {
             batch
-                .put(Table::Refunds, refund.id.as_bytes().to_vec(), &refund)
                 .put_raw(
                     Table::RefundIndex,
                     refund_list_key(refund.merchant, refund.mode, refund.seq),
@@ -186,7 +284,12 @@ async fn process(
                 )
                 .put_raw(
                     Table::RefundByPayment,
-                    refund_by_payment_key(refund.merchant, refund.mode, payment, refund.seq),
+                    refund_by_payment_key(
+                        refund.merchant,
+                        refund.mode,
+                        refund.payment_intent,
+                        refund.seq,
+                    ),
                     refund.id.as_bytes().to_vec(),
                 )
                 .put_raw(
@@ -195,236 +298,17 @@ async fn process(
                     Vec::new(),
                 )
                 .note_seq(refund.seq);
-            let op = PaymentMoneyOp::Debit {
-                amount,
-                into: Bucket::RefundInFlight,
-                allow_negative: false,
-            };
-            (
-                refund.to_api(),
-                201,
-                Some((
-                    op,
-                    EntryType::Refund,
-                    refund.id,
-                    format!("refund of payment {payment}"),
-                )),
-            )
         }
-        AftercareAction::RefundOutcome {
-            refund,
-            succeeded,
-            reason,
-        } => {
-            let mut r: Refund = service::load_refund(&kobo, refund)?
-                .ok_or_else(|| DomainError::not_found("refund", refund))?;
-            batch.delete(Table::RefundsAwaiting, refund.as_bytes().to_vec());
-            if r.status != RefundStatus::Pending {
-                // Answered before (a repeated confirmation): nothing moves.
-                return commit_plain(&kobo, batch, r.to_api()).await;
-            }
-            r.updated_at = now;
-            let op = if succeeded {
-                r.status = RefundStatus::Succeeded;
-                PaymentMoneyOp::Leave {
-                    amount: r.amount,
-                    from: Bucket::RefundInFlight,
-                }
-            } else {
-                r.status = RefundStatus::Failed;
-                r.failure_reason = reason.or(Some("refund_failed".into()));
-                care.refunded -= r.amount;
-                PaymentMoneyOp::Return {
-                    amount: r.amount,
-                    from: Bucket::RefundInFlight,
-                }
-            };
-            batch.put(Table::Refunds, r.id.as_bytes().to_vec(), &r);
-            let t = if succeeded {
-                "refund.succeeded"
-            } else {
-                "refund.failed"
-            };
-            Event::record(&kobo, (r.merchant, r.mode), t, r.to_api(), now, &mut batch);
-            (
-                r.to_api(),
-                200,
-                Some((
-                    op,
-                    EntryType::Refund,
-                    r.id,
-                    format!(
-                        "refund {} {}",
-                        r.id,
-                        if succeeded { "sent" } else { "returned" }
-                    ),
-                )),
-            )
-        }
-        AftercareAction::OpenDispute { amount, reason } => {
-            if intent.status != Status::Successful {
-                return Err(DomainError::state(
-                    ErrorCode::PaymentNotDisputable,
-                    "only a successful payment can be disputed",
-                ));
-            }
-            let amount = care.dispute_amount(intent.amount, amount)?;
-            let d = Dispute {
-                id: new_id(now),
-                merchant: intent.merchant,
-                mode: intent.mode,
-                seq: kobo.seq.next(),
-                payment_intent: payment,
-                brand: intent.brand,
-                amount,
-                currency: intent.currency,
-                status: DisputeStatus::Open,
-                reason: reason.unwrap_or_else(|| "general".into()),
-                respond_by: now + response_window(),
-                evidence: None,
-                evidence_submitted_at: None,
-                created_at: now,
-                updated_at: now,
-            };
-            care.open_dispute = Some(d.id);
+        Subject::Dispute(d) => {
             batch
-                .put(Table::Disputes, d.id.as_bytes().to_vec(), &d)
                 .put_raw(
                     Table::DisputeIndex,
                     dispute_list_key(d.merchant, d.mode, d.seq),
                     d.id.as_bytes().to_vec(),
                 )
                 .note_seq(d.seq);
-            Event::record(
-                &kobo,
-                (d.merchant, d.mode),
-                "dispute.created",
-                d.to_api(),
-                now,
-                &mut batch,
-            );
-            let op = PaymentMoneyOp::Debit {
-                amount,
-                into: Bucket::DisputeHold,
-                allow_negative: true,
-            };
-            (
-                d.to_api(),
-                // A test helper: every test helper answers 200 (CONTRACT 3a).
-                200,
-                Some((
-                    op,
-                    EntryType::Dispute,
-                    d.id,
-                    format!("dispute on payment {payment}"),
-                )),
-            )
-        }
-        AftercareAction::SubmitEvidence { dispute, evidence } => {
-            let mut d = own_dispute(&kobo, dispute, &intent)?;
-            if d.status != DisputeStatus::Open {
-                return Err(DomainError::state(
-                    ErrorCode::DisputeNotOpen,
-                    "this dispute is already decided",
-                ));
-            }
-            if now >= d.respond_by {
-                return Err(DomainError::state(
-                    ErrorCode::DisputeResponseLate,
-                    format!("evidence was due by {}", d.respond_by),
-                ));
-            }
-            d.evidence = Some(evidence);
-            d.evidence_submitted_at = Some(now);
-            d.updated_at = now;
-            batch.put(Table::Disputes, d.id.as_bytes().to_vec(), &d);
-            (d.to_api(), 200, None)
-        }
-        AftercareAction::ResolveDispute { dispute, won } => {
-            let mut d = own_dispute(&kobo, dispute, &intent)?;
-            if d.status != DisputeStatus::Open {
-                return Err(DomainError::state(
-                    ErrorCode::DisputeNotOpen,
-                    "this dispute is already decided",
-                ));
-            }
-            d.status = if won {
-                DisputeStatus::Won
-            } else {
-                DisputeStatus::Lost
-            };
-            d.updated_at = now;
-            care.open_dispute = None;
-            let op = if won {
-                PaymentMoneyOp::Return {
-                    amount: d.amount,
-                    from: Bucket::DisputeHold,
-                }
-            } else {
-                care.lost += d.amount;
-                PaymentMoneyOp::Leave {
-                    amount: d.amount,
-                    from: Bucket::DisputeHold,
-                }
-            };
-            batch.put(Table::Disputes, d.id.as_bytes().to_vec(), &d);
-            let t = if won { "dispute.won" } else { "dispute.lost" };
-            Event::record(&kobo, (d.merchant, d.mode), t, d.to_api(), now, &mut batch);
-            (
-                d.to_api(),
-                200,
-                Some((
-                    op,
-                    EntryType::Dispute,
-                    d.id,
-                    format!("dispute {} {}", d.id, if won { "won" } else { "lost" }),
-                )),
-            )
-        }
-    };
-    batch.put(Table::PaymentAftercare, payment.as_bytes().to_vec(), &care);
-    if let Some(idem) = &msg.idem {
-        idem.add_to(&mut batch, status, &view.to_string(), now);
-    }
-    match op {
-        Some((op, entry_type, source, description)) => {
-            kobo.ledgers
-                .send(
-                    (intent.merchant, intent.mode),
-                    money(op, entry_type, source, description, batch),
-                )
-                .await??;
-        }
-        None => {
-            kobo.writer
-                .commit(batch)
-                .await
-                .map_err(|e| DomainError::internal(e.to_string()))?;
         }
     }
-    if status == 201 && view["object"] == "refund" {
-        let id = view["id"]
-            .as_str()
-            .and_then(|s| Uuid::try_parse(s).ok())
-            .expect("refund id");
-        ask_provider(
-            &kobo,
-            intent.merchant,
-            intent.mode,
-            payment,
-            id,
-            view["amount"].as_i64().unwrap_or(0),
-        );
-    }
-    Ok(view)
-}
-
-async fn commit_plain(kobo: &Env, batch: Batch, view: Value) -> DomainResult<Value> {
-    kobo.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))?;
-    Ok(view)
 }
 
 fn own_dispute(kobo: &Env, id: Uuid, intent: &PaymentIntent) -> DomainResult<Dispute> {
@@ -432,6 +316,25 @@ fn own_dispute(kobo: &Env, id: Uuid, intent: &PaymentIntent) -> DomainResult<Dis
         Some(d) if d.payment_intent == intent.id => Ok(d),
         _ => Err(DomainError::not_found("dispute", id)),
     }
+}
+
+/// After a restart, asks again about every refund still awaiting its
+/// provider's confirmation.
+pub fn resume_confirmations(kobo: &AftercareDeps) -> DomainResult<usize> {
+    let read = kobo.store.read()?;
+    let mut n = 0;
+    read.scan_prefix(Table::RefundsAwaiting, &[], None, |k, _| {
+        let id = Uuid::from_slice(k)
+            .map_err(|_| kobo_storage::StoreError::Redb("bad refund key".into()))?;
+        if let Some(r) = read.get_decoded::<Refund>(Table::Refunds, id.as_bytes())? {
+            if r.status == RefundStatus::Pending {
+                ask_provider(kobo, r.merchant, r.mode, r.payment_intent, r.id, r.amount);
+                n += 1;
+            }
+        }
+        Ok(true)
+    })?;
+    Ok(n)
 }
 
 /// Asks the provider to send a refund; its confirmation arrives later, as

@@ -8,6 +8,7 @@
 //! payment's release is ahead, else from `available`.
 
 pub mod actor;
+pub mod machine;
 pub mod provider;
 pub mod service;
 

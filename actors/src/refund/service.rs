@@ -1,4 +1,4 @@
-//! Reads and keys of refunds and disputes; resuming refund confirmations.
+//! Reads and keys of refunds and disputes.
 
 use uuid::Uuid;
 
@@ -8,7 +8,7 @@ use crate::env::Env;
 use crate::error::DomainResult;
 use crate::ids::{scope_key, Mode};
 use crate::paging::{page_by_index, page_within, Page};
-use crate::refund::{Dispute, Refund, RefundStatus};
+use crate::refund::{Dispute, Refund};
 
 pub fn refund_list_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {
     scope_key(merchant, mode).u64(seq).build()
@@ -89,30 +89,4 @@ pub fn list_disputes(
         |d| (d.merchant, d.mode, d.seq),
         Dispute::to_api,
     )
-}
-
-/// After a restart, asks again about every refund still awaiting its
-/// provider's confirmation.
-pub fn resume_confirmations(kobo: &super::actor::AftercareDeps) -> DomainResult<usize> {
-    let read = kobo.store.read()?;
-    let mut n = 0;
-    read.scan_prefix(Table::RefundsAwaiting, &[], None, |k, _| {
-        let id = Uuid::from_slice(k)
-            .map_err(|_| kobo_storage::StoreError::Redb("bad refund key".into()))?;
-        if let Some(r) = read.get_decoded::<Refund>(Table::Refunds, id.as_bytes())? {
-            if r.status == RefundStatus::Pending {
-                super::actor::ask_provider(
-                    kobo,
-                    r.merchant,
-                    r.mode,
-                    r.payment_intent,
-                    r.id,
-                    r.amount,
-                );
-                n += 1;
-            }
-        }
-        Ok(true)
-    })?;
-    Ok(n)
 }

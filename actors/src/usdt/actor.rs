@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
@@ -21,6 +20,7 @@ use crate::audit::Audit;
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
+use crate::idempotency::{render, Outcome};
 use crate::ids::Mode;
 use crate::ledger::actor::Ledgers;
 use crate::ledger::actor::PostEntry;
@@ -30,7 +30,10 @@ use crate::registry::{run_command, run_once, Activation, ObjectActor, VirtualAct
 use crate::timer::{Timer, TimerKind};
 use crate::usdt::partner::UsdtHub;
 use crate::usdt::partner::{CryptoTransfer, PartnerStatus, SubmitOutcome};
-use crate::usdt::{check_interval, decide, service, Command, CryptoPayout, Effect, Network};
+use crate::usdt::{
+    check_interval, decide, service, Command, CryptoPayout, CryptoPayoutView, DeletedWalletView,
+    Effect, Network, UsdtWalletView,
+};
 
 /// What a crypto payout's actor reaches: the merchant's ledger and the USDT
 /// partners.
@@ -64,7 +67,7 @@ pub enum CryptoAction {
 }
 
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "DomainResult<Value>")]
+#[rtype(result = "DomainResult<CryptoPayoutView>")]
 pub struct CryptoPayoutMessage {
     pub merchant: Uuid,
     pub mode: Mode,
@@ -107,7 +110,7 @@ impl ObjectActor for CryptoPayoutActor {
 }
 
 impl Handler<CryptoPayoutMessage> for CryptoPayoutActor {
-    type Result = AtomicResponse<Self, DomainResult<Value>>;
+    type Result = AtomicResponse<Self, DomainResult<CryptoPayoutView>>;
 
     fn handle(&mut self, msg: CryptoPayoutMessage, _ctx: &mut Context<Self>) -> Self::Result {
         let (merchant, mode) = (msg.merchant, msg.mode);
@@ -152,7 +155,7 @@ async fn process(
     kobo: &UsdtDeps,
     p: &CryptoPayout,
     action: CryptoAction,
-) -> DomainResult<(CryptoPayout, Value)> {
+) -> DomainResult<(CryptoPayout, CryptoPayoutView)> {
     let now = kobo.clock.now();
     let mut batch = Batch::new();
     let mut from_timer = false;
@@ -207,8 +210,8 @@ fn line(p: &CryptoPayout, bucket: Bucket, amount: i64) -> LineSpec {
     }
 }
 
-// Long: a match arm per effect adding its rows (and at most one ledger entry) to the one
-// batch, then one commit.
+/// Saves the decision: the payout, its events, the closing of its checks,
+/// in one batch; through the ledger when money moves.
 async fn finish(
     kobo: &UsdtDeps,
     before: &CryptoPayout,
@@ -216,8 +219,8 @@ async fn finish(
     effects: Vec<Effect>,
     mut batch: Batch,
     now: DateTime<Utc>,
-) -> DomainResult<(CryptoPayout, Value)> {
-    let view = after.to_api();
+) -> DomainResult<(CryptoPayout, CryptoPayoutView)> {
+    let view = after.view();
     if &after != before {
         batch.put(Table::CryptoPayouts, after.id.as_bytes().to_vec(), &after);
     }
@@ -228,7 +231,7 @@ async fn finish(
                 kobo,
                 (after.merchant, after.mode),
                 t,
-                view.clone(),
+                render(&view),
                 now,
                 &mut batch,
             ),
@@ -241,27 +244,7 @@ async fn finish(
                     );
                 }
             }
-            Effect::ReturnMoney => {
-                money = Some(EntrySpec {
-                    entry_type: EntryType::Payout,
-                    source: after.id,
-                    description: "USDT payout failed; dollars returned".into(),
-                    lines: vec![
-                        line(&after, Bucket::PayoutInFlight, -after.usd_amount),
-                        line(&after, Bucket::Available, after.usd_amount),
-                    ],
-                    allow_negative: false,
-                })
-            }
-            Effect::PayOut => {
-                money = Some(EntrySpec {
-                    entry_type: EntryType::Payout,
-                    source: after.id,
-                    description: "USDT payout paid".into(),
-                    lines: vec![line(&after, Bucket::PayoutInFlight, -after.usd_amount)],
-                    allow_negative: false,
-                })
-            }
+            Effect::ReturnMoney | Effect::PayOut => money = Some(entry_of(&after, &effect)),
         }
     }
     match money {
@@ -287,31 +270,56 @@ async fn finish(
     Ok((after, view))
 }
 
+/// The ledger entry of a money effect.
+fn entry_of(after: &CryptoPayout, effect: &Effect) -> EntrySpec {
+    match effect {
+        Effect::ReturnMoney => EntrySpec {
+            entry_type: EntryType::Payout,
+            source: after.id,
+            description: "USDT payout failed; dollars returned".into(),
+            lines: vec![
+                line(after, Bucket::PayoutInFlight, -after.usd_amount),
+                line(after, Bucket::Available, after.usd_amount),
+            ],
+            allow_negative: false,
+        },
+        Effect::PayOut => EntrySpec {
+            entry_type: EntryType::Payout,
+            source: after.id,
+            description: "USDT payout paid".into(),
+            lines: vec![line(after, Bucket::PayoutInFlight, -after.usd_amount)],
+            allow_negative: false,
+        },
+        other => unreachable!("{other:?} moves no money"),
+    }
+}
+
 /// Serializes one merchant's wallet changes (add, delete), so the same
 /// address is never registered twice and a delete never races an add.
 pub struct UsdtWalletsActor {
     activation: Activation<Self>,
 }
 
-#[derive(Debug, Clone)]
-pub enum WalletCommand {
-    Add {
-        mode: Mode,
-        network: Network,
-        address: String,
-        label: Option<String>,
-    },
-    Delete {
-        wallet: Uuid,
-    },
+/// Registers a wallet: `Created`, or `Existing` when the mode has that
+/// network and address already (answered as it is). The operator's audit
+/// entry commits with a new wallet.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "DomainResult<Outcome<UsdtWalletView>>")]
+pub struct AddWallet {
+    pub mode: Mode,
+    pub network: Network,
+    pub address: String,
+    pub label: Option<String>,
+    pub audit: Audit,
 }
 
-/// Answers the wallet's view and whether it was created (an add of a
-/// registered address answers the existing wallet). The operator's audit
-/// entry commits with the change.
+/// Clears a wallet. The operator's audit entry commits with it.
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "DomainResult<(Value, bool)>")]
-pub struct WalletChange(pub WalletCommand, pub Audit);
+#[rtype(result = "DomainResult<DeletedWalletView>")]
+pub struct DeleteWallet {
+    pub wallet: Uuid,
+    pub audit: Audit,
+}
 
 impl Actor for UsdtWalletsActor {
     type Context = Context<Self>;
@@ -329,34 +337,34 @@ impl VirtualActor for UsdtWalletsActor {
     }
 }
 
-impl Handler<WalletChange> for UsdtWalletsActor {
-    type Result = AtomicResponse<Self, DomainResult<(Value, bool)>>;
-    fn handle(&mut self, msg: WalletChange, _: &mut Context<Self>) -> Self::Result {
+impl Handler<AddWallet> for UsdtWalletsActor {
+    type Result = AtomicResponse<Self, DomainResult<Outcome<UsdtWalletView>>>;
+    fn handle(&mut self, msg: AddWallet, _: &mut Context<Self>) -> Self::Result {
         self.activation.touch();
         let kobo = self.activation.deps.clone();
         let merchant = self.activation.key;
         let work = async move {
-            let audit = msg.1;
-            match msg.0 {
-                WalletCommand::Add {
-                    mode,
-                    network,
-                    address,
-                    label,
-                } => {
-                    let new = service::NewWallet {
-                        mode,
-                        network,
-                        address: &address,
-                        label,
-                    };
-                    service::add_wallet(&kobo, merchant, new, &audit).await
-                }
-                WalletCommand::Delete { wallet } => {
-                    service::delete_wallet(&kobo, merchant, wallet, &audit).await
-                }
-            }
+            let AddWallet {
+                mode,
+                network,
+                address,
+                label,
+                audit,
+            } = msg;
+            service::add_wallet(&kobo, merchant, mode, network, &address, label, &audit).await
         };
+        run_once(self, work)
+    }
+}
+
+impl Handler<DeleteWallet> for UsdtWalletsActor {
+    type Result = AtomicResponse<Self, DomainResult<DeletedWalletView>>;
+    fn handle(&mut self, msg: DeleteWallet, _: &mut Context<Self>) -> Self::Result {
+        self.activation.touch();
+        let kobo = self.activation.deps.clone();
+        let merchant = self.activation.key;
+        let work =
+            async move { service::delete_wallet(&kobo, merchant, msg.wallet, &msg.audit).await };
         run_once(self, work)
     }
 }

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use serde::Serialize;
-use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -15,7 +14,7 @@ use crate::audit::{Audit, AuditAction, Record};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode, ErrorKind};
 use crate::fx::{available, resolve_brand};
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, scope_key, Mode};
 use crate::ledger::actor::PostEntry;
 use crate::ledger::{Bucket, EntrySpec, EntryType, LineSpec};
@@ -24,14 +23,14 @@ use crate::money::Currency;
 use crate::paging::{page_by_index, Page};
 use crate::registry::Registry;
 use crate::timer::{Timer, TimerKind};
-use crate::usdt::actor::{CryptoAction, CryptoPayoutActor, CryptoPayoutMessage};
+use crate::usdt::actor::{CryptoAction, CryptoPayoutActor, CryptoPayoutMessage, UsdtDeps};
 
 /// The crypto payouts' registry: the handle their services are given.
 pub type CryptoPayouts = std::sync::Arc<Registry<CryptoPayoutActor>>;
 use crate::usdt::partner::{unconfigured, Confirmation};
 use crate::usdt::{
-    check_interval, quote, settings_of, CryptoPayout, CryptoPayoutStatus, DeletedWalletView,
-    Network, UsdtWallet, UsdtWalletObject, UsdtWalletView,
+    check_interval, quote, settings_of, CryptoPayout, CryptoPayoutStatus, CryptoPayoutView,
+    DeletedWalletView, Network, UsdtQuote, UsdtWallet, UsdtWalletObject, UsdtWalletView,
 };
 
 /// Most characters in a wallet label.
@@ -59,28 +58,15 @@ pub fn load_wallet(kobo: &Env, id: Uuid) -> DomainResult<Option<UsdtWallet>> {
         .get_decoded(Table::UsdtWallets, id.as_bytes())?)
 }
 
-/// Registers a wallet (run by the merchant's wallet actor). The same
-/// network and address again answers the existing wallet (`false`).
-/// A wallet the operator adds.
-pub struct NewWallet<'a> {
-    pub mode: Mode,
-    pub network: Network,
-    pub address: &'a str,
-    pub label: Option<String>,
-}
-
 pub async fn add_wallet(
     kobo: &Env,
     merchant: Uuid,
-    new: NewWallet<'_>,
+    mode: Mode,
+    network: Network,
+    address: &str,
+    label: Option<String>,
     audit: &Audit,
-) -> DomainResult<(Value, bool)> {
-    let NewWallet {
-        mode,
-        network,
-        address,
-        label,
-    } = new;
+) -> DomainResult<Outcome<UsdtWalletView>> {
     let normalized = network
         .normalize(address)
         .map_err(|m| DomainError::invalid("address", m))?;
@@ -89,7 +75,7 @@ pub async fn add_wallet(
     if let Some(id) = read.get(Table::UsdtWalletAddresses, &address_key)? {
         let id = Uuid::from_slice(&id).map_err(|_| DomainError::internal("bad wallet index"))?;
         if let Some(w) = read.get_decoded::<UsdtWallet>(Table::UsdtWallets, id.as_bytes())? {
-            return Ok((w.to_api(), false));
+            return Ok(Outcome::Existing(w.view()));
         }
     }
     drop(read);
@@ -135,7 +121,7 @@ pub async fn add_wallet(
         .commit(batch)
         .await
         .map_err(|e| DomainError::internal(e.to_string()))?;
-    Ok((wallet.to_api(), true))
+    Ok(Outcome::Created(wallet.view()))
 }
 
 /// Clears a wallet (run by the merchant's wallet actor): it leaves the
@@ -146,7 +132,7 @@ pub async fn delete_wallet(
     merchant: Uuid,
     wallet: Uuid,
     audit: &Audit,
-) -> DomainResult<(Value, bool)> {
+) -> DomainResult<DeletedWalletView> {
     let mut w = match load_wallet(kobo, wallet)? {
         Some(w) if w.merchant == merchant && w.is_active() => w,
         _ => return Err(DomainError::not_found("usdt_wallet", wallet)),
@@ -180,16 +166,12 @@ pub async fn delete_wallet(
         .commit(batch)
         .await
         .map_err(|e| DomainError::internal(e.to_string()))?;
-    let view = DeletedWalletView {
+    Ok(DeletedWalletView {
         id: w.id,
         object: UsdtWalletObject::UsdtWallet,
         livemode: w.mode.livemode(),
         deleted: true,
-    };
-    Ok((
-        serde_json::to_value(view).expect("a deleted wallet view serializes"),
-        false,
-    ))
+    })
 }
 
 /// A merchant's wallets in one mode, newest first.
@@ -339,16 +321,59 @@ pub struct CreateCryptoPayout {
 /// (403), the amount leaves something after fee and VAT (400
 /// `usd_amount`), wallet (404 `wallet`), brand (404 `brand`), a partner for the mode
 /// (409 `provider_not_configured`), the dollars (409 `insufficient_funds`).
-// Long: one crypto payout in order (checks, the object and its batch, the timer, the
-// ledger entry); the struct literal is a field a line.
 pub async fn create_payout(
     payouts: &CryptoPayouts,
     merchant: &Merchant,
     mode: Mode,
     req: CreateCryptoPayout,
     idem: Option<&IdempotencySave>,
-) -> DomainResult<CryptoPayout> {
+) -> DomainResult<Answer<CryptoPayoutView>> {
     let kobo = payouts.deps();
+    let (q, wallet, brand) = check_create(kobo, merchant, mode, &req)?;
+    let now = kobo.clock.now();
+    let payout = new_payout(kobo, merchant.id, mode, &req, q, &wallet, brand, now);
+    let mut batch = Batch::new();
+    batch
+        .put(Table::CryptoPayouts, payout.id.as_bytes().to_vec(), &payout)
+        .put_raw(
+            Table::CryptoPayoutIndex,
+            payout_list_key(merchant.id, mode, payout.seq),
+            payout.id.as_bytes().to_vec(),
+        )
+        .put_raw(
+            Table::CryptoPayoutsOpen,
+            payout.id.as_bytes().to_vec(),
+            Vec::new(),
+        )
+        .note_seq(payout.seq);
+    let check_due = payout
+        .next_check_at
+        .expect("a new crypto payout is checked");
+    Timer::new(TimerKind::CryptoPayoutCheck, payout.id, merchant.id, mode)
+        .schedule(&mut batch, check_due);
+    let answer = Answer::save(Outcome::Created(payout.view()), idem, &mut batch, now);
+    kobo.ledgers
+        .send(
+            (merchant.id, mode),
+            PostEntry {
+                entry: hold_entry(&payout, &wallet),
+                with: batch,
+                usage: None,
+            },
+        )
+        .await??;
+    kick(payouts, payout.id);
+    Ok(answer)
+}
+
+/// A create's checks, in order (see [`create_payout`]): answers the quote,
+/// the wallet and the brand.
+fn check_create(
+    kobo: &UsdtDeps,
+    merchant: &Merchant,
+    mode: Mode,
+    req: &CreateCryptoPayout,
+) -> DomainResult<(UsdtQuote, UsdtWallet, Uuid)> {
     let settings = settings_of(&merchant.settings.usdt);
     if !settings.enabled {
         return Err(usdt_not_enabled());
@@ -371,11 +396,24 @@ pub async fn create_payout(
     if !kobo.usdt.for_mode(mode).configured() {
         return Err(unconfigured());
     }
-    let now = kobo.clock.now();
-    let check_due = now + check_interval();
-    let payout = CryptoPayout {
+    Ok((q, wallet, brand))
+}
+
+/// A new crypto payout, `queued`, its first check due after the interval.
+#[allow(clippy::too_many_arguments)] // the parts of a new payout, each named
+fn new_payout(
+    kobo: &UsdtDeps,
+    merchant: Uuid,
+    mode: Mode,
+    req: &CreateCryptoPayout,
+    q: UsdtQuote,
+    wallet: &UsdtWallet,
+    brand: Uuid,
+    now: chrono::DateTime<chrono::Utc>,
+) -> CryptoPayout {
+    CryptoPayout {
         id: new_id(now),
-        merchant: merchant.id,
+        merchant,
         mode,
         seq: kobo.seq.next(),
         brand,
@@ -390,40 +428,26 @@ pub async fn create_payout(
         failure_code: None,
         automatic: req.automatic,
         transaction_hash: None,
-        next_check_at: Some(check_due),
+        next_check_at: Some(now + check_interval()),
         created_at: now,
         updated_at: now,
         paid_at: None,
         version: 1,
-    };
-    let mut batch = Batch::new();
-    batch
-        .put(Table::CryptoPayouts, payout.id.as_bytes().to_vec(), &payout)
-        .put_raw(
-            Table::CryptoPayoutIndex,
-            payout_list_key(merchant.id, mode, payout.seq),
-            payout.id.as_bytes().to_vec(),
-        )
-        .put_raw(
-            Table::CryptoPayoutsOpen,
-            payout.id.as_bytes().to_vec(),
-            Vec::new(),
-        )
-        .note_seq(payout.seq);
-    Timer::new(TimerKind::CryptoPayoutCheck, payout.id, merchant.id, mode)
-        .schedule(&mut batch, check_due);
-    if let Some(idem) = idem {
-        idem.add_to(&mut batch, 201, &payout.to_api().to_string(), now);
     }
+}
+
+/// The ledger entry of a new crypto payout: `usd_amount` from USD
+/// `available` (fee and VAT noted) to `payout_in_flight`.
+fn hold_entry(payout: &CryptoPayout, wallet: &UsdtWallet) -> EntrySpec {
     let line = |bucket, amount, fee| LineSpec {
-        brand,
+        brand: payout.brand,
         currency: Currency::USD,
         bucket,
         amount,
         gross: None,
         fee,
     };
-    let entry = EntrySpec {
+    EntrySpec {
         entry_type: EntryType::Payout,
         source: payout.id,
         description: format!(
@@ -432,23 +456,15 @@ pub async fn create_payout(
             wallet.address
         ),
         lines: vec![
-            line(Bucket::Available, -payout.usd_amount, Some(q.fee + q.vat)),
+            line(
+                Bucket::Available,
+                -payout.usd_amount,
+                Some(payout.fee + payout.vat),
+            ),
             line(Bucket::PayoutInFlight, payout.usd_amount, None),
         ],
         allow_negative: false,
-    };
-    kobo.ledgers
-        .send(
-            (merchant.id, mode),
-            PostEntry {
-                entry,
-                with: batch,
-                usage: None,
-            },
-        )
-        .await??;
-    kick(payouts, payout.id);
-    Ok(payout)
+    }
 }
 
 pub fn load_payout(kobo: &Env, id: Uuid) -> DomainResult<Option<CryptoPayout>> {
@@ -480,7 +496,11 @@ pub fn list_payouts(
 }
 
 /// Sends `action` to the payout's actor.
-async fn tell(payouts: &CryptoPayouts, id: Uuid, action: CryptoAction) -> DomainResult<Value> {
+async fn tell(
+    payouts: &CryptoPayouts,
+    id: Uuid,
+    action: CryptoAction,
+) -> DomainResult<CryptoPayoutView> {
     let p = load_payout(payouts.deps(), id)?
         .ok_or_else(|| DomainError::not_found("crypto_payout", id))?;
     payouts

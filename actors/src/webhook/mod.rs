@@ -50,7 +50,7 @@ use crate::clock::micros;
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::event::EVENT_TYPES;
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{Answer, IdempotencySave};
 use crate::ids::{scope_key, Mode};
 
 /// Endpoints per merchant and mode (spec: Limits).
@@ -156,6 +156,18 @@ fn event_types_schema() -> utoipa::openapi::schema::Schema {
     utoipa::openapi::schema::ArrayBuilder::new()
         .items(utoipa::openapi::RefOr::T(crate::event::event_type_schema()))
         .into()
+}
+
+/// What a webhook command answers.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum WebhookView {
+    /// A created or changed endpoint.
+    Endpoint(WebhookEndpointView),
+    /// A deleted endpoint.
+    Deleted(DeletedEndpointView),
+    /// A redelivery's count.
+    Redelivery(RedeliveryView),
 }
 
 /// The answer of a delete.
@@ -350,7 +362,7 @@ pub struct StreamItem {
 
 pub(crate) enum Msg {
     Outcome(dispatcher::Outcome),
-    Command(Command, oneshot::Sender<DomainResult<serde_json::Value>>),
+    Command(Command, oneshot::Sender<DomainResult<Answer<WebhookView>>>),
     /// Fan out the outbox, then dispatch what is due; answer when done.
     Pump(oneshot::Sender<()>),
 }
@@ -405,9 +417,9 @@ impl Hub {
         }
     }
 
-    /// Runs an endpoint command or a redelivery; the answer is the response
-    /// body (saved with the change when `idem` is given).
-    pub async fn command(&self, cmd: Command) -> DomainResult<serde_json::Value> {
+    /// Runs an endpoint command or a redelivery; the answer's response is
+    /// saved with the change when `idem` is given.
+    pub async fn command(&self, cmd: Command) -> DomainResult<Answer<WebhookView>> {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(Msg::Command(cmd, tx))

@@ -3,9 +3,13 @@
 //! redelivery of past events.
 
 use super::*;
+use crate::idempotency::{self, Answer};
+use crate::webhook::WebhookView;
+
+type Done = idempotency::Outcome<WebhookView>;
 
 impl Supervisor {
-    pub(super) async fn command(&mut self, cmd: Command) -> DomainResult<Value> {
+    pub(super) async fn command(&mut self, cmd: Command) -> DomainResult<Answer<WebhookView>> {
         match cmd {
             Command::Create {
                 merchant,
@@ -37,7 +41,7 @@ impl Supervisor {
         url: String,
         events: Vec<String>,
         idem: Option<IdempotencySave>,
-    ) -> DomainResult<Value> {
+    ) -> DomainResult<Answer<WebhookView>> {
         let read = self.hub.env.store.read()?;
         let existing = self.scope(&read, merchant, mode)?;
         drop(read);
@@ -66,7 +70,6 @@ impl Supervisor {
             enabled_seq: seq,
             deleted_at: None,
         };
-        let view = endpoint.to_api(true);
         let mut batch = Batch::new();
         batch
             .put(
@@ -80,9 +83,8 @@ impl Supervisor {
                 endpoint.id.as_bytes().to_vec(),
             )
             .note_seq(seq);
-        if let Some(idem) = &idem {
-            idem.add_to(&mut batch, 201, &view.to_string(), now);
-        }
+        let view = WebhookView::Endpoint(endpoint.view(true));
+        let answer = Answer::save(Done::Created(view), idem.as_ref(), &mut batch, now);
         self.commit(
             batch,
             After {
@@ -91,11 +93,12 @@ impl Supervisor {
             },
         )
         .await?;
-        Ok(view)
+        Ok(answer)
     }
 
-    // Long: one endpoint change in order (load, apply, view, batch, commit), then the
-    // waiting deliveries it drops, in slices.
+    /// Disables, enables or deletes an endpoint; a disable or delete drops
+    /// its waiting deliveries (the first slice in the same batch, the rest
+    /// in further ones).
     pub(super) async fn change(
         &mut self,
         merchant: Uuid,
@@ -103,7 +106,7 @@ impl Supervisor {
         id: Uuid,
         change: EndpointChange,
         idem: Option<IdempotencySave>,
-    ) -> DomainResult<Value> {
+    ) -> DomainResult<Answer<WebhookView>> {
         let read = self.hub.env.store.read()?;
         let mut ep = match Self::endpoint(&read, id)? {
             Some(e) if e.merchant == merchant && e.mode == mode && e.deleted_at.is_none() => e,
@@ -111,40 +114,15 @@ impl Supervisor {
         };
         drop(read);
         let now = self.hub.env.clock.now();
-        let mut drop_waiting = false;
-        match change {
-            EndpointChange::Disable => {
-                if ep.status == EndpointStatus::Enabled {
-                    ep.status = EndpointStatus::Disabled;
-                    ep.generation += 1;
-                    drop_waiting = true;
-                }
-            }
-            EndpointChange::Enable => {
-                // The rules may have tightened since the endpoint was made.
-                validate_url(&ep.url)?;
-                if ep.status == EndpointStatus::Disabled {
-                    ep.status = EndpointStatus::Enabled;
-                    ep.enabled_seq = self.hub.env.seq.next();
-                }
-            }
-            EndpointChange::Delete => {
-                ep.status = EndpointStatus::Disabled;
-                ep.generation += 1;
-                ep.deleted_at = Some(now);
-                ep.secret = String::new();
-                drop_waiting = true;
-            }
-        }
+        let drop_waiting = self.apply(&mut ep, change, now)?;
         let view = match change {
-            EndpointChange::Delete => serde_json::to_value(DeletedEndpointView {
+            EndpointChange::Delete => WebhookView::Deleted(DeletedEndpointView {
                 id,
                 object: WebhookEndpointObject::WebhookEndpoint,
                 deleted: true,
                 livemode: ep.mode.livemode(),
-            })
-            .expect("a deleted view serializes"),
-            _ => ep.to_api(false),
+            }),
+            _ => WebhookView::Endpoint(ep.view(false)),
         };
         let mut batch = Batch::new();
         batch
@@ -156,10 +134,7 @@ impl Supervisor {
                 endpoint_index_key(merchant, mode, ep.seq),
             );
         }
-        if let Some(idem) = &idem {
-            let status = 200;
-            idem.add_to(&mut batch, status, &view.to_string(), now);
-        }
+        let answer = Answer::save(Done::Updated(view), idem.as_ref(), &mut batch, now);
         let mut after = After {
             touched_scopes: vec![(merchant, mode)],
             ..After::default()
@@ -168,18 +143,57 @@ impl Supervisor {
             self.drop_waiting(id, &mut batch, &mut after)?;
         }
         self.commit(batch, after).await?;
-        // A larger backlog: the rest in further batches.
         if drop_waiting {
-            loop {
-                let mut batch = Batch::new();
-                let mut after = After::default();
-                if self.drop_waiting(id, &mut batch, &mut after)? == 0 {
-                    break;
-                }
-                self.commit(batch, after).await?;
-            }
+            self.drop_rest(id).await?;
         }
-        Ok(view)
+        Ok(answer)
+    }
+
+    /// Applies `change` to `ep`; answers whether its waiting deliveries go.
+    fn apply(
+        &self,
+        ep: &mut WebhookEndpoint,
+        change: EndpointChange,
+        now: DateTime<Utc>,
+    ) -> DomainResult<bool> {
+        Ok(match change {
+            EndpointChange::Disable => {
+                let enabled = ep.status == EndpointStatus::Enabled;
+                if enabled {
+                    ep.status = EndpointStatus::Disabled;
+                    ep.generation += 1;
+                }
+                enabled
+            }
+            EndpointChange::Enable => {
+                // The rules may have tightened since the endpoint was made.
+                validate_url(&ep.url)?;
+                if ep.status == EndpointStatus::Disabled {
+                    ep.status = EndpointStatus::Enabled;
+                    ep.enabled_seq = self.hub.env.seq.next();
+                }
+                false
+            }
+            EndpointChange::Delete => {
+                ep.status = EndpointStatus::Disabled;
+                ep.generation += 1;
+                ep.deleted_at = Some(now);
+                ep.secret = String::new();
+                true
+            }
+        })
+    }
+
+    /// The waiting deliveries of a larger backlog, in further batches.
+    async fn drop_rest(&mut self, id: Uuid) -> DomainResult<()> {
+        loop {
+            let mut batch = Batch::new();
+            let mut after = After::default();
+            if self.drop_waiting(id, &mut batch, &mut after)? == 0 {
+                return Ok(());
+            }
+            self.commit(batch, after).await?;
+        }
     }
 
     /// Drops up to [`DROP_SLICE`] waiting (unclaimed) deliveries of an
@@ -220,15 +234,14 @@ impl Supervisor {
         Ok(n)
     }
 
-    // Long: one redelivery: a delivery per subscribed endpoint into one batch, the view,
-    // one commit.
+    /// Queues the event again for each enabled endpoint that wants it, now.
     pub(super) async fn redeliver(
         &mut self,
         merchant: Uuid,
         mode: Mode,
         event_id: Uuid,
         idem: Option<IdempotencySave>,
-    ) -> DomainResult<Value> {
+    ) -> DomainResult<Answer<WebhookView>> {
         let read = self.hub.env.store.read()?;
         let event = match read.get_decoded::<Event>(Table::Events, event_id.as_bytes())? {
             Some(e) if e.merchant == merchant && e.mode == mode => e,
@@ -244,8 +257,34 @@ impl Supervisor {
             if ep.status != EndpointStatus::Enabled || !ep.wants(&event.event_type) {
                 continue;
             }
-            let key = delivery_key(event.id, ep.id);
-            let d = match read.get_decoded::<Delivery>(Table::Deliveries, &key)? {
+            let d = Self::redelivery(&read, &event, ep, &mut batch, now)?;
+            queue_now(&mut batch, &mut after, &d, now);
+            queued += 1;
+        }
+        drop(read);
+        let view = WebhookView::Redelivery(RedeliveryView {
+            object: EventRedeliveryObject::EventRedelivery,
+            event_id,
+            queued,
+            livemode: mode.livemode(),
+        });
+        let answer = Answer::save(Done::Updated(view), idem.as_ref(), &mut batch, now);
+        self.commit(batch, after).await?;
+        Ok(answer)
+    }
+
+    /// The event's delivery to `ep`, due now: its existing delivery started
+    /// over (a new version, out of the queue at its old time), or a first.
+    fn redelivery(
+        read: &ReadTxn,
+        event: &Event,
+        ep: &WebhookEndpoint,
+        batch: &mut Batch,
+        now: DateTime<Utc>,
+    ) -> DomainResult<Delivery> {
+        let key = delivery_key(event.id, ep.id);
+        Ok(
+            match read.get_decoded::<Delivery>(Table::Deliveries, &key)? {
                 Some(mut d) => {
                     if let Some(old) = d.next_attempt_at {
                         batch.delete(Table::DeliveryQueue, queue_key(ep.id, old, event.id));
@@ -258,22 +297,7 @@ impl Supervisor {
                     d
                 }
                 None => Delivery::first(event.id, ep.id, ep.generation, now),
-            };
-            queue_now(&mut batch, &mut after, &d, now);
-            queued += 1;
-        }
-        drop(read);
-        let view = serde_json::to_value(RedeliveryView {
-            object: EventRedeliveryObject::EventRedelivery,
-            event_id,
-            queued,
-            livemode: mode.livemode(),
-        })
-        .expect("a redelivery view serializes");
-        if let Some(idem) = &idem {
-            idem.add_to(&mut batch, 200, &view.to_string(), now);
-        }
-        self.commit(batch, after).await?;
-        Ok(view)
+            },
+        )
     }
 }

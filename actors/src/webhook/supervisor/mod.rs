@@ -27,7 +27,6 @@ use std::time::Duration;
 use actix::prelude::*;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, Notify};
 use uuid::Uuid;
 
@@ -36,12 +35,13 @@ use kobo_storage::{prefix_end, Batch, CommitError, KeyBuf, ReadTxn, Table};
 use crate::clock::{from_micros, micros};
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
-use crate::idempotency::IdempotencySave;
+use crate::idempotency::{Answer, IdempotencySave};
 use crate::ids::{new_id, scope_key, Mode};
 use crate::webhook::Hub;
 
 mod endpoints;
 mod fan_out;
+mod pass;
 
 pub use super::dispatcher::PER_ENDPOINT_IN_FLIGHT_MAX;
 use super::dispatcher::{self, Attempt, ClientConfig, Dispatcher, Job, Outcome};
@@ -49,7 +49,7 @@ use super::{
     delivery_key, endpoint_index_key, new_secret, parse_queue_key, queue_key, stream_key,
     validate_url, Command, DeletedEndpointView, Delivery, DeliveryStatus, EndpointChange,
     EndpointStatus, EventRedeliveryObject, Msg, RedeliveryView, StreamItem, WebhookEndpoint,
-    WebhookEndpointObject, MAX_ENDPOINTS_PER_MODE, RETRY_DELAYS_SECS,
+    WebhookEndpointObject, WebhookView, MAX_ENDPOINTS_PER_MODE, RETRY_DELAYS_SECS,
 };
 
 /// Attempts in flight in all at most.
@@ -210,7 +210,11 @@ struct Supervisor {
     waiters: Vec<oneshot::Sender<()>>,
 }
 
-type Replies = Vec<(oneshot::Sender<DomainResult<Value>>, DomainResult<Value>)>;
+/// Command answers, sent after the turn's commit.
+type Replies = Vec<(
+    oneshot::Sender<DomainResult<Answer<WebhookView>>>,
+    DomainResult<Answer<WebhookView>>,
+)>;
 
 impl Supervisor {
     async fn run(mut self) {
@@ -405,141 +409,6 @@ impl Supervisor {
         self.scopes.insert((merchant, mode), list.clone());
         Ok(list)
     }
-
-    /// Hands due deliveries to the dispatchers, endpoint by endpoint in
-    /// wake order, within the concurrency bounds. Deliveries whose endpoint
-    /// was disabled or deleted since they were queued are dropped here.
-    // Long: one scheduling pass (endpoints in wake order, claims within the bounds, stale
-    // rows dropped), then the jobs handed out.
-    async fn pass(&mut self) -> DomainResult<()> {
-        let now = self.hub.env.clock.now();
-        let now_us = micros(now);
-        let read = self.hub.env.store.read()?;
-        let mut drops = Batch::new();
-        let mut dropped = 0u64;
-        let mut jobs: Vec<Job> = Vec::new();
-        let mut bodies: HashMap<Uuid, Bytes> = HashMap::new();
-        while self.sched.total < IN_FLIGHT_MAX {
-            let Some(&(due, ep)) = self.sched.wake.first() else {
-                break;
-            };
-            if due > now_us {
-                break;
-            }
-            self.sched.wake.pop_first();
-            self.sched.next.remove(&ep);
-            if self.sched.free(ep) == 0 {
-                self.sched.blocked.insert(ep);
-                continue;
-            }
-            let endpoint = Self::endpoint(&read, ep)?;
-            let mut rows: Vec<(Vec<u8>, u64, Uuid)> = Vec::new();
-            read.scan_prefix(Table::DeliveryQueue, ep.as_bytes(), None, |k, _| {
-                if rows.len() >= SCAN_MAX {
-                    return Ok(false);
-                }
-                if let Some((_, due, ev)) = parse_queue_key(k) {
-                    rows.push((k.to_vec(), due, ev));
-                }
-                Ok(true)
-            })?;
-            let scanned_all = rows.len() < SCAN_MAX;
-            let mut next_due = None;
-            for (key, due, ev) in rows {
-                if self.claims.contains_key(&(ep, ev)) {
-                    continue;
-                }
-                if due > now_us {
-                    next_due = Some(due);
-                    break;
-                }
-                let dkey = delivery_key(ev, ep);
-                let Some(mut d) = read.get_decoded::<Delivery>(Table::Deliveries, &dkey)? else {
-                    drops.delete(Table::DeliveryQueue, key);
-                    continue;
-                };
-                if !endpoint.as_ref().is_some_and(|e| e.accepts(d.generation)) {
-                    d.status = DeliveryStatus::Failed;
-                    d.next_attempt_at = None;
-                    drops
-                        .delete(Table::DeliveryQueue, key)
-                        .put(Table::Deliveries, dkey, &d);
-                    dropped += 1;
-                    continue;
-                }
-                if self.sched.free(ep) == 0 {
-                    self.sched.blocked.insert(ep);
-                    next_due = None;
-                    break;
-                }
-                if self.sched.total >= IN_FLIGHT_MAX {
-                    next_due = Some(due);
-                    break;
-                }
-                let endpoint = endpoint.as_ref().expect("accepts() checked it");
-                let body = match bodies.get(&ev) {
-                    Some(b) => b.clone(),
-                    None => {
-                        let Some(event) =
-                            read.get_decoded::<Event>(Table::Events, ev.as_bytes())?
-                        else {
-                            drops.delete(Table::DeliveryQueue, key);
-                            continue;
-                        };
-                        let b = Bytes::from(
-                            serde_json::to_vec(&event.view()).expect("an event view serializes"),
-                        );
-                        bodies.insert(ev, b.clone());
-                        b
-                    }
-                };
-                self.claims.insert(
-                    (ep, ev),
-                    Claim {
-                        version: d.version,
-                        queue_key: key,
-                    },
-                );
-                self.sched.claimed(ep);
-                jobs.push(Job {
-                    event: ev,
-                    endpoint: ep,
-                    url: endpoint.url.clone(),
-                    secret: endpoint.secret.clone(),
-                    body,
-                });
-            }
-            if let Some(d) = next_due {
-                self.sched.note(ep, d);
-            } else if !scanned_all && !self.sched.blocked.contains(&ep) {
-                // More rows than one scan looks at: come back at once.
-                self.sched.note(ep, now_us);
-            }
-        }
-        drop(read);
-        let attempts = jobs.len() as u64;
-        for job in jobs {
-            let d = &self.dispatchers[self.next_dispatcher % self.dispatchers.len()];
-            self.next_dispatcher = self.next_dispatcher.wrapping_add(1);
-            d.do_send(Attempt(job));
-        }
-        let stats = &self.hub.stats;
-        stats.attempts.fetch_add(attempts, Ordering::Relaxed);
-        stats.in_flight.store(self.sched.total, Ordering::Relaxed);
-        if !drops.is_empty() {
-            self.commit(
-                drops,
-                After {
-                    dropped,
-                    ..After::default()
-                },
-            )
-            .await?;
-        }
-        Ok(())
-    }
-
-    // ---- commands ----
 }
 
 /// The due time of a queue row, as a time.

@@ -1,4 +1,5 @@
-//! `spawn_app()` and a `TestApp` method per endpoint.
+//! `spawn_app()` and a `TestApp` method per endpoint; the payment intent
+//! fixtures the test modules share are in `intents.rs`.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -10,6 +11,9 @@ use std::time::Duration;
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 use tempfile::TempDir;
+
+mod intents;
+pub use intents::*;
 
 pub struct TestApp {
     pub base: String,
@@ -359,30 +363,6 @@ impl TestApp {
         self.create_merchant(json!({"rate_limits": null})).await
     }
 
-    pub async fn create_intent(&self, key: &str, body: Value) -> Value {
-        let r = self.post(key, "/v1/payment_intents", body).await;
-        r.assert_status(201);
-        r.body
-    }
-
-    /// Creates a naira intent and pays it by sandbox transfer.
-    pub async fn paid_intent(&self, key: &str, amount: i64) -> Value {
-        let pi = self
-            .create_intent(key, json!({"amount": amount, "currency": "NGN"}))
-            .await;
-        let id = pi["id"].as_str().unwrap();
-        let r = self
-            .post(
-                key,
-                &format!("/v1/test_helpers/payment_intents/{id}/simulate_transfer"),
-                json!({}),
-            )
-            .await;
-        r.assert_status(200);
-        assert_eq!(r.body["status"], "successful");
-        r.body
-    }
-
     pub async fn advance(&self, seconds: i64) -> Value {
         let r = self
             .admin_post("/admin/v1/clock/advance", json!({"seconds": seconds}))
@@ -411,14 +391,20 @@ impl TestApp {
 
     /// Every balance transaction of the key's merchant and mode, newest first.
     pub async fn all_lines(&self, key: &str) -> Vec<Value> {
+        self.all_pages(key, "/v1/balance_transactions").await
+    }
+
+    /// Every item of the list at `path` the key sees, newest first (walks
+    /// its pages of 100).
+    pub async fn all_pages(&self, key: &str, path: &str) -> Vec<Value> {
         let mut out = Vec::new();
         let mut after: Option<String> = None;
         loop {
-            let path = match &after {
-                Some(a) => format!("/v1/balance_transactions?limit=100&starting_after={a}"),
-                None => "/v1/balance_transactions?limit=100".to_string(),
+            let page = match &after {
+                Some(a) => format!("{path}?limit=100&starting_after={a}"),
+                None => format!("{path}?limit=100"),
             };
-            let r = self.get(key, &path).await;
+            let r = self.get(key, &page).await;
             r.assert_status(200);
             let data = r.body["data"].as_array().unwrap().clone();
             after = data.last().map(|l| l["id"].as_str().unwrap().to_string());
@@ -472,26 +458,6 @@ impl TestApp {
         Resp::read(req).await
     }
 
-    /// Every payment intent the key sees, newest first (walks the pages).
-    pub async fn all_intents(&self, key: &str) -> Vec<Value> {
-        let mut out = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let path = match &after {
-                Some(a) => format!("/v1/payment_intents?limit=100&starting_after={a}"),
-                None => "/v1/payment_intents?limit=100".to_string(),
-            };
-            let r = self.get(key, &path).await;
-            r.assert_status(200);
-            let data = r.body["data"].as_array().unwrap().clone();
-            after = data.last().map(|l| l["id"].as_str().unwrap().to_string());
-            out.extend(data);
-            if !r.body["has_more"].as_bool().unwrap() {
-                return out;
-            }
-        }
-    }
-
     /// Rewrites merchant `id`'s stored settings with `patch` (merged into
     /// them, objects recursively) while the server is stopped, then starts it again: a store
     /// written before a bound existed, holding a value the operator API
@@ -535,39 +501,6 @@ impl TestApp {
     /// A merchant whose live key may take payments (`live_approved`).
     pub async fn live_merchant(&self) -> Merchant {
         self.create_merchant(json!({"live_approved": true})).await
-    }
-
-    /// The config block of the hosted checkout page at `checkout_url` (a
-    /// create response's; asked of this server's current address, which a
-    /// restart changes), as the page's script reads it.
-    pub async fn checkout_config(&self, checkout_url: &str) -> Value {
-        let path = &checkout_url[checkout_url.find("/c/").expect("a /c/ link")..];
-        let res = self
-            .client
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .expect("page");
-        assert_eq!(res.status().as_u16(), 200, "{checkout_url}");
-        let html = res.text().await.unwrap();
-        let start = html
-            .find(r#"id="checkout-config">"#)
-            .expect("the page has its config block");
-        let rest = &html[start + r#"id="checkout-config">"#.len()..];
-        let json = &rest[..rest.find("</script>").expect("closed")];
-        serde_json::from_str(json).expect("the config is JSON")
-    }
-
-    /// The credential the hosted checkout page of a create response calls
-    /// the API with.
-    pub async fn checkout_credential(&self, created: &Value) -> String {
-        let config = self
-            .checkout_config(created["checkout_url"].as_str().expect("checkout_url"))
-            .await;
-        config["credential"]
-            .as_str()
-            .expect("the page carries a checkout credential")
-            .to_string()
     }
 
     /// The `form_token` a sandbox page (`url`: bank or mandate page) puts
