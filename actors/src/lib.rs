@@ -18,13 +18,17 @@
 //! - [`admin`]: merchant creation, settings and key rolls.
 //! - [`customer`], [`virtual_account`]: customers (one per email) and
 //!   their dedicated virtual accounts.
+//! - [`audit`]: the operator audit log (written in each action's batch).
+//! - [`check`]: `kobo check`, the store's invariants verified offline.
 //! - [`credential`]: the hosted checkout's credential (HMAC, server key).
 //! - [`clock`], [`provider`], [`runtime`], [`error`], [`ids`]: plumbing.
 
 pub mod admin;
+pub mod audit;
 pub mod auth;
 pub mod banks;
 pub mod calendar;
+pub mod check;
 pub mod clock;
 pub mod credential;
 pub mod customer;

@@ -15,6 +15,7 @@ use futures_util::future::join_all;
 
 use kobo_storage::{Batch, Table};
 
+use crate::audit::{Audit, AuditAction, Record};
 use crate::clock::micros;
 use crate::customer::directory::IdentityTimer;
 use crate::error::{DomainError, DomainResult, ErrorCode};
@@ -253,10 +254,12 @@ impl Handler<Tick> for TimerSupervisor {
 }
 
 /// Advance the manual clock to `to`, running every timer due on the way.
+/// The move's audit entry commits with the stored clock.
 #[derive(Message)]
 #[rtype(result = "DomainResult<DateTime<Utc>>")]
 pub struct Advance {
     pub to: DateTime<Utc>,
+    pub audit: Audit,
 }
 
 impl Handler<Advance> for TimerSupervisor {
@@ -274,6 +277,7 @@ impl Handler<Advance> for TimerSupervisor {
                 if msg.to < kobo.clock.now() {
                     return Err(DomainError::invalid("to", "the clock never moves back"));
                 }
+                let from = kobo.clock.now();
                 run_due(&kobo, msg.to).await?;
                 kobo.clock.set(msg.to);
                 let now = kobo.clock.now();
@@ -282,6 +286,11 @@ impl Handler<Advance> for TimerSupervisor {
                     Table::Meta,
                     META_MANUAL_CLOCK.to_vec(),
                     micros(now).to_be_bytes().to_vec(),
+                );
+                msg.audit.add_to(
+                    &kobo,
+                    &mut b,
+                    clock_record(AuditAction::ClockAdvanced, from, now),
                 );
                 kobo.writer
                     .commit(b)
@@ -292,4 +301,12 @@ impl Handler<Advance> for TimerSupervisor {
             .into_actor(self),
         ))
     }
+}
+
+/// The audit record of a move of the manual clock from `from` to `to`.
+pub fn clock_record(action: AuditAction, from: DateTime<Utc>, to: DateTime<Utc>) -> Record {
+    Record::new(action, "clock", "manual")
+        .before(serde_json::json!({ "now": from }))
+        .after(serde_json::json!({ "now": to }))
+        .detail(serde_json::json!({ "from": from, "to": to }))
 }

@@ -202,6 +202,13 @@ tables! {
     PaymentLinkVisits => "payment_link_visits",
     // merchant|mode|link id|seq -> payment intent id
     PaymentIntentLinkIndex => "payment_intent_link_index",
+    // The operator audit log (actors/src/audit.rs), append-only: entry id ->
+    // AuditEntry; time (unix micros)|seq -> id; merchant|time|seq -> id;
+    // action byte|time|seq -> id. Nothing deletes from these tables.
+    AuditLog => "audit_log",
+    AuditIndex => "audit_index",
+    AuditMerchantIndex => "audit_merchant_index",
+    AuditActionIndex => "audit_action_index",
 }
 
 /// Builds a composite key from fixed-width parts.

@@ -104,6 +104,10 @@ impl Batch {
     pub fn ops(&self) -> &[Op] {
         &self.ops
     }
+    /// The highest sequence number the batch noted ([`Batch::note_seq`]).
+    pub fn seq_high_water(&self) -> u64 {
+        self.seq_high_water
+    }
 }
 
 /// The meta key under which the highest used sequence number is kept.
@@ -330,78 +334,96 @@ fn apply_and_commit(
     txn.set_durability(Durability::Immediate)
         .map_err(|e| e.to_string())?;
     let mut outcomes = Vec::with_capacity(group.len());
-    let mut high_water = 0u64;
     {
         let mut t = txn
             .open_table(crate::tables::PHYSICAL)
             .map_err(|e| e.to_string())?;
+        let mut high_water = 0u64;
         for sub in group {
-            let batch = &sub.batch;
-            let mut conflict = None;
-            for (table, key) in &batch.absent {
-                let found = t
-                    .get(table.physical(key).as_slice())
-                    .map_err(|e| e.to_string())?
-                    .is_some();
-                if found {
-                    conflict = Some(CommitError::Conflict {
-                        table: table.name(),
-                        key: key.clone(),
-                    });
-                    break;
-                }
+            let outcome = apply_batch(&mut t, &sub.batch)?;
+            if outcome.is_ok() {
+                high_water = high_water.max(sub.batch.seq_high_water);
             }
-            if let Some(c) = conflict {
-                outcomes.push(Err(c));
-                continue;
-            }
-            for op in &batch.ops {
-                match op {
-                    Op::Put(table, k, v) => {
-                        t.insert(table.physical(k).as_slice(), v.as_slice())
-                            .map_err(|e| e.to_string())?;
-                    }
-                    Op::Delete(table, k) => {
-                        t.remove(table.physical(k).as_slice())
-                            .map_err(|e| e.to_string())?;
-                    }
-                    Op::Add(table, k, deltas) => {
-                        let key = table.physical(k);
-                        let mut values = t
-                            .get(key.as_slice())
-                            .map_err(|e| e.to_string())?
-                            .map(|v| counters(v.value()))
-                            .unwrap_or_default();
-                        if values.len() < deltas.len() {
-                            values.resize(deltas.len(), 0);
-                        }
-                        for (v, d) in values.iter_mut().zip(deltas) {
-                            *v = v.saturating_add(*d);
-                        }
-                        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_be_bytes()).collect();
-                        t.insert(key.as_slice(), bytes.as_slice())
-                            .map_err(|e| e.to_string())?;
-                    }
-                }
-            }
-            high_water = high_water.max(batch.seq_high_water);
-            outcomes.push(Ok(()));
+            outcomes.push(outcome);
         }
-        if high_water > 0 {
-            let key = Table::Meta.physical(META_SEQ_HIGH_WATER);
-            let current = t
-                .get(key.as_slice())
-                .map_err(|e| e.to_string())?
-                .map(|v| u64_from(v.value()))
-                .unwrap_or(0);
-            if high_water > current {
-                t.insert(key.as_slice(), high_water.to_be_bytes().as_slice())
+        raise_high_water(&mut t, high_water)?;
+    }
+    txn.commit().map_err(|e| e.to_string())?;
+    Ok(outcomes)
+}
+
+/// Applies one batch inside an open write transaction: its preconditions
+/// against the transaction as it stands, then (when they hold) its
+/// operations. The outer error is a storage failure (fail-stop); the inner
+/// one a refused precondition (nothing of the batch applied).
+pub(crate) fn apply_batch(
+    t: &mut redb::Table<&'static [u8], &'static [u8]>,
+    batch: &Batch,
+) -> Result<Result<(), CommitError>, String> {
+    for (table, key) in &batch.absent {
+        let found = t
+            .get(table.physical(key).as_slice())
+            .map_err(|e| e.to_string())?
+            .is_some();
+        if found {
+            return Ok(Err(CommitError::Conflict {
+                table: table.name(),
+                key: key.clone(),
+            }));
+        }
+    }
+    for op in &batch.ops {
+        match op {
+            Op::Put(table, k, v) => {
+                t.insert(table.physical(k).as_slice(), v.as_slice())
+                    .map_err(|e| e.to_string())?;
+            }
+            Op::Delete(table, k) => {
+                t.remove(table.physical(k).as_slice())
+                    .map_err(|e| e.to_string())?;
+            }
+            Op::Add(table, k, deltas) => {
+                let key = table.physical(k);
+                let mut values = t
+                    .get(key.as_slice())
+                    .map_err(|e| e.to_string())?
+                    .map(|v| counters(v.value()))
+                    .unwrap_or_default();
+                if values.len() < deltas.len() {
+                    values.resize(deltas.len(), 0);
+                }
+                for (v, d) in values.iter_mut().zip(deltas) {
+                    *v = v.saturating_add(*d);
+                }
+                let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_be_bytes()).collect();
+                t.insert(key.as_slice(), bytes.as_slice())
                     .map_err(|e| e.to_string())?;
             }
         }
     }
-    txn.commit().map_err(|e| e.to_string())?;
-    Ok(outcomes)
+    Ok(Ok(()))
+}
+
+/// Raises the persisted sequence high-water mark to `high_water` (never
+/// lowers it).
+pub(crate) fn raise_high_water(
+    t: &mut redb::Table<&'static [u8], &'static [u8]>,
+    high_water: u64,
+) -> Result<(), String> {
+    if high_water == 0 {
+        return Ok(());
+    }
+    let key = Table::Meta.physical(META_SEQ_HIGH_WATER);
+    let current = t
+        .get(key.as_slice())
+        .map_err(|e| e.to_string())?
+        .map(|v| u64_from(v.value()))
+        .unwrap_or(0);
+    if high_water > current {
+        t.insert(key.as_slice(), high_water.to_be_bytes().as_slice())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// The `i64`s of a counters row written by [`Batch::add`].

@@ -20,6 +20,7 @@ mod fx;
 mod idempotency;
 mod listen;
 mod mandates;
+mod operations;
 mod payment_intents;
 mod payment_link_browser;
 mod payment_link_page;
