@@ -258,7 +258,7 @@ impl Customer {
 
     /// The customer's index rows (list, email, phone, brand, risk action),
     /// each with its key.
-    fn index_rows(&self) -> Vec<(Table, Vec<u8>)> {
+    pub fn index_rows(&self) -> Vec<(Table, Vec<u8>)> {
         let scope = || scope_key(self.merchant, self.mode);
         let mut rows = vec![
             (Table::CustomerIndex, scope().u64(self.seq).build()),
