@@ -7,7 +7,8 @@
 //! (account, session id), every acknowledged transfer's intent is that
 //! one, each intent has exactly one capture, the pending lines sum to the
 //! pending balance; sending every transfer again answers the same intents
-//! and leaves exactly one intent and one capture per session id sent.
+//! and leaves exactly one intent and one capture per session id sent;
+//! and `kobo check` finds the store clean.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -249,4 +250,5 @@ async fn virtual_account_credits_are_recorded_once_across_sigkill() {
          {redelivered} restarts delivered unrecorded notifications",
         sent.lock().unwrap().len()
     );
+    crate::operations::assert_check_clean(&mut app);
 }

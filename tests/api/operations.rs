@@ -578,6 +578,106 @@ async fn kobo_check_is_clean_after_real_traffic_and_names_each_planted_breach() 
     assert!(text.contains("breaches in"), "{text}");
 }
 
+/// A store with customers (one deleted), a virtual-account transfer and a
+/// payment link's payments: `customer_id`, `credit` (the transfer's
+/// payment intent) and `link` ids.
+async fn resources_store(app: &TestApp) -> (String, String, String) {
+    use crate::payment_links::{create_link, fixed, pay};
+    use crate::virtual_accounts::{active, customer, id, transfer};
+    let k = &app.merchant().await.test_key;
+    let ada = customer(app, k, json!({"email": "Ada.Obi@Example.com"})).await;
+    let gone = customer(app, k, json!({"email": "gone@example.com"})).await;
+    app.post(k, &format!("/v1/customers/{gone}/delete"), json!({}))
+        .await
+        .assert_status(200);
+    let account = id(&active(app, k, &ada).await);
+    let body = json!({"amount": 50_000, "session_id": "000013250303090000123456789012"});
+    let credit = transfer(app, k, &account, body).await;
+    credit.assert_status(200);
+    let link = create_link(app, k, fixed(150_000)).await;
+    for email in ["p@example.com", "q@example.com"] {
+        let r = pay(app, k, &link, json!({"email": email})).await;
+        r.assert_status(200);
+        assert_eq!(r.body["status"], "successful");
+    }
+    (ada, id(&credit.body), id(&link))
+}
+
+/// Deletes customer `customer`'s email row and the credit row of payment
+/// intent `credit`; truncates link `link`'s counters row to 5 bytes.
+fn plant_resource_breaches(data: &Path, customer: &str, credit: &str, link: &str) {
+    use kobo_storage::{Batch, Store, Table};
+    let store = Store::open(data).unwrap();
+    let row_of = |table: Table, id: &str| {
+        let id = uuid::Uuid::parse_str(id).unwrap();
+        let mut found = None;
+        let read = store.read().unwrap();
+        read.scan_prefix(table, &[], None, |k, v| {
+            if v == id.as_bytes() {
+                found = Some(k.to_vec());
+            }
+            Ok(found.is_none())
+        })
+        .unwrap();
+        found.unwrap_or_else(|| panic!("{} has no row of {id}", table.name()))
+    };
+    let mut batch = Batch::new();
+    batch
+        .delete(
+            Table::CustomerEmails,
+            row_of(Table::CustomerEmails, customer),
+        )
+        .delete(
+            Table::VirtualAccountCredits,
+            row_of(Table::VirtualAccountCredits, credit),
+        )
+        .put_raw(
+            Table::PaymentLinkCounters,
+            uuid::Uuid::parse_str(link).unwrap().as_bytes().to_vec(),
+            vec![0, 0, 0, 0, 1],
+        );
+    store.apply(&batch).unwrap();
+}
+
+#[tokio::test]
+async fn kobo_check_knows_customers_virtual_accounts_and_payment_links() {
+    let mut app = spawn_app().await;
+    let (customer, credit, link) = resources_store(&app).await;
+    app.kill();
+    let (code, text) = check_data(&app.data_dir());
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("kobo check: clean"), "{text}");
+    for section in ["customers", "credits", "links"] {
+        assert!(text.contains(section), "{section} missing from\n{text}");
+    }
+
+    plant_resource_breaches(&app.data_dir(), &customer, &credit, &link);
+    let (code, text) = check_data(&app.data_dir());
+    assert_eq!(code, 1, "{text}");
+    let breaches: Vec<&str> = text.lines().filter(|l| l.starts_with("BREACH ")).collect();
+    let named = |section: &str, what: &[&str]| {
+        breaches.iter().any(|l| {
+            l.starts_with(&format!("BREACH {section}:")) && what.iter().all(|w| l.contains(w))
+        })
+    };
+    assert!(
+        named(
+            "customers",
+            &[&customer, "customer_emails", "Ada.Obi@Example.com"]
+        ),
+        "{text}"
+    );
+    assert!(
+        named("credits", &[&credit, "virtual_account_credits"]),
+        "{text}"
+    );
+    assert!(
+        named("decode", &["payment_link_counters", "5 bytes"]),
+        "{text}"
+    );
+    assert_eq!(breaches.len(), 3, "{text}");
+}
+
 /// SHA-256 (hex) of `v`'s canonical JSON without secret fields (the
 /// procedure of docs/operations.md).
 fn digest(v: &Value) -> String {
