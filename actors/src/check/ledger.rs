@@ -125,15 +125,7 @@ fn balances(
     let mut rows = 0;
     c.each(Table::Balances, |k, v| {
         rows += 1;
-        let (Ok(row), Some(merchant), Some(mode)) = (
-            decode::<BalanceRow>(v),
-            k.get(..16).and_then(uuid_of),
-            k.get(16).and_then(|b| match b {
-                0 => Some(Mode::Test),
-                1 => Some(Mode::Live),
-                _ => None,
-            }),
-        ) else {
+        let (Ok(row), Some((merchant, mode))) = (decode::<BalanceRow>(v), scope_of(k)) else {
             breaches.push(format!("balance key {} does not decode", hex(k)));
             return Ok(());
         };
@@ -187,4 +179,15 @@ fn balances(
         }
     }
     Ok(in_flight)
+}
+
+/// The merchant and mode a balance key starts with.
+fn scope_of(k: &[u8]) -> Option<(Uuid, Mode)> {
+    let merchant = k.get(..16).and_then(uuid_of)?;
+    let mode = match k.get(16)? {
+        0 => Mode::Test,
+        1 => Mode::Live,
+        _ => return None,
+    };
+    Some((merchant, mode))
 }

@@ -125,7 +125,7 @@ fn after_payment(c: &mut Checker) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// USDT wallets, mandates and bank accounts.
+/// USDT wallets and mandates.
 fn instruments(c: &mut Checker) -> Result<(), StoreError> {
     object_table::<UsdtWallet>(
         c,
@@ -177,6 +177,11 @@ fn instruments(c: &mut Checker) -> Result<(), StoreError> {
         ],
         |_, _| Ok(()),
     )?;
+    Ok(())
+}
+
+/// Bank accounts, webhook endpoints and the audit log.
+fn admin(c: &mut Checker) -> Result<(), StoreError> {
     object_table::<crate::banks::BankAccount>(
         c,
         Table::BankAccounts,
@@ -196,11 +201,6 @@ fn instruments(c: &mut Checker) -> Result<(), StoreError> {
         ],
         |_, _| Ok(()),
     )?;
-    Ok(())
-}
-
-/// Webhook endpoints and the audit log.
-fn admin(c: &mut Checker) -> Result<(), StoreError> {
     object_table::<WebhookEndpoint>(
         c,
         Table::WebhookEndpoints,
