@@ -21,6 +21,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     api::mandates::configure(cfg);
     api::customers::configure(cfg);
     api::virtual_accounts::configure(cfg);
+    api::invoices::configure(cfg);
     checkout::mandate::configure(cfg);
     api::fx::configure(cfg);
     api::usdt::configure(cfg);

@@ -132,6 +132,10 @@ error_codes! {
     CustomerInUse = "customer_in_use" => State,
     CustomerIdentityUnverified = "customer_identity_unverified" => State,
     VirtualAccountUnexpectedState = "virtual_account_unexpected_state" => State,
+    InvoiceNotDraft = "invoice_not_draft" => State,
+    InvoiceNotPayable = "invoice_not_payable" => State,
+    InvoiceHasPayments = "invoice_has_payments" => State,
+    AmountExceedsRemaining = "amount_exceeds_remaining" => State,
     // 422
     IdempotencyKeyReused = "idempotency_key_reused" => Idempotency,
     // 429

@@ -18,6 +18,7 @@ use crate::direct_debit::MandateProviders;
 use crate::env::Env;
 use crate::error::DomainResult;
 use crate::fx::{Fx, RateGate};
+use crate::invoice::book::{InvoiceDeps, Invoices};
 use crate::ledger::actor::Ledgers;
 use crate::mandate::actor::MandateActor;
 use crate::mandate::deps::MandateDeps;
@@ -68,6 +69,8 @@ pub struct Kobo {
     pub customers: Customers,
     /// Dedicated virtual accounts, one actor each.
     pub virtual_accounts: VirtualAccounts,
+    /// Invoice books, one per customer.
+    pub invoices: Invoices,
 }
 
 impl std::ops::Deref for Kobo {
@@ -121,12 +124,20 @@ impl Kobo {
         );
         let account_banks = AccountBanks::sandbox(store.clone(), writer.clone());
         let usdt = Arc::new(UsdtHub::sandbox(store, writer));
+        let invoices: Invoices = registry(
+            Arc::new(InvoiceDeps {
+                env: env.clone(),
+                ledgers: ledgers.clone(),
+            }),
+            sizing,
+        );
         let payment_intents: Arc<Registry<PaymentIntentActor>> = registry(
             Arc::new(PaymentIntentDeps {
                 env: env.clone(),
                 ledgers: ledgers.clone(),
                 providers,
                 mandate_providers: mandate_providers.clone(),
+                invoices: invoices.clone(),
             }),
             sizing,
         );
@@ -199,6 +210,7 @@ impl Kobo {
             settlement,
             customers,
             virtual_accounts,
+            invoices,
         }))
     }
 
@@ -214,6 +226,7 @@ impl Kobo {
             self.mandates.snapshot(),
             self.customers.snapshot(),
             self.virtual_accounts.snapshot(),
+            self.invoices.snapshot(),
         ]
     }
 }

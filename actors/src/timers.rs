@@ -18,6 +18,7 @@ use kobo_storage::{Batch, Table};
 use crate::clock::micros;
 use crate::customer::directory::IdentityTimer;
 use crate::error::{DomainError, DomainResult, ErrorCode};
+use crate::invoice::book::OverdueTimer;
 use crate::ledger::actor::ReleaseScheduled;
 use crate::ledger::release::release_key;
 use crate::ledger::Bucket;
@@ -88,6 +89,17 @@ async fn deliver(kobo: &Arc<Kobo>, key: &[u8], timer: &Timer) -> DomainResult<()
             };
             let sent = kobo.virtual_accounts.send(timer.target, msg).await;
             sent.and_then(|r| r.map(|_| ()))
+        }
+        TimerKind::InvoiceOverdue => {
+            let Some(i) = crate::invoice::service::load_any(kobo, timer.target)? else {
+                return Ok(());
+            };
+            let msg = OverdueTimer {
+                invoice: i.id,
+                timer_key,
+            };
+            let sent = kobo.invoices.send(i.customer, msg).await;
+            sent.and_then(|r| r)
         }
         TimerKind::PaymentIntentAbandon => {
             intent(kobo, timer, Action::AbandonTimer { timer_key }).await

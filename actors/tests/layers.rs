@@ -54,6 +54,7 @@ const RESOURCES: &[&str] = &[
     "customer",
     "direct_debit",
     "fx",
+    "invoice",
     "ledger",
     "mandate",
     "merchant",

@@ -105,6 +105,17 @@ pub const CLIENT_SECRET: &str = "client_secret";
         super::virtual_accounts::refresh,
         super::virtual_accounts::deactivate,
         super::virtual_accounts::simulate_transfer,
+        super::invoices::create,
+        super::invoices::list,
+        super::invoices::retrieve,
+        super::invoices::update,
+        super::invoices::finalize,
+        super::invoices::send_invoice,
+        super::invoices::void,
+        super::invoices::mark_uncollectible,
+        super::invoices::delete,
+        super::invoices::record_payment,
+        super::invoices::test_pay,
     ),
     components(
         schemas(super::ErrorBody),
@@ -138,6 +149,7 @@ pub const CLIENT_SECRET: &str = "client_secret";
         (name = "mandates", description = "Direct debit: mandates the customer approves once, and charges that debit their bank account."),
         (name = "customers", description = "The merchant's customers: one per email in each mode, their risk action and their identity (BVN) checks."),
         (name = "virtual_accounts", description = "Dedicated virtual accounts: one permanent account number (NUBAN) per customer; every transfer into it becomes a successful payment intent."),
+        (name = "invoices", description = "Invoices with partial payments, a hosted invoice page, and reconciliation of the customer's payments and virtual-account credits."),
         (name = "meta", description = "About the API itself."),
     )
 )]

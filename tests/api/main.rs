@@ -18,6 +18,7 @@ mod customers;
 mod docs;
 mod fx;
 mod idempotency;
+mod invoices;
 mod listen;
 mod mandates;
 mod payment_intents;

@@ -13,6 +13,7 @@ use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
 use crate::idempotency::{render, Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, random_base62, scope_key, sha256_hex, time_ordered_code, Mode};
+use crate::invoice::book::ApplyPayment;
 use crate::ledger::actor::PostEntry;
 use crate::ledger::release::plan_capture;
 use crate::ledger::{EntrySpec, EntryType};
@@ -81,9 +82,25 @@ pub async fn create(
     params: CreatePaymentIntent,
     idem: Option<&IdempotencySave>,
 ) -> DomainResult<Answer<PaymentIntentView>> {
+    create_for(kobo, customers, merchant, mode, params, None, idem).await
+}
+
+/// [`create`] of a payment for `invoice` (checked by the caller: the
+/// customer's, payable, the amount allowed): applied to it by the
+/// customer's invoice book when it succeeds.
+pub async fn create_for(
+    kobo: &Env,
+    customers: &Customers,
+    merchant: &Merchant,
+    mode: Mode,
+    params: CreatePaymentIntent,
+    invoice: Option<Uuid>,
+    idem: Option<&IdempotencySave>,
+) -> DomainResult<Answer<PaymentIntentView>> {
     let now = kobo.clock.now();
     let email = params.customer_email.clone();
     let (mut intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
+    intent.invoice = invoice;
     let scope = (merchant.id, mode);
     intent.customer = for_payment(
         kobo,
@@ -211,6 +228,7 @@ pub(super) fn build_intent(
         failed_card_attempts: 0,
         mandate: None,
         bank_credit: None,
+        invoice: None,
         version: 1,
     };
     // Every channel's price must price this amount: a price that cannot
@@ -528,6 +546,24 @@ async fn post_capture(
         with: batch,
         usage: None,
     };
+    // A payment for an invoice, or a transfer into a customer's virtual
+    // account: the customer's invoice book adds the application to this
+    // batch and posts it (one commit, under the customer's serialization).
+    if let (Some(customer), true) = (
+        after.customer,
+        after.invoice.is_some() || after.bank_credit.is_some(),
+    ) {
+        let apply = ApplyPayment {
+            merchant: after.merchant,
+            mode: after.mode,
+            payment_intent: after.id,
+            invoice: after.invoice,
+            currency: after.currency,
+            amount: after.amount,
+            post,
+        };
+        return kobo.invoices.send(customer, apply).await?;
+    }
     kobo.ledgers
         .send((after.merchant, after.mode), post)
         .await??;
