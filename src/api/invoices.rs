@@ -117,7 +117,7 @@ fn line_items<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<LineItem>>, 
                     ErrorCode::ParameterUnknown,
                     format!("unknown field `{}`", p(k)),
                 )
-                .with_param(&p(k)),
+                .with_param(p(k)),
             ));
         }
         let description = match o.get("description") {
