@@ -12,7 +12,8 @@ RUNS=${2:-3}
 cargo build --release --bin kobo --bin kobo-loadgen >&2
 BIN=${CARGO_TARGET_DIR:-target}/release
 DATA=$(mktemp -d)
-TOKEN=bench-$RANDOM$RANDOM
+# kobo refuses an admin token shorter than 32 characters.
+TOKEN=bench-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
 RUST_LOG=warn "$BIN/kobo" serve --listen 127.0.0.1:0 --data "$DATA" --admin-token "$TOKEN" \
   --ip-rate-limit 0 >"$DATA/stdout" 2>"$DATA/stderr" &
 PID=$!

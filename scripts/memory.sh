@@ -13,7 +13,8 @@ CACHE_MB=${2:-1024}
 cargo build --release --bin kobo --bin kobo-loadgen >&2
 BIN=${CARGO_TARGET_DIR:-target}/release
 DATA=$(mktemp -d)
-TOKEN=mem-$RANDOM$RANDOM
+# kobo refuses an admin token shorter than 32 characters.
+TOKEN=mem-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
 RUST_LOG=warn "$BIN/kobo" serve --listen 127.0.0.1:0 --data "$DATA" --admin-token "$TOKEN" \
   --ip-rate-limit 0 --actor-idle-secs 5 --store-cache-mb "$CACHE_MB" >"$DATA/stdout" 2>"$DATA/stderr" &
 PID=$!

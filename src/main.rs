@@ -7,9 +7,12 @@
 //! - [`api`]: routes, errors, authentication and idempotency.
 //! - [`telemetry`]: logs with request ids, Prometheus metrics.
 //! - [`keyfile`]: server keys kept as files in the data directory.
-//! - [`cli`]: the client subcommands (`kobo listen`, `kobo admin`).
+//! - [`cli`]: the client subcommands (`kobo listen`, `kobo admin`) and the
+//!   offline store commands (`kobo backup`, `kobo restore`, `kobo check`).
+//! - [`backup`]: backup file names, answers and audit entries.
 
 mod api;
+mod backup;
 mod checkout;
 mod cli;
 mod keyfile;
@@ -39,6 +42,14 @@ enum Command {
     Listen(cli::listen::ListenArgs),
     /// Operator calls (create merchants, roll keys, FX rates, the clock).
     Admin(cli::admin::AdminArgs),
+    /// Back up a stopped server's store to a file (a running server: `kobo
+    /// admin backup`).
+    Backup(cli::store::BackupArgs),
+    /// Restore a backup file into an empty data directory.
+    Restore(cli::store::RestoreArgs),
+    /// Verify a store's invariants (a data directory or a backup file);
+    /// exit 1 on any breach.
+    Check(cli::store::CheckArgs),
 }
 
 /// An environment variable set to the empty string counts as unset, for
@@ -72,5 +83,8 @@ fn main() {
         }
         Command::Listen(args) => std::process::exit(cli::run(cli::listen::run(args))),
         Command::Admin(args) => std::process::exit(cli::run(cli::admin::run(args))),
+        Command::Backup(args) => std::process::exit(cli::sync(cli::store::backup(args))),
+        Command::Restore(args) => std::process::exit(cli::sync(cli::store::restore(args))),
+        Command::Check(args) => std::process::exit(cli::store::check(args)),
     }
 }

@@ -21,6 +21,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     api::mandates::configure(cfg);
     api::customers::configure(cfg);
     api::virtual_accounts::configure(cfg);
+    api::payment_links::configure(cfg);
+    checkout::link::configure(cfg);
     api::invoices::configure(cfg);
     checkout::mandate::configure(cfg);
     api::fx::configure(cfg);

@@ -19,6 +19,7 @@ use anyhow::{Context, Result};
 use chrono::Utc;
 use clap::ValueEnum;
 
+use kobo_actors::audit::{Audit, AuditAction};
 use kobo_actors::calendar::Calendar;
 use kobo_actors::clock::{from_micros, micros, Clock};
 use kobo_actors::ids::random_base62;
@@ -110,6 +111,10 @@ pub struct ServeArgs {
     /// Seconds an idle actor stays in memory.
     #[arg(long, env = "KOBO_ACTOR_IDLE_SECS", default_value_t = 30)]
     pub actor_idle_secs: u64,
+    /// Where POST /admin/v1/backups writes its files (default
+    /// <data>/backups); the API never chooses a path.
+    #[arg(long, env = "KOBO_BACKUP_DIR", value_name = "DIR")]
+    pub backup_dir: Option<PathBuf>,
 }
 
 const META_DEMO_MERCHANT: &[u8] = b"demo_merchant";
@@ -237,23 +242,29 @@ fn close_streams_on_signal(kobo: std::sync::Arc<Kobo>) {
     });
 }
 
+/// A move of the stored manual clock by `--clock-start`: (from, to).
+type ClockMove = Option<(chrono::DateTime<Utc>, chrono::DateTime<Utc>)>;
+
 /// The clock `--clock` asks for; a manual one continues from its stored
-/// time (or `--clock-start`, whichever is later).
-fn start_clock(args: &ServeArgs, store: &Store) -> Result<Clock> {
+/// time (or `--clock-start`, whichever is later). Also the move
+/// `--clock-start` made of a stored time, for the audit log.
+fn start_clock(args: &ServeArgs, store: &Store) -> Result<(Clock, ClockMove)> {
     Ok(match args.clock {
-        ClockKind::System => Clock::System,
+        ClockKind::System => (Clock::System, None),
         ClockKind::Manual => {
-            let stored = store.read()?.get(Table::Meta, META_MANUAL_CLOCK)?;
-            let mut start = stored
-                .map(|v| from_micros(u64_from(&v) as i64))
-                .unwrap_or_else(|| from_micros(Utc::now().timestamp_micros()));
+            let stored = store
+                .read()?
+                .get(Table::Meta, META_MANUAL_CLOCK)?
+                .map(|v| from_micros(u64_from(&v) as i64));
+            let mut start = stored.unwrap_or_else(|| from_micros(Utc::now().timestamp_micros()));
             if let Some(at) = &args.clock_start {
                 let at = chrono::DateTime::parse_from_rfc3339(at)
                     .with_context(|| format!("--clock-start {at} is not an RFC 3339 date-time"))?
                     .with_timezone(&Utc);
                 start = start.max(at);
             }
-            Clock::manual(start)
+            let moved = stored.filter(|s| *s < start).map(|s| (s, start));
+            (Clock::manual(start), moved)
         }
     })
 }
@@ -275,6 +286,7 @@ async fn demo_merchant(
                 kobo,
                 "Demo Merchant".into(),
                 Settings::default(),
+                &Audit::command("kobo serve"),
             )
             .await?;
             let view = kobo_actors::idempotency::render(&view);
@@ -293,6 +305,12 @@ async fn demo_merchant(
 }
 
 pub async fn serve(args: ServeArgs) -> Result<()> {
+    let restoring = args.data.join(kobo_storage::backup::RESTORING_FILE);
+    anyhow::ensure!(
+        !restoring.exists(),
+        "{} is left from an interrupted restore: finish the restore (remove that file, then `kobo restore` again) before serving this directory",
+        restoring.display()
+    );
     let store = match Store::open_with_cache(&args.data, args.store_cache_mb.max(16) << 20) {
         Ok(s) => s,
         Err(StoreError::Locked(path)) => anyhow::bail!(
@@ -306,7 +324,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     api::set_body_timeout(Duration::from_millis(args.body_timeout_ms.max(1)));
     let admin_token = admin_token(&args)?;
 
-    let clock = start_clock(&args, &store)?;
+    let (clock, clock_moved) = start_clock(&args, &store)?;
 
     let calendar = match &args.holidays {
         Some(path) => Calendar::from_file(path)
@@ -341,13 +359,21 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     )?;
 
     if clock.is_manual() {
-        // Persist the starting time so a restart continues from it.
+        // Persist the starting time so a restart continues from it (and,
+        // when --clock-start moved a stored time, its audit entry).
         let mut b = Batch::new();
         b.put_raw(
             Table::Meta,
             META_MANUAL_CLOCK.to_vec(),
             micros(clock.now()).to_be_bytes().to_vec(),
         );
+        if let Some((from, to)) = clock_moved {
+            Audit::command("kobo serve").add_to(
+                &kobo,
+                &mut b,
+                kobo_actors::timers::clock_record(AuditAction::ClockSet, from, to),
+            );
+        }
         writer.commit(b).await?;
     }
 
@@ -369,6 +395,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     }
     kobo_actors::webhook::supervisor::start(&kobo.webhooks, webhook_config(&args)?)
         .map_err(|e| anyhow::anyhow!(e))?;
+    kobo_actors::payment_link::actor::start(&kobo.payment_links);
     let timers = TimerSupervisor::new(kobo.clone()).start();
     let metrics = Metrics::new(&writer_metrics);
     let mut app_state = AppState::new(kobo.clone(), admin_token, timers, metrics);
@@ -376,6 +403,10 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     app_state.checkout_key = kobo_actors::credential::CheckoutKey::new(
         crate::keyfile::load_or_create(&args.data, crate::checkout::CHECKOUT_KEY_FILE)?,
     );
+    app_state.backup_dir = args
+        .backup_dir
+        .clone()
+        .unwrap_or_else(|| args.data.join("backups"));
     let state = web::Data::new(app_state);
     let limits = web::Data::new(api::limits::RateLimits::new(args.ip_rate_limit));
     api::limits::RateLimits::start_cleanup(limits.clone());

@@ -39,8 +39,11 @@ pub async fn around_request<B: MessageBody>(
     req: ServiceRequest,
     next: actix_web::middleware::Next<B>,
 ) -> Result<ServiceResponse<B>, actix_web::Error> {
+    use actix_web::HttpMessage;
     let started = Instant::now();
     let request_id = uuid::Uuid::new_v4().to_string();
+    req.extensions_mut()
+        .insert(crate::api::request::RequestId(request_id.clone()));
     let method = method_label(req.method());
     let metrics = req
         .app_data::<actix_web::web::Data<crate::api::AppState>>()

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::audit::{Audit, AuditAction, Record};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::idempotency::{Answer, IdempotencySave, Outcome};
@@ -75,11 +76,12 @@ pub struct NewMerchantView {
 
 /// Creates a merchant (its default brand and a secret key per mode).
 /// Answers the operator view with both secret keys (the only time they are
-/// shown, besides a roll).
+/// shown, besides a roll). The audit entry commits with it.
 pub async fn create_merchant(
     kobo: &Env,
     name: String,
     settings: Settings,
+    audit: &Audit,
 ) -> DomainResult<NewMerchantView> {
     let now = kobo.clock.now();
     let id = crate::ids::new_id(now);
@@ -115,6 +117,13 @@ pub async fn create_merchant(
     for (mode, key) in [(Mode::Test, &test_key), (Mode::Live, &live_key)] {
         add_key(&mut batch, key, id, mode, now);
     }
+    audit.add_to(
+        kobo,
+        &mut batch,
+        Record::new(AuditAction::MerchantCreated, "merchant", id)
+            .merchant(id)
+            .after(merchant.to_api()),
+    );
     kobo.writer
         .commit(batch)
         .await
@@ -126,18 +135,17 @@ pub async fn create_merchant(
     })
 }
 
-/// A new secret key's row.
-fn add_key(batch: &mut Batch, key: &str, merchant: Uuid, mode: Mode, now: DateTime<Utc>) {
-    batch.put(
-        Table::ApiKeys,
-        key_hash(key).into_bytes(),
-        &ApiKey {
-            merchant,
-            mode,
-            created_at: now,
-            revoked_at: None,
-        },
-    );
+/// A new secret key's row (answered for the audit log: the record, never
+/// the key).
+fn add_key(batch: &mut Batch, key: &str, merchant: Uuid, mode: Mode, now: DateTime<Utc>) -> ApiKey {
+    let row = ApiKey {
+        merchant,
+        mode,
+        created_at: now,
+        revoked_at: None,
+    };
+    batch.put(Table::ApiKeys, key_hash(key).into_bytes(), &row);
+    row
 }
 
 pub fn load_merchant(kobo: &Env, id: Uuid) -> DomainResult<Option<Merchant>> {
@@ -153,15 +161,17 @@ pub struct MerchantActor {
 }
 
 /// Patches a merchant's settings (JSON merge patch); answers the merchant.
+/// Who asked rides along: the audit entry commits with the change.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "DomainResult<MerchantView>")]
-pub struct UpdateSettings(pub Value);
+pub struct UpdateSettings(pub Value, pub Audit);
 
 /// Replaces a merchant's secret key of one mode (the old one is revoked);
-/// answers the new key, shown once.
+/// answers the new key, shown once. The audit entry (of the key records,
+/// never the keys) commits with the roll.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "DomainResult<RolledKeyView>")]
-pub struct RollKey(pub Mode);
+pub struct RollKey(pub Mode, pub Audit);
 
 /// A rolled secret key.
 #[derive(Debug, Clone, Serialize)]
@@ -200,7 +210,7 @@ impl Handler<UpdateSettings> for MerchantActor {
         self.activation.touch();
         let kobo = self.activation.deps.clone();
         let id = self.activation.key;
-        run_once(self, update_settings(kobo, id, msg.0))
+        run_once(self, update_settings(kobo, id, msg.0, msg.1))
     }
 }
 
@@ -210,24 +220,51 @@ impl Handler<RollKey> for MerchantActor {
         self.activation.touch();
         let kobo = self.activation.deps.clone();
         let id = self.activation.key;
-        run_once(self, roll_key(kobo, id, msg.0))
+        run_once(self, roll_key(kobo, id, msg.0, msg.1))
     }
 }
 
-async fn update_settings(kobo: Arc<Env>, id: Uuid, patch: Value) -> DomainResult<MerchantView> {
+/// Live approval is its own action in the audit log; any other patch is a
+/// settings update.
+async fn update_settings(
+    kobo: Arc<Env>,
+    id: Uuid,
+    patch: Value,
+    audit: Audit,
+) -> DomainResult<MerchantView> {
     let mut merchant =
         load_merchant(&kobo, id)?.ok_or_else(|| DomainError::not_found("merchant", id))?;
     let now = kobo.clock.now();
+    let before = merchant.to_api();
     let settings = merchant.settings.patched(&patch)?;
     if settings.reserve != merchant.settings.reserve {
         merchant.reserve_since = settings.reserve.as_ref().map(|_| now);
     }
+    let action = if settings.live_approved && !merchant.settings.live_approved {
+        AuditAction::MerchantLiveApproved
+    } else {
+        AuditAction::MerchantSettingsUpdated
+    };
     merchant.settings = settings;
-    save(&kobo, &merchant, Batch::new()).await?;
+    let mut batch = Batch::new();
+    audit.add_to(
+        &kobo,
+        &mut batch,
+        Record::new(action, "merchant", id)
+            .merchant(id)
+            .before(before)
+            .after(merchant.to_api()),
+    );
+    save(&kobo, &merchant, batch).await?;
     Ok(merchant.view())
 }
 
-async fn roll_key(kobo: Arc<Env>, id: Uuid, mode: Mode) -> DomainResult<RolledKeyView> {
+async fn roll_key(
+    kobo: Arc<Env>,
+    id: Uuid,
+    mode: Mode,
+    audit: Audit,
+) -> DomainResult<RolledKeyView> {
     let mut merchant =
         load_merchant(&kobo, id)?.ok_or_else(|| DomainError::not_found("merchant", id))?;
     let now = kobo.clock.now();
@@ -238,12 +275,22 @@ async fn roll_key(kobo: Arc<Env>, id: Uuid, mode: Mode) -> DomainResult<RolledKe
         Mode::Live => std::mem::replace(&mut merchant.key_hash_live, key_hash(&key)),
     };
     let read = kobo.store.read()?;
+    let mut record = Record::new(AuditAction::MerchantKeyRolled, "merchant", id)
+        .merchant(id)
+        .detail(json!({ "mode": mode }));
     if let Some(mut old_key) = read.get_decoded::<ApiKey>(Table::ApiKeys, old.as_bytes())? {
+        // The key records, never the keys (nor their hashes).
+        record = record.before(json!({ "mode": mode, "key": &old_key }));
         old_key.revoked_at = Some(now);
         batch.put(Table::ApiKeys, old.into_bytes(), &old_key);
     }
     drop(read);
-    add_key(&mut batch, &key, id, mode, now);
+    let new_key = add_key(&mut batch, &key, id, mode, now);
+    audit.add_to(
+        &kobo,
+        &mut batch,
+        record.after(json!({ "mode": mode, "key": &new_key })),
+    );
     save(&kobo, &merchant, batch).await?;
     Ok(RolledKeyView {
         object: RolledKeyObject::MerchantKey,

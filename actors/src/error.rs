@@ -89,6 +89,7 @@ error_codes! {
     AmountTooLarge = "amount_too_large" => InvalidRequest,
     AccountVerificationFailed = "account_verification_failed" => InvalidRequest,
     TooManyEndpoints = "too_many_endpoints" => InvalidRequest,
+    AmountOutOfRange = "amount_out_of_range" => InvalidRequest,
     // 401, 403
     InvalidApiKey = "invalid_api_key" => Unauthenticated,
     AccountNotActivated = "account_not_activated" => Forbidden,
@@ -132,6 +133,10 @@ error_codes! {
     CustomerInUse = "customer_in_use" => State,
     CustomerIdentityUnverified = "customer_identity_unverified" => State,
     VirtualAccountUnexpectedState = "virtual_account_unexpected_state" => State,
+    SlugTaken = "slug_taken" => State,
+    SlugLocked = "slug_locked" => State,
+    PaymentLinkInactive = "payment_link_inactive" => State,
+    PaymentLinkFull = "payment_link_full" => State,
     InvoiceNotDraft = "invoice_not_draft" => State,
     InvoiceNotPayable = "invoice_not_payable" => State,
     InvoiceHasPayments = "invoice_has_payments" => State,

@@ -25,6 +25,7 @@ use uuid::Uuid;
 
 use kobo_storage::{decode, Batch, KeyBuf, Table};
 
+use crate::audit::{Audit, AuditAction, Record};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::idempotency::{Answer, IdempotencySave, Outcome};
@@ -131,8 +132,8 @@ fn rate_index_key(seq: u64) -> Vec<u8> {
     KeyBuf::new().u64(seq).build()
 }
 
-/// Publishes a rate; it is current from its commit.
-pub async fn publish_rate(kobo: &Fx, rate: i64) -> DomainResult<FxRate> {
+/// Publishes a rate; it is current from its commit (with its audit entry).
+pub async fn publish_rate(kobo: &Fx, rate: i64, audit: &Audit) -> DomainResult<FxRate> {
     if !(1..=MAX_RATE).contains(&rate) {
         return Err(DomainError::invalid(
             "rate",
@@ -156,6 +157,13 @@ pub async fn publish_rate(kobo: &Fx, rate: i64) -> DomainResult<FxRate> {
             r.id.as_bytes().to_vec(),
         )
         .note_seq(r.seq);
+    let mut record = Record::new(AuditAction::FxRatePublished, "fx_rate", r.id)
+        .after(r.to_api())
+        .detail(serde_json::json!({ "rate": rate }));
+    if let Some(previous) = current_rate(kobo)? {
+        record = record.before(previous.to_api());
+    }
+    audit.add_to(kobo, &mut batch, record);
     kobo.writer
         .commit(batch)
         .await

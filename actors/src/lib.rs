@@ -5,6 +5,7 @@
 //! - [`merchant`]: merchants, settings, secret keys, brands.
 //! - [`payment_intent`]: the object, its pure state machine, its actor and
 //!   the create/commit service.
+//! - [`payment_link`]: reusable payment pages, their slots and counters.
 //! - [`ledger`]: buckets, entries, the pure posting function and the ledger
 //!   actor (the only writer of balances).
 //! - [`registry`]: virtual actors (activation, passivation, bounded mailboxes).
@@ -17,13 +18,17 @@
 //! - [`admin`]: merchant creation, settings and key rolls.
 //! - [`customer`], [`virtual_account`]: customers (one per email) and
 //!   their dedicated virtual accounts.
+//! - [`audit`]: the operator audit log (written in each action's batch).
+//! - [`check`]: `kobo check`, the store's invariants verified offline.
 //! - [`credential`]: the hosted checkout's credential (HMAC, server key).
 //! - [`clock`], [`provider`], [`runtime`], [`error`], [`ids`]: plumbing.
 
 pub mod admin;
+pub mod audit;
 pub mod auth;
 pub mod banks;
 pub mod calendar;
+pub mod check;
 pub mod clock;
 pub mod credential;
 pub mod customer;
@@ -41,6 +46,7 @@ pub mod merchant;
 pub mod money;
 pub mod paging;
 pub mod payment_intent;
+pub mod payment_link;
 pub mod payout;
 pub use payment_intent::provider;
 pub mod principal;

@@ -25,6 +25,7 @@ use crate::mandate::deps::MandateDeps;
 use crate::payment_intent::actor::PaymentIntentActor;
 use crate::payment_intent::deps::PaymentIntentDeps;
 use crate::payment_intent::provider::Providers;
+use crate::payment_link::actor::{PaymentLinkDeps, PaymentLinks};
 use crate::payout::actor::{PayoutActor, PayoutDeps};
 use crate::payout::rail::{Rails, SandboxRail, UnconfiguredRail};
 use crate::refund::actor::{AftercareActor, AftercareDeps};
@@ -69,6 +70,8 @@ pub struct Kobo {
     pub customers: Customers,
     /// Dedicated virtual accounts, one actor each.
     pub virtual_accounts: VirtualAccounts,
+    /// Payment links, one actor each.
+    pub payment_links: PaymentLinks,
     /// Invoice books, one per customer.
     pub invoices: Invoices,
 }
@@ -119,6 +122,13 @@ impl Kobo {
                     crate::mandate::service::customer_in_use,
                     crate::virtual_account::service::customer_in_use,
                 ],
+            }),
+            sizing,
+        );
+        let payment_links: PaymentLinks = registry(
+            Arc::new(PaymentLinkDeps {
+                env: env.clone(),
+                customers: customers.clone(),
             }),
             sizing,
         );
@@ -210,6 +220,7 @@ impl Kobo {
             settlement,
             customers,
             virtual_accounts,
+            payment_links,
             invoices,
         }))
     }
@@ -226,6 +237,7 @@ impl Kobo {
             self.mandates.snapshot(),
             self.customers.snapshot(),
             self.virtual_accounts.snapshot(),
+            self.payment_links.snapshot(),
             self.invoices.snapshot(),
         ]
     }

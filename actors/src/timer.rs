@@ -51,6 +51,8 @@ pub enum TimerKind {
     CustomerIdentityCheck,
     /// Ask the bank whether a pending virtual account is open.
     VirtualAccountCheck,
+    /// A payment link's `expires_at`.
+    PaymentLinkExpire,
     /// An open invoice's due date has passed (08:00 Lagos the next day).
     InvoiceOverdue,
 }
@@ -73,7 +75,8 @@ impl TimerKind {
             TimerKind::DirectDebitStatus => 11,
             TimerKind::CustomerIdentityCheck => 12,
             TimerKind::VirtualAccountCheck => 13,
-            TimerKind::InvoiceOverdue => 14,
+            TimerKind::PaymentLinkExpire => 14,
+            TimerKind::InvoiceOverdue => 15,
         }
     }
 }

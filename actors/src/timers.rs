@@ -15,6 +15,7 @@ use futures_util::future::join_all;
 
 use kobo_storage::{Batch, Table};
 
+use crate::audit::{Audit, AuditAction, Record};
 use crate::clock::micros;
 use crate::customer::directory::IdentityTimer;
 use crate::error::{DomainError, DomainResult, ErrorCode};
@@ -24,6 +25,7 @@ use crate::ledger::release::release_key;
 use crate::ledger::Bucket;
 use crate::mandate::actor::{MandateAction, MandateMessage};
 use crate::payment_intent::actor::{Action, IntentMessage};
+use crate::payment_link::actor::{LinkAction, LinkMessage};
 use crate::payout::actor::{PayoutAction, PayoutMessage};
 use crate::runtime::Kobo;
 use crate::timer::{due_of, next_due_group, Timer, TimerKind, PRUNE_MAX};
@@ -90,6 +92,9 @@ async fn deliver(kobo: &Arc<Kobo>, key: &[u8], timer: &Timer) -> DomainResult<()
             let sent = kobo.virtual_accounts.send(timer.target, msg).await;
             sent.and_then(|r| r.map(|_| ()))
         }
+        TimerKind::PaymentLinkExpire => {
+            link(kobo, timer, LinkAction::ExpireTimer { timer_key }).await
+        }
         TimerKind::InvoiceOverdue => {
             let Some(i) = crate::invoice::service::load_any(kobo, timer.target)? else {
                 return Ok(());
@@ -142,6 +147,17 @@ async fn mandate(kobo: &Kobo, timer: &Timer, action: MandateAction) -> DomainRes
         idem: None,
     };
     let sent = kobo.mandates.send(timer.target, msg).await;
+    sent.and_then(|r| r.map(|_| ()))
+}
+
+async fn link(kobo: &Kobo, timer: &Timer, action: LinkAction) -> DomainResult<()> {
+    let msg = LinkMessage {
+        merchant: timer.merchant,
+        mode: timer.mode,
+        action,
+        idem: None,
+    };
+    let sent = kobo.payment_links.send(timer.target, msg).await;
     sent.and_then(|r| r.map(|_| ()))
 }
 
@@ -250,10 +266,12 @@ impl Handler<Tick> for TimerSupervisor {
 }
 
 /// Advance the manual clock to `to`, running every timer due on the way.
+/// The move's audit entry commits with the stored clock.
 #[derive(Message)]
 #[rtype(result = "DomainResult<DateTime<Utc>>")]
 pub struct Advance {
     pub to: DateTime<Utc>,
+    pub audit: Audit,
 }
 
 impl Handler<Advance> for TimerSupervisor {
@@ -271,6 +289,7 @@ impl Handler<Advance> for TimerSupervisor {
                 if msg.to < kobo.clock.now() {
                     return Err(DomainError::invalid("to", "the clock never moves back"));
                 }
+                let from = kobo.clock.now();
                 run_due(&kobo, msg.to).await?;
                 kobo.clock.set(msg.to);
                 let now = kobo.clock.now();
@@ -279,6 +298,11 @@ impl Handler<Advance> for TimerSupervisor {
                     Table::Meta,
                     META_MANUAL_CLOCK.to_vec(),
                     micros(now).to_be_bytes().to_vec(),
+                );
+                msg.audit.add_to(
+                    &kobo,
+                    &mut b,
+                    clock_record(AuditAction::ClockAdvanced, from, now),
                 );
                 kobo.writer
                     .commit(b)
@@ -289,4 +313,12 @@ impl Handler<Advance> for TimerSupervisor {
             .into_actor(self),
         ))
     }
+}
+
+/// The audit record of a move of the manual clock from `from` to `to`.
+pub fn clock_record(action: AuditAction, from: DateTime<Utc>, to: DateTime<Utc>) -> Record {
+    Record::new(action, "clock", "manual")
+        .before(serde_json::json!({ "now": from }))
+        .after(serde_json::json!({ "now": to }))
+        .detail(serde_json::json!({ "from": from, "to": to }))
 }

@@ -27,11 +27,13 @@ use module_graph::{
     circles, code_only, collapse, edges_within, named_paths, top_level, without_test_modules, Graph,
 };
 
-/// The runtime: assembly and the timer supervisor.
-const RUNTIME: &[&str] = &["runtime", "timers"];
+/// The runtime: assembly, the timer supervisor, and `kobo check` (which
+/// reads every resource's rows).
+const RUNTIME: &[&str] = &["runtime", "timers", "check"];
 
 /// The core leaves: they know no resource and no runtime.
 const CORE: &[&str] = &[
+    "audit",
     "auth",
     "calendar",
     "clock",
@@ -59,6 +61,7 @@ const RESOURCES: &[&str] = &[
     "mandate",
     "merchant",
     "payment_intent",
+    "payment_link",
     "payout",
     "principal",
     "refund",

@@ -5,16 +5,19 @@ use actix_web::{web, HttpRequest};
 use chrono::{DateTime, Duration, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use utoipa::IntoParams;
 use uuid::Uuid;
 
 use kobo_actors::admin::{self, RollKey, UpdateSettings};
+use kobo_actors::audit::{self, AuditAction, AuditFilter};
 use kobo_actors::idempotency::render;
 use kobo_actors::merchant::Settings;
 use kobo_actors::timers::Advance;
 use kobo_actors::{DomainError, Mode};
 
 use super::body;
-use super::endpoint::Endpoint;
+use super::endpoint::{self, Endpoint};
+use super::params;
 use super::{parse_id, resource, ApiError, ApiResult, State};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -27,7 +30,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/admin/v1/merchants/{id}/roll_keys").route(web::post().to(roll_keys)))
         .service(resource("/admin/v1/clock").route(web::get().to(get_clock)))
         .service(resource("/admin/v1/clock/advance").route(web::post().to(advance_clock)))
-        .service(resource("/admin/v1/actors").route(web::get().to(actors)));
+        .service(resource("/admin/v1/actors").route(web::get().to(actors)))
+        .service(resource("/admin/v1/audit").route(web::get().to(audit_log)))
+        .service(resource("/admin/v1/backups").route(web::post().to(create_backup)));
 }
 
 /// `{name, settings?}`.
@@ -39,6 +44,7 @@ struct CreateMerchant {
 }
 
 async fn create_merchant(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
+    let audit = endpoint::audit(&req);
     Endpoint::operator(201)
         .operate_with(req, state, payload, |state, b: CreateMerchant| async move {
             let settings = match &b.settings {
@@ -46,7 +52,7 @@ async fn create_merchant(req: HttpRequest, state: State, payload: web::Payload) 
                 None => Settings::default(),
             };
             Ok(render(
-                &admin::create_merchant(&state.kobo, b.name, settings).await?,
+                &admin::create_merchant(&state.kobo, b.name, settings, &audit).await?,
             ))
         })
         .await
@@ -89,11 +95,12 @@ async fn update_merchant(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
+    let audit = endpoint::audit(&req);
     Endpoint::operator(200)
         .operate_with(req, state, payload, |state, b: UpdateMerchant| async move {
             Settings::default().patched(&b.settings)?;
             let id = known_merchant(&state, &path)?;
-            let update = UpdateSettings(b.settings);
+            let update = UpdateSettings(b.settings, audit);
             Ok(render(&state.kobo.merchants.send(id, update).await??))
         })
         .await
@@ -105,14 +112,14 @@ async fn roll_keys(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
+    let audit = endpoint::audit(&req);
     Endpoint::operator(200)
         .operate_with(req, state, payload, |state, b: RollKeys| async move {
             let mode = Mode::parse(&b.mode)
                 .ok_or_else(|| DomainError::invalid("mode", "mode must be test or live"))?;
             let id = known_merchant(&state, &path)?;
-            Ok(render(
-                &state.kobo.merchants.send(id, RollKey(mode)).await??,
-            ))
+            let roll = RollKey(mode, audit);
+            Ok(render(&state.kobo.merchants.send(id, roll).await??))
         })
         .await
 }
@@ -140,12 +147,13 @@ struct AdvanceClock {
 }
 
 async fn advance_clock(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
+    let audit = endpoint::audit(&req);
     Endpoint::operator(200)
         .operate_with(req, state, payload, |state, b: AdvanceClock| async move {
             let to = clock_target(state.kobo.clock.now(), b)?;
             let now = state
                 .timers
-                .send(Advance { to })
+                .send(Advance { to, audit })
                 .await
                 .map_err(|e| DomainError::internal(e.to_string()))??;
             Ok(clock_view(now))
@@ -191,6 +199,92 @@ async fn actors(req: HttpRequest, state: State) -> ApiResult {
                 },
                 "webhooks": state.kobo.webhooks.stats(),
             }))
+        })
+        .await
+}
+
+/// The query of `GET /admin/v1/audit`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListAuditQuery {
+    /// Only entries of this merchant (its id).
+    #[serde(deserialize_with = "params::uuid")]
+    merchant: Option<Uuid>,
+    /// Only this action, e.g. `merchant.key_rolled`.
+    #[param(inline)]
+    #[serde(deserialize_with = "params::one_of")]
+    action: Option<AuditAction>,
+    /// Only entries at or after this RFC 3339 date-time.
+    #[serde(deserialize_with = "params::date_time")]
+    from: Option<DateTime<Utc>>,
+    /// Only entries at or before this RFC 3339 date-time.
+    #[serde(deserialize_with = "params::date_time")]
+    to: Option<DateTime<Utc>>,
+    /// Entries per page, 1 to 100.
+    #[param(value_type = Option<u8>, minimum = 1, maximum = 100, default = 20)]
+    #[serde(deserialize_with = "params::limit")]
+    limit: usize,
+    /// The page after this entry's id.
+    #[serde(deserialize_with = "params::uuid")]
+    starting_after: Option<Uuid>,
+}
+
+/// `GET /admin/v1/audit`: the operator audit log, newest first, filtered
+/// by merchant, action and time (`from`, `to`: RFC 3339, inclusive).
+async fn audit_log(req: HttpRequest, state: State) -> ApiResult {
+    Endpoint::operator(200)
+        .operate_query(req, state, |state, q: ListAuditQuery| async move {
+            let filter = AuditFilter {
+                merchant: q.merchant,
+                action: q.action,
+                from: q.from,
+                to: q.to,
+            };
+            if let (Some(f), Some(t)) = (filter.from, filter.to) {
+                if f > t {
+                    return Err(ApiError(DomainError::invalid(
+                        "from",
+                        "`from` is after `to`",
+                    )));
+                }
+            }
+            let page = audit::list(&state.kobo, &filter, q.limit, q.starting_after)?;
+            Ok(page.to_api())
+        })
+        .await
+}
+
+/// `POST /admin/v1/backups`: a backup of the running store into the
+/// server's backup directory (`--backup-dir`, default `<data>/backups`),
+/// under a name kobo chooses (the API never names a path). 201 with the
+/// file, its size, checksum and manifest, once the file is synced and its
+/// audit entry committed.
+async fn create_backup(req: HttpRequest, state: State) -> ApiResult {
+    let audit = endpoint::audit(&req);
+    Endpoint::operator(201)
+        .operate(req, state, |state| async move {
+            let _one_at_a_time = state.backup_lock.lock().await;
+            let (store, dir, now) = (
+                state.kobo.store.clone(),
+                state.backup_dir.clone(),
+                state.kobo.clock.now(),
+            );
+            let summary = crate::backup::write_in_background(store, dir, now)
+                .await
+                .map_err(|e| DomainError::internal(format!("the backup failed: {e:#}")))?;
+            let mut batch = kobo_storage::Batch::new();
+            audit.add_to(
+                &state.kobo,
+                &mut batch,
+                crate::backup::audit_record(&summary),
+            );
+            state
+                .kobo
+                .writer
+                .commit(batch)
+                .await
+                .map_err(|e| DomainError::internal(e.to_string()))?;
+            Ok(crate::backup::view(&summary))
         })
         .await
 }

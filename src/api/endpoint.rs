@@ -28,6 +28,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use kobo_actors::audit::Audit;
 use kobo_actors::idempotency::{
     render, Answer as DomainAnswer, IdempotencySave, Outcome, Statuses,
 };
@@ -387,6 +388,25 @@ impl Endpoint {
         Ok(run(state).await?.into_response(self))
     }
 
+    /// An operator read with a query: the admin token, the query's parse
+    /// into `Q` (see [`params`]), `run`, the rendering.
+    pub async fn operate_query<Q, F, Fut, O>(
+        &self,
+        req: HttpRequest,
+        state: State,
+        run: F,
+    ) -> ApiResult
+    where
+        Q: DeserializeOwned,
+        F: FnOnce(State, Q) -> Fut,
+        Fut: Future<Output = ApiResult<O>>,
+        O: IntoResponse,
+    {
+        self.operator_only(&req, &state)?;
+        let q = params::parse::<Q>(req.query_string())?;
+        Ok(run(state, q).await?.into_response(self))
+    }
+
     /// An operator POST: the admin token, the body (cap and deadline), its
     /// parse into `B`, `run`, the rendering.
     pub async fn operate_with<B, F, Fut, O>(
@@ -412,6 +432,18 @@ impl Endpoint {
         debug_assert_eq!(self.credential, Credential::Operator);
         operator(req, state)
     }
+}
+
+/// Who asks for an operator action, for its audit entry: the request's id
+/// (the `Request-Id` answer header).
+pub fn audit(req: &HttpRequest) -> Audit {
+    use actix_web::HttpMessage;
+    let id = req
+        .extensions()
+        .get::<super::request::RequestId>()
+        .map(|r| r.0.clone())
+        .unwrap_or_default();
+    Audit::request(id)
 }
 
 /// Checks the admin token. Digests are compared so the time taken says

@@ -218,6 +218,7 @@ async fn retrieve_conversion(req: HttpRequest, state: State, path: web::Path<Str
 /// `POST /admin/v1/fx_rates {rate}`: publishes a rate (kobo per dollar,
 /// 1 to [`fx::MAX_RATE`]); it is current from then on. 201.
 async fn publish_rate(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
+    let audit = super::endpoint::audit(&req);
     Endpoint::operator(201)
         .operate_with(req, state, payload, |state, b: PublishRate| async move {
             let v = b.rate;
@@ -227,7 +228,9 @@ async fn publish_rate(req: HttpRequest, state: State, payload: web::Payload) -> 
                 .ok_or_else(|| {
                     DomainError::invalid("rate", "rate is an integer of kobo per US dollar")
                 })?;
-            Ok(fx::publish_rate(&state.kobo.fx, rate).await?.to_api())
+            Ok(fx::publish_rate(&state.kobo.fx, rate, &audit)
+                .await?
+                .to_api())
         })
         .await
 }

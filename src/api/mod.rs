@@ -27,6 +27,8 @@ pub mod openapi_admin;
 pub mod ops;
 pub mod params;
 pub mod payment_intents;
+pub mod payment_link_bodies;
+pub mod payment_links;
 pub mod payouts;
 pub mod refunds;
 pub mod request;

@@ -2,13 +2,17 @@
 //! API (`/admin/v1`, bearer: the admin token). The document itself needs no
 //! token. It is built with utoipa's builders; the objects it answers with
 //! are the schemas of the code's own view types (`Merchant`, `Settings`,
-//! `Payout`, `UsdtWallet`, `FxRate`, `Error`), and a unit test checks that
-//! every `/admin/v1` route the server registers is in it.
+//! `Payout`, `UsdtWallet`, `FxRate`, `AuditEntry`, `Error`), a query's
+//! parameters are those of its query type (`IntoParams`, the type its
+//! handler parses), and a unit test checks that every `/admin/v1` route the
+//! server registers is in it.
 
 use std::sync::OnceLock;
 
 use actix_web::HttpResponse;
-use utoipa::openapi::path::{HttpMethod, OperationBuilder, ParameterBuilder, ParameterIn};
+use utoipa::openapi::path::{
+    HttpMethod, OperationBuilder, Parameter, ParameterBuilder, ParameterIn,
+};
 use utoipa::openapi::request_body::RequestBodyBuilder;
 use utoipa::openapi::schema::{AdditionalProperties, ComponentsBuilder, ObjectBuilder, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
@@ -16,13 +20,15 @@ use utoipa::openapi::{
     ContentBuilder, InfoBuilder, LicenseBuilder, OpenApi, OpenApiBuilder, Paths, Ref, RefOr,
     Required, ResponseBuilder, Schema,
 };
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
+use kobo_actors::audit::AuditEntryView;
 use kobo_actors::fx::FxRateView;
 use kobo_actors::merchant::{MerchantView, Settings};
 use kobo_actors::payout::PayoutView;
 use kobo_actors::usdt::{DeletedWalletView, UsdtWalletView};
 
+use super::admin::ListAuditQuery;
 use super::State;
 
 /// Where the document is served.
@@ -84,6 +90,40 @@ struct Op {
     ok: (&'static str, &'static str, RefOr<Schema>),
     /// Error statuses besides 401 and 500.
     errors: &'static [&'static str],
+    /// Query parameters: those of the operation's query type (its parser).
+    query: Vec<Parameter>,
+}
+
+/// The answer of `POST /admin/v1/backups`.
+fn backup() -> RefOr<Schema> {
+    let integer = |d: &str| {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .description(Some(d))
+    };
+    closed(
+        ObjectBuilder::new()
+            .property("object", string("`backup`."))
+            .required("object")
+            .property("file", string("The file's name in the backup directory."))
+            .required("file")
+            .property("path", string("The file's path on the server's host."))
+            .required("path")
+            .property("bytes", integer("The file's size."))
+            .required("bytes")
+            .property(
+                "checksum",
+                string("SHA-256 (hex) of the file before its last 32 bytes, which hold it."),
+            )
+            .required("checksum")
+            .property(
+                "manifest",
+                ObjectBuilder::new().schema_type(Type::Object).description(Some(
+                    "kobo and schema versions, `created_at`, the sequence high-water mark (`seq_high_water`), `records`, and keys per table (`tables`).",
+                )),
+            )
+            .required("manifest"),
+    )
 }
 
 fn error_description(status: &str) -> &'static str {
@@ -150,6 +190,7 @@ fn operations() -> Vec<Op> {
             ])),
             ok: ("201", "The merchant, with both secret keys.", merchant_with_keys()),
             errors: &["400", "413"],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Get,
@@ -160,6 +201,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The merchant.", schema_ref::<MerchantView>()),
             errors: &["400", "404"],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Post,
@@ -170,6 +212,7 @@ fn operations() -> Vec<Op> {
             body: Some(settings_body()),
             ok: ("200", "The merchant.", schema_ref::<MerchantView>()),
             errors: &["400", "404", "413"],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Post,
@@ -196,6 +239,7 @@ fn operations() -> Vec<Op> {
                 ),
             ),
             errors: &["400", "404"],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Post,
@@ -211,6 +255,7 @@ fn operations() -> Vec<Op> {
             ])),
             ok: ("201", "The new wallet (200: it existed).", schema_ref::<UsdtWalletView>()),
             errors: &["400", "404", "413"],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Delete,
@@ -221,6 +266,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The deleted wallet.", schema_ref::<DeletedWalletView>()),
             errors: &["400", "404"],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Post,
@@ -231,6 +277,7 @@ fn operations() -> Vec<Op> {
             body: Some(id_body(vec![("rate", integer("Kobo per US dollar.").minimum(Some(1)), true)])),
             ok: ("201", "The rate.", schema_ref::<FxRateView>()),
             errors: &["400", "413"],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Post,
@@ -241,6 +288,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The payout.", schema_ref::<PayoutView>()),
             errors: &["400", "404", "409"],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Post,
@@ -251,6 +299,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The payout.", schema_ref::<PayoutView>()),
             errors: &["400", "404", "409"],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Get,
@@ -261,6 +310,7 @@ fn operations() -> Vec<Op> {
             body: None,
             ok: ("200", "The clock.", clock()),
             errors: &[],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Post,
@@ -274,6 +324,7 @@ fn operations() -> Vec<Op> {
             ])),
             ok: ("200", "The clock after the move.", clock()),
             errors: &["400", "409"],
+            query: Vec::new(),
         },
         Op {
             method: HttpMethod::Get,
@@ -292,6 +343,50 @@ fn operations() -> Vec<Op> {
                     .into(),
             ),
             errors: &[],
+            query: Vec::new(),
+        },
+        Op {
+            method: HttpMethod::Get,
+            path: "/admin/v1/audit",
+            id: "list_audit_entries",
+            summary: "List the audit log",
+            description: "Every operator action (merchant create and settings changes, live approval, key rolls, payout approval and rejection, FX rate publishes, USDT wallet adds and removals, clock moves, backups, restores), newest first. Each entry is written in the same commit as the action's effect; no operation edits or deletes one. Entries hold digests of the target before and after (secrets removed), never a secret.",
+            body: None,
+            ok: (
+                "200",
+                "A page of entries (`object: list`, `data`, `has_more`).",
+                closed(
+                    ObjectBuilder::new()
+                        .property("object", string("`list`."))
+                        .required("object")
+                        .property(
+                            "data",
+                            utoipa::openapi::schema::ArrayBuilder::new()
+                                .items(schema_ref::<AuditEntryView>()),
+                        )
+                        .required("data")
+                        .property(
+                            "has_more",
+                            ObjectBuilder::new()
+                                .schema_type(Type::Boolean)
+                                .description(Some("False on the last page.")),
+                        )
+                        .required("has_more"),
+                ),
+            ),
+            errors: &["400"],
+            query: ListAuditQuery::into_params(|| Some(ParameterIn::Query)),
+        },
+        Op {
+            method: HttpMethod::Post,
+            path: "/admin/v1/backups",
+            id: "create_backup",
+            summary: "Back up the store",
+            description: "Writes a consistent snapshot of the whole store (one read transaction; payments keep flowing) into the server's backup directory (`--backup-dir`, default `<data>/backups`) under a name kobo chooses: the API never takes a path. Answers once the file is synced and its audit entry committed. Restore it with `kobo restore`; check it with `kobo check --from`.",
+            body: None,
+            ok: ("201", "The backup.", backup()),
+            errors: &[],
+            query: Vec::new(),
         },
     ]
 }
@@ -326,6 +421,9 @@ pub fn document() -> OpenApi {
             if let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
                 b = b.parameter(path_parameter(name));
             }
+        }
+        for parameter in op.query {
+            b = b.parameter(parameter);
         }
         if let Some(body) = op.body {
             b = b.request_body(Some(
@@ -368,6 +466,7 @@ pub fn document() -> OpenApi {
     add::<UsdtWalletView>(&mut schemas);
     add::<DeletedWalletView>(&mut schemas);
     add::<FxRateView>(&mut schemas);
+    add::<AuditEntryView>(&mut schemas);
     let components = ComponentsBuilder::new()
         .schemas_from_iter(schemas)
         .security_scheme(
@@ -388,7 +487,7 @@ pub fn document() -> OpenApi {
                 .title("kobo operator API")
                 .version(env!("CARGO_PKG_VERSION"))
                 .description(Some(
-                    "The operator API under `/admin/v1`: merchants and their settings, keys, FX rates, USDT wallets, payout approval, the manual clock, actor health. Bearer: the admin token. POSTs here need no `Idempotency-Key`.",
+                    "The operator API under `/admin/v1`: merchants and their settings, keys, FX rates, USDT wallets, payout approval, the manual clock, actor health, backups and the audit log. Bearer: the admin token. POSTs here need no `Idempotency-Key`.",
                 ))
                 .license(Some(LicenseBuilder::new().name("MIT").build())),
         )
@@ -421,6 +520,7 @@ mod tests {
 
     use serde_json::Value;
 
+    use super::super::body::fields_of;
     use super::*;
 
     /// Every `/admin/v1` route the code registers (read from the sources of
@@ -451,6 +551,45 @@ mod tests {
         out
     }
 
+    /// Every `$ref` of the document names a schema it holds, and the audit
+    /// list documents exactly the query parameters its handler accepts.
+    #[test]
+    fn references_resolve_and_the_audit_filters_are_the_parsers() {
+        let doc: Value = serde_json::from_str(&document_json("http://x")).unwrap();
+        fn refs(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Object(m) => {
+                    for (k, x) in m {
+                        match (k.as_str(), x) {
+                            ("$ref", Value::String(r)) => out.push(r.clone()),
+                            _ => refs(x, out),
+                        }
+                    }
+                }
+                Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        refs(&doc, &mut found);
+        assert!(found.iter().any(|r| r.ends_with("/AuditEntry")));
+        for r in found {
+            let name = r.trim_start_matches("#/components/schemas/");
+            assert!(doc["components"]["schemas"][name].is_object(), "{r}");
+        }
+        let params: BTreeSet<String> = doc["paths"]["/admin/v1/audit"]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .collect();
+        let accepted: BTreeSet<String> = fields_of::<ListAuditQuery>()
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(params, accepted);
+    }
+
     #[test]
     fn every_operator_route_is_documented() {
         let doc: Value = serde_json::from_str(&document_json("http://x")).unwrap();
@@ -470,6 +609,7 @@ mod tests {
             "Payout",
             "UsdtWallet",
             "FxRate",
+            "AuditEntry",
             "Error",
         ] {
             assert!(doc["components"]["schemas"][name].is_object(), "{name}");

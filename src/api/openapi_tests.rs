@@ -19,8 +19,8 @@ use kobo_actors::money::MAX_AMOUNT;
 
 use super::super::body::fields_of;
 use super::super::{
-    balance, brands, cards, customers, events, fx, mandates, payment_intents, payouts, refunds,
-    settlement, test_helpers, virtual_accounts, webhooks,
+    balance, brands, cards, customers, events, fx, mandates, payment_intents, payment_links,
+    payouts, refunds, settlement, test_helpers, virtual_accounts, webhooks,
 };
 use super::*;
 
@@ -115,6 +115,13 @@ const V1_ROUTES: &[(&str, &str)] = &[
         "post",
         "/v1/test_helpers/virtual_accounts/{id}/simulate_transfer",
     ),
+    ("post", "/v1/payment_links"),
+    ("get", "/v1/payment_links"),
+    ("get", "/v1/payment_links/{id}"),
+    ("post", "/v1/payment_links/{id}"),
+    ("post", "/v1/payment_links/{id}/deactivate"),
+    ("post", "/v1/payment_links/{id}/activate"),
+    ("post", "/v1/test_helpers/payment_links/{id}/pay"),
 ];
 
 fn doc() -> Value {
@@ -534,6 +541,10 @@ fn each_get_documents_the_query_it_parses() {
         (
             "/v1/virtual_accounts",
             parsed_params::<virtual_accounts::ListVirtualAccountsQuery>(),
+        ),
+        (
+            "/v1/payment_links",
+            parsed_params::<payment_links::ListPaymentLinksQuery>(),
         ),
         (
             "/v1/invoices",

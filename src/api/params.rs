@@ -12,12 +12,13 @@
 //! [`super::body::NoFields`] (every name is unknown); a GET that parses no
 //! query (a retrieve) ignores its query string.
 
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use kobo_actors::audit::AuditAction;
 use kobo_actors::customer::RiskAction;
 use kobo_actors::ledger::Bucket;
 use kobo_actors::mandate::MandateStatus;
@@ -147,6 +148,20 @@ pub fn date<'de, D: Deserializer<'de>>(d: D) -> Result<Option<NaiveDate>, D::Err
         .map_err(tunnel)
 }
 
+/// An optional date-time, RFC 3339.
+pub fn date_time<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+    text(d)?
+        .map(|s| {
+            DateTime::parse_from_rfc3339(&s)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|_| {
+                    DomainError::invalid(FIELD, format!("`{FIELD}` must be an RFC 3339 date-time"))
+                })
+        })
+        .transpose()
+        .map_err(tunnel)
+}
+
 /// An optional amount from 1 to 10^12 minor units; `message` is the
 /// error's (`"amount is an integer of kobo, at least 1"`).
 pub fn amount<'de, D: Deserializer<'de>>(d: D, message: &str) -> Result<Option<i64>, D::Error> {
@@ -220,6 +235,13 @@ impl Choice for Bucket {
         "one of available, pending, reserve, payout_in_flight, refund_in_flight, dispute_hold";
     fn parse(s: &str) -> Option<Self> {
         Bucket::parse(s)
+    }
+}
+
+impl Choice for AuditAction {
+    const WHAT: &'static str = "an audit action";
+    fn parse(s: &str) -> Option<Self> {
+        AuditAction::parse(s)
     }
 }
 

@@ -122,6 +122,9 @@ pub struct ListPaymentIntentsQuery {
     /// Only the payments made by transfers into this virtual account.
     #[serde(deserialize_with = "params::uuid")]
     virtual_account: Option<Uuid>,
+    /// Only the payment intents of this payment link.
+    #[serde(deserialize_with = "params::uuid")]
+    payment_link: Option<Uuid>,
 }
 
 impl From<ListPaymentIntentsQuery> for IntentFilter {
@@ -132,6 +135,7 @@ impl From<ListPaymentIntentsQuery> for IntentFilter {
             status: q.status,
             customer: q.customer,
             virtual_account: q.virtual_account,
+            payment_link: q.payment_link,
         }
     }
 }

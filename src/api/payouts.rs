@@ -428,16 +428,17 @@ async fn cancel(
 }
 
 /// The operator's approval (`APPROVE`) or rejection of a payout awaiting
-/// it.
+/// it (its audit entry commits with it).
 async fn review<const APPROVE: bool>(
     req: HttpRequest,
     state: State,
     path: web::Path<String>,
 ) -> ApiResult {
+    let audit = super::endpoint::audit(&req);
     let action = if APPROVE {
-        PayoutAction::Approve
+        PayoutAction::Approve(audit)
     } else {
-        PayoutAction::Reject
+        PayoutAction::Reject(audit)
     };
     Endpoint::operator(200)
         .operate(req, state, |state| async move {

@@ -12,6 +12,12 @@ use super::error::{method_not_allowed, ApiError, ApiResult};
 use super::limits;
 use super::state::{AppState, MAX_BODY_BYTES};
 
+/// The request's id (the `Request-Id` answer header), kept in the
+/// request's extensions by the telemetry middleware for the operator audit
+/// log.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
 /// How long a client may take to send a whole body (`--body-timeout-ms`,
 /// set once at start-up; [`DEFAULT_BODY_TIMEOUT`] until then).
 static BODY_TIMEOUT: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();

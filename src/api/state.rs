@@ -32,6 +32,10 @@ pub struct AppState {
     /// Makes and checks the hosted checkout's credentials (see
     /// [`kobo_actors::credential`]); loaded from the data directory at start.
     pub checkout_key: CheckoutKey,
+    /// Where `POST /admin/v1/backups` writes (`--backup-dir`).
+    pub backup_dir: std::path::PathBuf,
+    /// One backup at a time.
+    pub backup_lock: tokio::sync::Mutex<()>,
 }
 
 pub(super) type FlightKey = (Uuid, Mode, Caller, String);
@@ -51,6 +55,8 @@ impl AppState {
             in_flight: Mutex::new(HashSet::new()),
             card_key: rand::random(),
             checkout_key: CheckoutKey::random(),
+            backup_dir: std::path::PathBuf::from("backups"),
+            backup_lock: tokio::sync::Mutex::new(()),
         }
     }
 }

@@ -289,6 +289,7 @@ async fn add_wallet(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
+    let audit = super::endpoint::audit(&req);
     Endpoint::operator(201)
         .existing(200)
         .operate_with(req, state, payload, |state, b: AddWallet| async move {
@@ -310,6 +311,7 @@ async fn add_wallet(
                 network,
                 address,
                 label,
+                audit,
             };
             Ok(state.kobo.usdt_wallets.send(merchant, add).await??)
         })
@@ -323,12 +325,13 @@ async fn delete_wallet(
     state: State,
     path: web::Path<(String, String)>,
 ) -> ApiResult {
+    let audit = super::endpoint::audit(&req);
     Endpoint::operator(200)
         .operate(req, state, |state| async move {
             let (merchant, wallet) = path.into_inner();
             let wallet = parse_id(&wallet, "usdt_wallet")?;
             let merchant = merchant_of(&state, &merchant)?;
-            let deleted = DeleteWallet { wallet };
+            let deleted = DeleteWallet { wallet, audit };
             let view = state.kobo.usdt_wallets.send(merchant, deleted).await??;
             Ok(render(&view))
         })

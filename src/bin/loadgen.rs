@@ -7,7 +7,7 @@
 //!   Idempotency-Key);
 //! - `flow`: create, then pay it with the sandbox transfer.
 //!
-//! Prints one JSON line: ops/s, p50/p99 latency (ms), errors.
+//! Prints one JSON line: ops/s, p50/p99/p99.9/max latency (ms), errors.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -158,6 +158,8 @@ async fn main() {
             "ops_per_sec": (lat.len() as f64 / elapsed).round(),
             "p50_ms": pct(0.50),
             "p99_ms": pct(0.99),
+            "p999_ms": pct(0.999),
+            "max_ms": pct(1.0),
             "errors": errors,
             "first_error": first_error,
         })

@@ -129,6 +129,10 @@
     var paid = intent.amount_charged ? intent.amount_charged.total : null;
     $("done-text").textContent = cfg.merchant + " has received your payment" +
       (paid ? " of " + money(paid) : "") + ".";
+    if (cfg.success_message) {
+      $("done-message").textContent = cfg.success_message;
+      show($("done-message"), true);
+    }
     focusHeading("done-title");
     if (cfg.return_url && !returnStarted) {
       returnStarted = true;

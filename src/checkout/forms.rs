@@ -35,6 +35,9 @@ pub const FIELD: &str = "form_token";
 pub enum Page {
     Bank,
     Mandate,
+    /// A payment link's page (`/p/<slug>`); the reference is the link id
+    /// and the form's nonce.
+    Link,
 }
 
 impl Page {
@@ -42,6 +45,7 @@ impl Page {
         match self {
             Page::Bank => b"sandbox bank",
             Page::Mandate => b"sandbox mandate",
+            Page::Link => b"payment link",
         }
     }
 }

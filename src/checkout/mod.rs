@@ -37,6 +37,7 @@ use crate::api::{error_body, status_of, State};
 
 pub mod bank;
 pub mod forms;
+pub mod link;
 pub mod mandate;
 
 /// The file (in the data directory, beside the store) holding the key of
@@ -229,7 +230,7 @@ fn charge_json(intent: &PaymentIntent, channel: Channel) -> Value {
     json!({"amount": intent.amount, "fee": fee, "vat": vat, "total": total})
 }
 
-fn server_error(e: DomainError) -> HttpResponse {
+pub(crate) fn server_error(e: DomainError) -> HttpResponse {
     tracing::error!(code = %e.code, message = %e.message, "checkout page failed");
     message_page(
         500,
@@ -255,10 +256,18 @@ async fn page(state: State, path: web::Path<String>) -> HttpResponse {
         }
         Err(e) => return server_error(e),
     };
-    let (merchant, settings) = match merchant_name(&state, &intent) {
+    let (mut merchant, settings) = match merchant_name(&state, &intent) {
         Ok(m) => m,
         Err(e) => return server_error(e),
     };
+    if intent.payment_link.is_some() {
+        // A payment link's payment goes on under the brand its page showed.
+        if let Ok(Some(b)) = state.kobo.store.read().and_then(|r| {
+            r.get_decoded::<kobo_actors::merchant::Brand>(Table::Brands, intent.brand.as_bytes())
+        }) {
+            merchant = b.name;
+        }
+    }
     let livemode = intent.mode == Mode::Live;
     if intent.status == Status::Canceled {
         return message_page(
@@ -279,6 +288,14 @@ async fn page(state: State, path: web::Path<String>) -> HttpResponse {
     let card = charge_json(&intent, Channel::Card);
     let transfer = charge_json(&intent, Channel::BankTransfer);
     let now: DateTime<Utc> = state.kobo.clock.now();
+    // A payment link's payment shows the link's success message when paid.
+    let success_message = match intent.payment_link {
+        Some(l) => kobo_actors::payment_link::service::load(&state.kobo, l)
+            .ok()
+            .flatten()
+            .and_then(|l| l.success_message),
+        None => None,
+    };
     let config = json!({
         "id": intent.id,
         "credential": state.checkout_key.credential(intent.id),
@@ -286,6 +303,7 @@ async fn page(state: State, path: web::Path<String>) -> HttpResponse {
         "currency": intent.currency,
         "fee_bearer": intent.fee_bearer,
         "return_url": intent.return_url,
+        "success_message": success_message,
         "server_now": now,
         "methods": methods,
         "charges": {"card": card, "bank_transfer": transfer},
@@ -434,6 +452,7 @@ const PAY_SECTIONS: &str = r##"<section id="choose" class="card" hidden aria-lab
   <div class="tick" aria-hidden="true">✓</div>
   <h2 id="done-title" tabindex="-1">Payment successful</h2>
   <p id="done-text"></p>
+  <p id="done-message" hidden></p>
   <p id="done-return" hidden><a class="primary button" id="return-link" href="#">Return to the business</a></p>
 </section>"##;
 

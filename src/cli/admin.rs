@@ -71,6 +71,29 @@ pub enum AdminCommand {
     ApprovePayout { payout: String },
     /// Reject a payout held for approval.
     RejectPayout { payout: String },
+    /// Back up the running server's store into its backup directory.
+    Backup,
+    /// The operator audit log, newest first.
+    Audit {
+        /// Only this merchant's entries.
+        #[arg(long)]
+        merchant: Option<String>,
+        /// Only this action (e.g. merchant.key_rolled).
+        #[arg(long)]
+        action: Option<String>,
+        /// From this RFC 3339 date-time (inclusive).
+        #[arg(long, value_name = "DATE-TIME")]
+        from: Option<String>,
+        /// To this RFC 3339 date-time (inclusive).
+        #[arg(long, value_name = "DATE-TIME")]
+        to: Option<String>,
+        /// Entries per page (1 to 100).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// The page after this entry id.
+        #[arg(long, value_name = "ID")]
+        starting_after: Option<String>,
+    },
 }
 
 pub async fn run(args: AdminArgs) -> Result<()> {
@@ -188,5 +211,37 @@ fn request(cmd: &AdminCommand) -> Result<(reqwest::Method, String, Option<Value>
             format!("/admin/v1/payouts/{}/reject", segment(payout)),
             None,
         ),
+        AdminCommand::Backup => (Method::POST, "/admin/v1/backups".into(), None),
+        AdminCommand::Audit {
+            merchant,
+            action,
+            from,
+            to,
+            limit,
+            starting_after,
+        } => {
+            let limit = limit.map(|n| n.to_string());
+            let pairs = [
+                ("merchant", merchant.as_deref()),
+                ("action", action.as_deref()),
+                ("from", from.as_deref()),
+                ("to", to.as_deref()),
+                ("limit", limit.as_deref()),
+                ("starting_after", starting_after.as_deref()),
+            ];
+            let mut query = url::form_urlencoded::Serializer::new(String::new());
+            for (k, v) in pairs {
+                if let Some(v) = v {
+                    query.append_pair(k, v);
+                }
+            }
+            let query = query.finish();
+            let path = if query.is_empty() {
+                "/admin/v1/audit".to_string()
+            } else {
+                format!("/admin/v1/audit?{query}")
+            };
+            (Method::GET, path, None)
+        }
     })
 }

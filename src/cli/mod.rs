@@ -4,9 +4,12 @@
 //! - [`listen`]: `kobo listen` follows a merchant's event stream and
 //!   forwards each event, signed like a webhook delivery, to a local URL.
 //! - [`admin`]: `kobo admin` makes the common operator calls.
+//! - [`store`]: `kobo backup`, `kobo restore`, `kobo check`: offline, on
+//!   the host, against a stopped server's data directory or a backup file.
 
 pub mod admin;
 pub mod listen;
+pub mod store;
 
 /// Where a client subcommand finds the server by default.
 pub const DEFAULT_BASE: &str = "http://127.0.0.1:8080";
@@ -27,6 +30,17 @@ where
         }
     };
     match rt.block_on(fut) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("kobo: {e:#}");
+            1
+        }
+    }
+}
+
+/// The exit code of a synchronous command.
+pub fn sync(result: anyhow::Result<()>) -> i32 {
+    match result {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("kobo: {e:#}");

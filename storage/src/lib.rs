@@ -12,6 +12,7 @@
 //!
 //! This crate knows nothing of HTTP, actix or the payments domain.
 
+pub mod backup;
 pub mod codec;
 pub mod tables;
 pub mod writer;
@@ -24,7 +25,7 @@ use serde::de::DeserializeOwned;
 
 pub use codec::{decode, encode, CodecError};
 pub use tables::{KeyBuf, Table};
-pub use writer::{Batch, CommitError, Op, Writer, WriterMetrics};
+pub use writer::{counters, Batch, CommitError, Op, Writer, WriterMetrics};
 
 /// Errors of opening or reading the store. Write failures never surface as
 /// values: the writer stops the process instead (fail-stop), so memory is never
@@ -38,6 +39,8 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("there is no store in {0} (no {STORE_FILE})")]
+    Missing(PathBuf),
     #[error("store error: {0}")]
     Redb(String),
     #[error(transparent)]
@@ -97,6 +100,16 @@ pub fn loose_permissions(dir: &Path) -> std::io::Result<Vec<(PathBuf, u32)>> {
     Ok(loose)
 }
 
+/// The store's file in the data directory.
+pub const STORE_FILE: &str = "kobo.redb";
+
+/// The version of the stored layout: the table catalogue's ids and the
+/// codec. Raised when a change means an older kobo cannot read the store;
+/// a backup records it, and a restore refuses a backup from a later one.
+/// New tables appended at the end of the catalogue do not raise it (an
+/// older kobo ignores their keys).
+pub const SCHEMA_VERSION: u32 = 1;
+
 /// redb's page cache when not configured: 1 GiB.
 pub const DEFAULT_CACHE_BYTES: usize = 1 << 30;
 
@@ -117,11 +130,28 @@ impl Store {
     /// [`Store::open`] with redb's page cache limited to `cache_bytes` (the
     /// bulk of the process's resident memory under a large store).
     pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<Store, StoreError> {
-        let path = dir.join("kobo.redb");
+        let path = dir.join(STORE_FILE);
         create_private(dir, &path).map_err(|source| StoreError::Directory {
             path: dir.to_path_buf(),
             source,
         })?;
+        Store::open_file(&path, cache_bytes)
+    }
+
+    /// Opens the store of `dir` only if it exists (never creates one): for
+    /// the offline tools (`kobo check`, `kobo backup`), which must not leave
+    /// an empty store behind in a mistyped directory.
+    pub fn open_existing(dir: &Path, cache_bytes: usize) -> Result<Store, StoreError> {
+        let path = dir.join(STORE_FILE);
+        if !path.is_file() {
+            return Err(StoreError::Missing(dir.to_path_buf()));
+        }
+        Store::open_file(&path, cache_bytes)
+    }
+
+    /// Opens (creating when empty) the redb file at `path`.
+    pub(crate) fn open_file(path: &Path, cache_bytes: usize) -> Result<Store, StoreError> {
+        let path = path.to_path_buf();
         let db = match redb::Builder::new()
             .set_cache_size(cache_bytes)
             .create(&path)
@@ -137,6 +167,26 @@ impl Store {
             db: Arc::new(db),
             path,
         })
+    }
+
+    /// Commits one batch in its own durable write transaction, on the
+    /// calling thread: for the offline tools, where no writer thread runs
+    /// (in the server every write goes through the [`Writer`]). The batch's
+    /// preconditions and sequence high-water mark apply as in the writer.
+    pub fn apply(&self, batch: &Batch) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(redb::Durability::Immediate)
+            .map_err(|e| StoreError::Redb(e.to_string()))?;
+        {
+            let mut t = txn.open_table(tables::PHYSICAL)?;
+            match writer::apply_batch(&mut t, batch).map_err(StoreError::Redb)? {
+                Ok(()) => {}
+                Err(e) => return Err(StoreError::Redb(e.to_string())),
+            }
+            writer::raise_high_water(&mut t, batch.seq_high_water()).map_err(StoreError::Redb)?;
+        }
+        txn.commit()?;
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {

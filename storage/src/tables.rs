@@ -185,6 +185,30 @@ tables! {
     // not recorded yet (account id|session id -> ())
     SandboxAccountCredits => "sandbox_account_credits",
     SandboxAccountInbox => "sandbox_account_inbox",
+    // Payment links (actors/src/payment_link). link id -> PaymentLink;
+    // merchant|mode|seq -> id; merchant|mode|status|seq -> id; slug -> id
+    // (unique across kobo)
+    PaymentLinks => "payment_links",
+    PaymentLinkIndex => "payment_link_index",
+    PaymentLinkStatusIndex => "payment_link_status_index",
+    PaymentLinkSlugs => "payment_link_slugs",
+    // link id -> [held, payments, amount] (i64 counters moved by
+    // Batch::add in the batches of the link's payment intents)
+    PaymentLinkCounters => "payment_link_counters",
+    // link id|payment intent id -> () (a success the link's actor has not
+    // yet checked against max_payments)
+    PaymentLinkOutbox => "payment_link_outbox",
+    // link id|page nonce -> payment intent id (one intent per page form)
+    PaymentLinkVisits => "payment_link_visits",
+    // merchant|mode|link id|seq -> payment intent id
+    PaymentIntentLinkIndex => "payment_intent_link_index",
+    // The operator audit log (actors/src/audit.rs), append-only: entry id ->
+    // AuditEntry; time (unix micros)|seq -> id; merchant|time|seq -> id;
+    // action byte|time|seq -> id. Nothing deletes from these tables.
+    AuditLog => "audit_log",
+    AuditIndex => "audit_index",
+    AuditMerchantIndex => "audit_merchant_index",
+    AuditActionIndex => "audit_action_index",
     // Invoices (actors/src/invoice). invoice id -> Invoice; merchant|mode|
     // seq, merchant|mode|status|seq, merchant|mode|customer|seq -> id
     Invoices => "invoices",

@@ -12,6 +12,11 @@
 //! before any of the batch's operations apply; a batch whose precondition
 //! fails is skipped whole and its caller is told [`CommitError::Conflict`].
 //!
+//! A batch may also add to counters ([`Batch::add`]): a row of big-endian
+//! `i64`s to which the writer adds the batch's deltas inside the write
+//! transaction, so batches from many callers move one counter exactly,
+//! without any caller reading it first.
+//!
 //! A failed commit stops the process (fail-stop): after a restart memory is
 //! rebuilt from disk, so no caller is ever told "done" for a change that is not
 //! on disk, and no in-memory state runs ahead of it.
@@ -35,6 +40,9 @@ pub const MAX_BATCHES_PER_COMMIT: usize = 4096;
 pub enum Op {
     Put(Table, Vec<u8>, Vec<u8>),
     Delete(Table, Vec<u8>),
+    /// Add each delta to the matching `i64` of the row (a missing row or
+    /// a missing position reads 0); saturating, never wrapping.
+    Add(Table, Vec<u8>, Vec<i64>),
 }
 
 /// A set of writes that commit together or not at all.
@@ -65,6 +73,13 @@ impl Batch {
         self.ops.push(Op::Delete(table, key));
         self
     }
+    /// Adds `deltas` to the counters row `key` (see [`Op::Add`]), applied
+    /// by the writer in commit order: concurrent batches never lose an
+    /// update. Read it with [`counters`].
+    pub fn add(&mut self, table: Table, key: Vec<u8>, deltas: &[i64]) -> &mut Self {
+        self.ops.push(Op::Add(table, key, deltas.to_vec()));
+        self
+    }
     /// The whole batch is skipped (and its caller told `Conflict`) when `key`
     /// exists in `table` at the moment the batch would apply.
     pub fn require_absent(&mut self, table: Table, key: Vec<u8>) -> &mut Self {
@@ -88,6 +103,10 @@ impl Batch {
     }
     pub fn ops(&self) -> &[Op] {
         &self.ops
+    }
+    /// The highest sequence number the batch noted ([`Batch::note_seq`]).
+    pub fn seq_high_water(&self) -> u64 {
+        self.seq_high_water
     }
 }
 
@@ -315,61 +334,104 @@ fn apply_and_commit(
     txn.set_durability(Durability::Immediate)
         .map_err(|e| e.to_string())?;
     let mut outcomes = Vec::with_capacity(group.len());
-    let mut high_water = 0u64;
     {
         let mut t = txn
             .open_table(crate::tables::PHYSICAL)
             .map_err(|e| e.to_string())?;
+        let mut high_water = 0u64;
         for sub in group {
-            let batch = &sub.batch;
-            let mut conflict = None;
-            for (table, key) in &batch.absent {
-                let found = t
-                    .get(table.physical(key).as_slice())
-                    .map_err(|e| e.to_string())?
-                    .is_some();
-                if found {
-                    conflict = Some(CommitError::Conflict {
-                        table: table.name(),
-                        key: key.clone(),
-                    });
-                    break;
-                }
+            let outcome = apply_batch(&mut t, &sub.batch)?;
+            if outcome.is_ok() {
+                high_water = high_water.max(sub.batch.seq_high_water);
             }
-            if let Some(c) = conflict {
-                outcomes.push(Err(c));
-                continue;
-            }
-            for op in &batch.ops {
-                match op {
-                    Op::Put(table, k, v) => {
-                        t.insert(table.physical(k).as_slice(), v.as_slice())
-                            .map_err(|e| e.to_string())?;
-                    }
-                    Op::Delete(table, k) => {
-                        t.remove(table.physical(k).as_slice())
-                            .map_err(|e| e.to_string())?;
-                    }
-                }
-            }
-            high_water = high_water.max(batch.seq_high_water);
-            outcomes.push(Ok(()));
+            outcomes.push(outcome);
         }
-        if high_water > 0 {
-            let key = Table::Meta.physical(META_SEQ_HIGH_WATER);
-            let current = t
-                .get(key.as_slice())
-                .map_err(|e| e.to_string())?
-                .map(|v| u64_from(v.value()))
-                .unwrap_or(0);
-            if high_water > current {
-                t.insert(key.as_slice(), high_water.to_be_bytes().as_slice())
+        raise_high_water(&mut t, high_water)?;
+    }
+    txn.commit().map_err(|e| e.to_string())?;
+    Ok(outcomes)
+}
+
+/// Applies one batch inside an open write transaction: its preconditions
+/// against the transaction as it stands, then (when they hold) its
+/// operations. The outer error is a storage failure (fail-stop); the inner
+/// one a refused precondition (nothing of the batch applied).
+pub(crate) fn apply_batch(
+    t: &mut redb::Table<&'static [u8], &'static [u8]>,
+    batch: &Batch,
+) -> Result<Result<(), CommitError>, String> {
+    for (table, key) in &batch.absent {
+        let found = t
+            .get(table.physical(key).as_slice())
+            .map_err(|e| e.to_string())?
+            .is_some();
+        if found {
+            return Ok(Err(CommitError::Conflict {
+                table: table.name(),
+                key: key.clone(),
+            }));
+        }
+    }
+    for op in &batch.ops {
+        match op {
+            Op::Put(table, k, v) => {
+                t.insert(table.physical(k).as_slice(), v.as_slice())
+                    .map_err(|e| e.to_string())?;
+            }
+            Op::Delete(table, k) => {
+                t.remove(table.physical(k).as_slice())
+                    .map_err(|e| e.to_string())?;
+            }
+            Op::Add(table, k, deltas) => {
+                let key = table.physical(k);
+                let mut values = t
+                    .get(key.as_slice())
+                    .map_err(|e| e.to_string())?
+                    .map(|v| counters(v.value()))
+                    .unwrap_or_default();
+                if values.len() < deltas.len() {
+                    values.resize(deltas.len(), 0);
+                }
+                for (v, d) in values.iter_mut().zip(deltas) {
+                    *v = v.saturating_add(*d);
+                }
+                let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_be_bytes()).collect();
+                t.insert(key.as_slice(), bytes.as_slice())
                     .map_err(|e| e.to_string())?;
             }
         }
     }
-    txn.commit().map_err(|e| e.to_string())?;
-    Ok(outcomes)
+    Ok(Ok(()))
+}
+
+/// Raises the persisted sequence high-water mark to `high_water` (never
+/// lowers it).
+pub(crate) fn raise_high_water(
+    t: &mut redb::Table<&'static [u8], &'static [u8]>,
+    high_water: u64,
+) -> Result<(), String> {
+    if high_water == 0 {
+        return Ok(());
+    }
+    let key = Table::Meta.physical(META_SEQ_HIGH_WATER);
+    let current = t
+        .get(key.as_slice())
+        .map_err(|e| e.to_string())?
+        .map(|v| u64_from(v.value()))
+        .unwrap_or(0);
+    if high_water > current {
+        t.insert(key.as_slice(), high_water.to_be_bytes().as_slice())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The `i64`s of a counters row written by [`Batch::add`].
+pub fn counters(bytes: &[u8]) -> Vec<i64> {
+    bytes
+        .chunks_exact(8)
+        .map(|c| i64::from_be_bytes(c.try_into().expect("8 bytes")))
+        .collect()
 }
 
 pub fn u64_from(bytes: &[u8]) -> u64 {
@@ -435,6 +497,47 @@ mod tests {
             .get(Table::Events, &key(1))
             .unwrap()
             .is_some());
+    }
+
+    #[tokio::test]
+    async fn concurrent_adds_to_one_counter_are_all_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let writer = store.start_writer(WriterMetrics::new());
+        let mut waits = Vec::new();
+        for n in 0..300i64 {
+            let mut b = Batch::new();
+            b.add(Table::Meta, key(7), &[1, n, -1]);
+            waits.push(writer.submit(b));
+        }
+        // A skipped batch adds nothing.
+        let mut skipped = Batch::new();
+        skipped
+            .require_absent(Table::Meta, key(8))
+            .put_raw(Table::Meta, key(8), vec![1]);
+        writer.commit(skipped).await.unwrap();
+        let mut conflicting = Batch::new();
+        conflicting.require_absent(Table::Meta, key(8)).add(
+            Table::Meta,
+            key(7),
+            &[1000, 1000, 1000],
+        );
+        waits.push(writer.submit(conflicting));
+        for w in waits {
+            let _ = w.await.unwrap();
+        }
+        // A shorter delta row leaves the later counters alone; a longer one
+        // extends the row.
+        let mut b = Batch::new();
+        b.add(Table::Meta, key(7), &[1]);
+        writer.commit(b).await.unwrap();
+        let mut b = Batch::new();
+        b.add(Table::Meta, key(7), &[0, 0, 0, i64::MAX])
+            .add(Table::Meta, key(7), &[0, 0, 0, 5]);
+        writer.commit(b).await.unwrap();
+        let r = store.read().unwrap();
+        let row = r.get(Table::Meta, &key(7)).unwrap().unwrap();
+        assert_eq!(counters(&row), vec![301, 44850, -300, i64::MAX]);
     }
 
     #[tokio::test]

@@ -104,6 +104,12 @@ impl Driver {
     }
 
     pub(crate) async fn session(&self) -> Session<'_> {
+        self.session_sized(WINDOW, true).await
+    }
+
+    /// A session in a window of `(width, height)` CSS pixels: a phone's
+    /// viewport (`mobile`, any width), or a desktop window.
+    pub(crate) async fn session_sized(&self, window: (u32, u32), mobile: bool) -> Session<'_> {
         let args = vec![
             "--headless=new".to_string(),
             "--no-sandbox".into(),
@@ -115,20 +121,20 @@ impl Driver {
             "--disable-sync".into(),
             "--disable-dev-shm-usage".into(),
             "--lang=en-NG".into(),
-            format!("--window-size={},{}", WINDOW.0, WINDOW.1),
+            format!("--window-size={},{}", window.0, window.1),
             format!("--user-data-dir={}", self._profile.path().display()),
         ];
+        let mut options = json!({"binary": CHROMIUM, "args": args});
+        if mobile {
+            // A phone's viewport (desktop Chromium will not make its
+            // window narrower than 500 px).
+            options["mobileEmulation"] = json!({"deviceMetrics": {
+                "width": window.0, "height": window.1, "pixelRatio": 2.0, "touch": true,
+            }});
+        }
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
-            "goog:chromeOptions": {
-                "binary": CHROMIUM,
-                "args": args,
-                // A phone's viewport (desktop Chromium will not make its
-                // window narrower than 500 px).
-                "mobileEmulation": {"deviceMetrics": {
-                    "width": WINDOW.0, "height": WINDOW.1, "pixelRatio": 2.0, "touch": true,
-                }},
-            },
+            "goog:chromeOptions": options,
         }}});
         let r: Value = self
             .http

@@ -1,7 +1,8 @@
 //! Crash consistency: drive concurrent creates and transfers, SIGKILL the
 //! server at a random moment, restart on the same data directory and check
 //! that everything acknowledged is there, replays replay, and the ledger's
-//! lines sum to the balances. Repeated for several kill points.
+//! lines sum to the balances. Repeated for several kill points. Each test
+//! ends with `kobo check` on the store its kills left.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -120,6 +121,8 @@ async fn everything_acknowledged_survives_sigkill_at_random_moments() {
         creates.lock().unwrap().len() > 20,
         "the test drove too little traffic"
     );
+    // The store left by the kills and restarts: every invariant holds.
+    crate::operations::assert_check_clean(&mut app);
 }
 
 async fn verify(
@@ -386,6 +389,8 @@ async fn payouts_are_never_lost_or_doubled_across_sigkill() {
         acked.lock().unwrap().len() > 10,
         "the test drove too little traffic"
     );
+    // The store left by the kills and restarts: every invariant holds.
+    crate::operations::assert_check_clean(&mut app);
 }
 
 /// Conversions and crypto payouts under SIGKILL, while the operator
@@ -788,6 +793,8 @@ async fn conversions_and_crypto_payouts_are_never_lost_or_doubled_across_sigkill
         conversions.lock().unwrap().len() > 10 && crypto.lock().unwrap().len() > 10,
         "the test drove too little traffic"
     );
+    // The store left by the kills and restarts: every invariant holds.
+    crate::operations::assert_check_clean(&mut app);
 }
 
 /// Mandate charges under SIGKILL: workers charge one active mandate with
@@ -986,4 +993,6 @@ async fn mandate_charges_never_debit_twice_across_sigkill() {
         sent.lock().unwrap().len(),
         acked.lock().unwrap()
     );
+    // The store left by the kills and restarts: every invariant holds.
+    crate::operations::assert_check_clean(&mut app);
 }

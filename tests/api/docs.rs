@@ -305,6 +305,10 @@ fn the_readme_synopsis_shows_every_flag_of_help() {
         vec!["admin"],
         vec!["admin", "advance"],
         vec!["admin", "roll-keys"],
+        vec!["admin", "audit"],
+        vec!["backup"],
+        vec!["restore"],
+        vec!["check"],
     ] {
         let flags = help_flags(&sub);
         assert!(!flags.is_empty(), "{sub:?}");

@@ -10,13 +10,15 @@
 //! the commands and effects; `steps.rs` [`decide`] and its step per
 //! command; `checks.rs` the card prechecks; `views.rs` the public views;
 //! `query.rs` the reads; `credit.rs` the payments made by transfers into
-//! dedicated virtual accounts.
+//! dedicated virtual accounts; `link.rs` what a payment link's intents
+//! write for their link (slots, counters).
 
 pub mod actor;
 pub mod card;
 mod checks;
 pub mod credit;
 pub mod deps;
+pub mod link;
 mod machine;
 pub mod provider;
 pub mod query;

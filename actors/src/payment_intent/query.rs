@@ -9,6 +9,7 @@ use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{scope_key, Mode};
 use crate::paging::{Page, Walk};
+use crate::payment_intent::link::link_prefix;
 use crate::payment_intent::service::{
     attempt_key, customer_prefix, status_prefix, virtual_account_prefix,
 };
@@ -35,6 +36,8 @@ pub struct IntentFilter {
     pub customer: Option<Uuid>,
     /// The payments transfers into this virtual account made.
     pub virtual_account: Option<Uuid>,
+    /// Only the intents of this payment link.
+    pub payment_link: Option<Uuid>,
 }
 
 /// Newest first. The cursor is the last id of the previous page; its place
@@ -59,7 +62,13 @@ pub fn list_payment_intents(
             Table::PaymentIntentCustomerIndex,
             customer_prefix(merchant, mode, c).build(),
         ),
-        (None, None, None) => (Table::PaymentIntentIndex, scope_key(merchant, mode).build()),
+        (None, None, None) => match f.payment_link {
+            Some(l) => (
+                Table::PaymentIntentLinkIndex,
+                link_prefix(merchant, mode, l).build(),
+            ),
+            None => (Table::PaymentIntentIndex, scope_key(merchant, mode).build()),
+        },
     };
     let before_seq = match f.starting_after {
         Some(id) => {
@@ -91,6 +100,8 @@ pub fn list_payment_intents(
         let account = intent.bank_credit.as_ref().map(|c| c.virtual_account);
         f.customer.is_none_or(|c| intent.customer == Some(c))
             && f.virtual_account.is_none_or(|v| account == Some(v))
+            && f.payment_link
+                .is_none_or(|l| intent.payment_link == Some(l))
     };
     walk.page(kobo, keep, |intent| intent.to_api(None))
 }

@@ -21,8 +21,8 @@ use crate::merchant::{Merchant, Settings};
 use crate::money::{Channel, Currency, FeeBearer};
 use crate::payment_intent::deps::PaymentIntentDeps;
 use crate::payment_intent::{
-    decide, ChargeAttempt, Command, Decision, Effect, NewIds, PaymentIntent, PaymentIntentView,
-    Status,
+    abandon_after, decide, ChargeAttempt, Command, Decision, Effect, NewIds, PaymentIntent,
+    PaymentIntentView, Status,
 };
 use crate::timer::{Timer, TimerKind};
 
@@ -111,7 +111,7 @@ pub async fn create_for(
         email.as_deref(),
     )
     .await?;
-    commit_new(kobo, &intent, &client_secret, &[], idem, now).await
+    commit_new(kobo, &intent, &client_secret, &[], idem, now, Batch::new()).await
 }
 
 /// Creates the payment intent of a charge on mandate `mandate` (checked
@@ -147,8 +147,45 @@ pub async fn create_mandate_charge(
         &decision.effects,
         idem,
         now,
+        Batch::new(),
     )
     .await
+}
+
+/// Creates the payment intent of a visit to link `link` (the link's actor
+/// has checked the link and its free slots): `created`, `payment_link`
+/// set, its slot held, and an abandonment timer `abandon_after()` from now
+/// (a visitor who never starts paying frees the slot). `visit` is the
+/// page form's row (`payment_link_visits`, link and nonce), claimed in the
+/// same batch so one form makes one payment. The customer of the visit's
+/// email is found or made first, as for any payment intent (a denied one
+/// is refused: 409). Answers the new intent's
+/// view (`Created`, with `checkout_url`); nothing is saved under an
+/// Idempotency-Key here (a visit is not a request of its own).
+pub async fn create_for_link(
+    kobo: &Env,
+    customers: &Customers,
+    merchant: &Merchant,
+    (mode, link, params, visit): (Mode, Uuid, CreatePaymentIntent, Option<Vec<u8>>),
+    now: DateTime<Utc>,
+) -> DomainResult<Outcome<PaymentIntentView>> {
+    let email = params.customer_email.clone();
+    let (mut intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
+    let scope = (merchant.id, mode);
+    intent.customer =
+        for_payment(kobo, customers, scope, intent.brand, None, email.as_deref()).await?;
+    intent.payment_link = Some(link);
+    let due = now + abandon_after();
+    intent.abandon_due = Some(due);
+    let effects = [Effect::ScheduleAbandon(due)];
+    let mut extra = Batch::new();
+    if let Some(key) = visit {
+        extra
+            .require_absent(Table::PaymentLinkVisits, key.clone())
+            .put_raw(Table::PaymentLinkVisits, key, intent.id.as_bytes().to_vec());
+    }
+    let answer = commit_new(kobo, &intent, &client_secret, &effects, None, now, extra).await?;
+    Ok(answer.outcome)
 }
 
 /// Random characters of a new checkout code (`/c/<code>`, after its
@@ -266,7 +303,8 @@ fn check_names(
 
 /// Commits a new intent: the object, its list indexes, the reference claim,
 /// the checkout link, what its first decision asks for (`effects`: charge
-/// attempts, the debit timer) and the saved response, in one batch.
+/// attempts, the debit or abandonment timer), its payment link's slot and
+/// the saved response, in one batch with `extra` (rows of the caller's).
 async fn commit_new(
     kobo: &Env,
     intent: &PaymentIntent,
@@ -274,31 +312,19 @@ async fn commit_new(
     effects: &[Effect],
     idem: Option<&IdempotencySave>,
     now: DateTime<Utc>,
+    extra: Batch,
 ) -> DomainResult<Answer<PaymentIntentView>> {
     let checkout_url = format!("{}/c/{}", kobo.config.base_url, intent.checkout_code);
     let view = intent.view(Some(super::CreatedSecrets {
         checkout_url: &checkout_url,
         client_secret,
     }));
-    let mut batch = Batch::new();
+    let mut batch = extra;
     insert(&mut batch, intent);
     for effect in effects {
         match effect {
-            Effect::Attempt(a) => {
-                batch.put(
-                    Table::ChargeAttempts,
-                    attempt_key(a.payment_intent, a.number),
-                    a,
-                );
-            }
-            Effect::ScheduleDebitSend(due) => {
-                Timer::new(
-                    TimerKind::DirectDebitSend,
-                    intent.id,
-                    intent.merchant,
-                    intent.mode,
-                )
-                .schedule(&mut batch, *due);
+            Effect::Attempt(_) | Effect::ScheduleDebitSend(_) | Effect::ScheduleAbandon(_) => {
+                add_effect(&mut batch, intent, effect)
             }
             other => unreachable!("a new payment intent cannot take {other:?}"),
         }
@@ -332,7 +358,8 @@ async fn commit_new(
 }
 
 /// A new intent's rows: the object, its list, status and customer
-/// indexes, and its checkout link (claimed: absent before).
+/// indexes, its checkout link (claimed: absent before), and its payment
+/// link's index row and slot.
 fn insert(batch: &mut Batch, intent: &PaymentIntent) {
     let (id, seq, merchant, mode) = (intent.id, intent.seq, intent.merchant, intent.mode);
     let code = intent.checkout_code.as_bytes();
@@ -360,6 +387,7 @@ fn insert(batch: &mut Batch, intent: &PaymentIntent) {
             id.as_bytes().to_vec(),
         );
     }
+    super::link::on_create(batch, intent);
 }
 
 /// Saves a decision: the new state, its index moves, attempts, events,
@@ -441,6 +469,7 @@ pub async fn commit_decision_with(
                 after.id.as_bytes().to_vec(),
             );
     }
+    super::link::on_transition(&mut batch, before, after);
     let mut capture = None;
     for effect in &decision.effects {
         match effect {

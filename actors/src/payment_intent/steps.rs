@@ -232,7 +232,11 @@ impl Step<'_> {
         let intent = self.intent;
         // A stale or early timer changes nothing (the live due time stays).
         let due_reached = intent.abandon_due.is_some_and(|d| d <= self.now);
-        if intent.status != Status::Processing || !due_reached {
+        // A payment link's visit that never started paying is abandoned
+        // too (its slot frees): see `service::create_for_link`.
+        let waiting = intent.status == Status::Processing
+            || (intent.status == Status::Created && intent.payment_link.is_some());
+        if !waiting || !due_reached {
             return self.unchanged();
         }
         self.next.abandon_due = None;

@@ -1055,6 +1055,34 @@ fn abandon_due_does_nothing_when_not_processing() {
 }
 
 #[test]
+fn abandon_due_abandons_a_payment_link_visit_that_never_started_paying() {
+    let (mut pi, pending) = ngn(Status::Created, FeeBearer::Merchant);
+    let due = now() - Duration::minutes(1);
+    pi.abandon_due = Some(due);
+    // Not a link's: a created payment waits for its customer.
+    let d = decide(&pi, pending.as_ref(), &Command::AbandonDue, now()).unwrap();
+    assert_eq!(d.intent, pi);
+    assert!(d.effects.is_empty());
+    // A link's visit: abandoned once due (its slot frees), not before.
+    pi.payment_link = Some(Uuid::new_v4());
+    let early = decide(
+        &pi,
+        pending.as_ref(),
+        &Command::AbandonDue,
+        due - Duration::seconds(1),
+    );
+    assert_eq!(early.unwrap().intent, pi);
+    let d = decide(&pi, pending.as_ref(), &Command::AbandonDue, now()).unwrap();
+    assert_eq!(d.intent.status, Status::Abandoned);
+    assert_eq!(d.intent.abandon_due, None);
+    assert_touched(&pi, &d.intent, now());
+    assert_eq!(
+        d.effects,
+        vec![Effect::Event(event::PAYMENT_INTENT_ABANDONED)]
+    );
+}
+
+#[test]
 fn abandon_due_does_nothing_when_processing_without_a_timer() {
     let (mut pi, pending) = ngn(Status::Processing, FeeBearer::Merchant);
     pi.abandon_due = None;

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::audit::{Audit, AuditAction, Record};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
@@ -44,8 +45,10 @@ pub struct PayoutActor {
 
 #[derive(Debug, Clone)]
 pub enum PayoutAction {
-    Approve,
-    Reject,
+    /// The operator's approval (its audit entry commits with it).
+    Approve(Audit),
+    /// The operator's rejection (its audit entry commits with it).
+    Reject(Audit),
     Cancel,
     /// The send timer fired.
     Dispatch {
@@ -120,9 +123,16 @@ async fn process(
     let now = kobo.clock.now();
     let mut batch = Batch::new();
     let rail = kobo.rails.for_mode(p.mode);
+    let mut audit = None;
     let command = match msg.action {
-        PayoutAction::Approve => Command::Approve,
-        PayoutAction::Reject => Command::Reject,
+        PayoutAction::Approve(who) => {
+            audit = Some((who, AuditAction::PayoutApproved));
+            Command::Approve
+        }
+        PayoutAction::Reject(who) => {
+            audit = Some((who, AuditAction::PayoutRejected));
+            Command::Reject
+        }
         PayoutAction::Cancel => Command::Cancel,
         PayoutAction::Dispatch { timer_key } => {
             batch.delete(Table::Timers, timer_key);
@@ -160,6 +170,16 @@ async fn process(
         }
     };
     let (after, effects) = decide(p, &command, now)?;
+    if let Some((who, action)) = audit {
+        who.add_to(
+            kobo,
+            &mut batch,
+            Record::new(action, "payout", p.id)
+                .merchant(p.merchant)
+                .before(p.to_api())
+                .after(after.to_api()),
+        );
+    }
     finish(kobo, p, after, effects, batch, msg.idem.as_ref(), now).await
 }
 

@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::audit::Audit;
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::event::Event;
@@ -300,7 +301,8 @@ pub struct UsdtWalletsActor {
 }
 
 /// Registers a wallet: `Created`, or `Existing` when the mode has that
-/// network and address already (answered as it is).
+/// network and address already (answered as it is). The operator's audit
+/// entry commits with a new wallet.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "DomainResult<Outcome<UsdtWalletView>>")]
 pub struct AddWallet {
@@ -308,13 +310,15 @@ pub struct AddWallet {
     pub network: Network,
     pub address: String,
     pub label: Option<String>,
+    pub audit: Audit,
 }
 
-/// Clears a wallet.
+/// Clears a wallet. The operator's audit entry commits with it.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "DomainResult<DeletedWalletView>")]
 pub struct DeleteWallet {
     pub wallet: Uuid,
+    pub audit: Audit,
 }
 
 impl Actor for UsdtWalletsActor {
@@ -345,8 +349,9 @@ impl Handler<AddWallet> for UsdtWalletsActor {
                 network,
                 address,
                 label,
+                audit,
             } = msg;
-            service::add_wallet(&kobo, merchant, mode, network, &address, label).await
+            service::add_wallet(&kobo, merchant, mode, network, &address, label, &audit).await
         };
         run_once(self, work)
     }
@@ -358,7 +363,8 @@ impl Handler<DeleteWallet> for UsdtWalletsActor {
         self.activation.touch();
         let kobo = self.activation.deps.clone();
         let merchant = self.activation.key;
-        let work = async move { service::delete_wallet(&kobo, merchant, msg.wallet).await };
+        let work =
+            async move { service::delete_wallet(&kobo, merchant, msg.wallet, &msg.audit).await };
         run_once(self, work)
     }
 }

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use kobo_storage::{Batch, Table};
 
+use crate::audit::{Audit, AuditAction, Record};
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode, ErrorKind};
 use crate::fx::{available, resolve_brand};
@@ -57,8 +58,6 @@ pub fn load_wallet(kobo: &Env, id: Uuid) -> DomainResult<Option<UsdtWallet>> {
         .get_decoded(Table::UsdtWallets, id.as_bytes())?)
 }
 
-/// Registers a wallet (run by the merchant's wallet actor). The same
-/// network and address again answers the existing wallet (`false`).
 pub async fn add_wallet(
     kobo: &Env,
     merchant: Uuid,
@@ -66,6 +65,7 @@ pub async fn add_wallet(
     network: Network,
     address: &str,
     label: Option<String>,
+    audit: &Audit,
 ) -> DomainResult<Outcome<UsdtWalletView>> {
     let normalized = network
         .normalize(address)
@@ -110,6 +110,13 @@ pub async fn add_wallet(
             wallet.id.as_bytes().to_vec(),
         )
         .note_seq(wallet.seq);
+    audit.add_to(
+        kobo,
+        &mut batch,
+        Record::new(AuditAction::UsdtWalletAdded, "usdt_wallet", wallet.id)
+            .merchant(merchant)
+            .after(wallet.to_api()),
+    );
     kobo.writer
         .commit(batch)
         .await
@@ -124,6 +131,7 @@ pub async fn delete_wallet(
     kobo: &Env,
     merchant: Uuid,
     wallet: Uuid,
+    audit: &Audit,
 ) -> DomainResult<DeletedWalletView> {
     let mut w = match load_wallet(kobo, wallet)? {
         Some(w) if w.merchant == merchant && w.is_active() => w,
@@ -133,8 +141,17 @@ pub async fn delete_wallet(
         .network
         .normalize(&w.address)
         .map_err(DomainError::internal)?;
+    let before = w.to_api();
     w.deleted_at = Some(kobo.clock.now());
     let mut batch = Batch::new();
+    audit.add_to(
+        kobo,
+        &mut batch,
+        Record::new(AuditAction::UsdtWalletRemoved, "usdt_wallet", w.id)
+            .merchant(merchant)
+            .before(before)
+            .after(w.to_api()),
+    );
     batch
         .put(Table::UsdtWallets, w.id.as_bytes().to_vec(), &w)
         .delete(

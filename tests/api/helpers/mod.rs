@@ -127,12 +127,21 @@ pub const TEST_MERCHANT_RATE: u32 = 100_000;
 /// (restarts included). Unless `extra` sets `--ip-rate-limit`, the per-IP
 /// limit is off: every test talks from 127.0.0.1.
 pub async fn spawn_app_with(extra: &[String]) -> TestApp {
+    let mut app = unstarted_app(extra);
+    app.start(&[]);
+    app
+}
+
+/// A [`TestApp`] with its data directory chosen but no server started yet
+/// (a test fills the directory first, e.g. by `kobo restore`, then calls
+/// [`TestApp::start`]).
+pub fn unstarted_app(extra: &[String]) -> TestApp {
     let mut extra = extra.to_vec();
     if !extra.iter().any(|a| a.starts_with("--ip-rate-limit")) {
         extra.extend(["--ip-rate-limit".to_string(), "0".to_string()]);
     }
     let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
-    let mut app = TestApp {
+    TestApp {
         base: String::new(),
         admin_token: format!("test-admin-{}", uuid::Uuid::new_v4().simple()),
         client: reqwest::Client::builder()
@@ -144,9 +153,20 @@ pub async fn spawn_app_with(extra: &[String]) -> TestApp {
         stdout_rest: Arc::new(std::sync::Mutex::new(Vec::new())),
         keys: AtomicU64::new(0),
         extra_args: extra,
-    };
-    app.start(&[]);
-    app
+    }
+}
+
+/// Runs the `kobo` binary with `args` (an offline command: `backup`,
+/// `restore`, `check`) and waits for it.
+pub fn kobo<I, S>(args: I) -> std::process::Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(binary())
+        .args(args)
+        .output()
+        .expect("run kobo")
 }
 
 impl TestApp {
@@ -374,15 +394,17 @@ impl TestApp {
         self.all_pages(key, "/v1/balance_transactions").await
     }
 
-    /// Every item of the list at `path` the key sees, newest first (walks
-    /// its pages of 100).
+    /// Every item of the list at `path` (which may carry filters) the key
+    /// sees, newest first (walks its pages of 100).
     pub async fn all_pages(&self, key: &str, path: &str) -> Vec<Value> {
         let mut out = Vec::new();
         let mut after: Option<String> = None;
+        // A path may carry its own filters.
+        let sep = if path.contains('?') { '&' } else { '?' };
         loop {
             let page = match &after {
-                Some(a) => format!("{path}?limit=100&starting_after={a}"),
-                None => format!("{path}?limit=100"),
+                Some(a) => format!("{path}{sep}limit=100&starting_after={a}"),
+                None => format!("{path}{sep}limit=100"),
             };
             let r = self.get(key, &page).await;
             r.assert_status(200);
