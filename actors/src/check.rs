@@ -1010,9 +1010,7 @@ fn timers(c: &mut Checker) -> Result<(), StoreError> {
             TimerKind::PaymentLinkExpire => {
                 Some((Table::PaymentLinks, t.target.as_bytes().to_vec()))
             }
-            TimerKind::InvoiceOverdue => {
-                Some((Table::Invoices, t.target.as_bytes().to_vec()))
-            }
+            TimerKind::InvoiceOverdue => Some((Table::Invoices, t.target.as_bytes().to_vec())),
             TimerKind::SettlementRun => None,
         };
         if let Some((table, key)) = target {

@@ -705,15 +705,12 @@ async fn record_payment(
         .await
 }
 
-/// A new payment intent for `amount` (checked) of invoice `i`.
-pub async fn intent_for(
-    kobo: &kobo_actors::runtime::Kobo,
-    merchant: &kobo_actors::merchant::Merchant,
-    i: &Invoice,
-    amount: Option<i64>,
-) -> Result<Answer<PaymentIntentView>, DomainError> {
-    let amount = check_amount(i, amount)?;
-    let params = CreatePaymentIntent {
+/// The parameters of a payment intent for `amount` (checked by the
+/// caller) of invoice `i`: its currency, brand, customer and fee bearer,
+/// back to its hosted page when paid. Shared by the test helper's pay,
+/// `charge_mandate` and the hosted invoice page.
+pub fn intent_params(base_url: &str, i: &Invoice, amount: i64) -> CreatePaymentIntent {
+    CreatePaymentIntent {
         amount,
         currency: i.currency,
         reference: None,
@@ -726,8 +723,19 @@ pub async fn intent_for(
         fee_bearer: i.fee_bearer,
         brand: Some(i.brand),
         customer: Some(i.customer),
-        return_url: i.hosted_url(&kobo.config.base_url),
-    };
+        return_url: i.hosted_url(base_url),
+    }
+}
+
+/// A new payment intent for `amount` (checked) of invoice `i`.
+pub async fn intent_for(
+    kobo: &kobo_actors::runtime::Kobo,
+    merchant: &kobo_actors::merchant::Merchant,
+    i: &Invoice,
+    amount: Option<i64>,
+) -> Result<Answer<PaymentIntentView>, DomainError> {
+    let amount = check_amount(i, amount)?;
+    let params = intent_params(&kobo.config.base_url, i, amount);
     create_for(
         &kobo.env,
         &kobo.customers,

@@ -222,6 +222,9 @@ tables! {
     // customer id -> i64 credit balance (kobo), written by the customer's
     // invoice book only
     CustomerCredits => "customer_credits",
+    // invoice id|page nonce -> payment intent id (one intent per hosted
+    // invoice page form)
+    InvoiceVisits => "invoice_visits",
 }
 
 /// Builds a composite key from fixed-width parts.

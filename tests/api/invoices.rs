@@ -31,7 +31,7 @@ async fn invoice_body(app: &TestApp, cust: &str, unit: i64, days: i64, extra: Va
     b
 }
 
-async fn open_invoice(
+pub(crate) async fn open_invoice(
     app: &TestApp,
     k: &str,
     cust: &str,
@@ -47,7 +47,7 @@ async fn open_invoice(
     r.body
 }
 
-async fn get_inv(app: &TestApp, k: &str, inv: &Value) -> Value {
+pub(crate) async fn get_inv(app: &TestApp, k: &str, inv: &Value) -> Value {
     let r = app.get(k, &format!("/v1/invoices/{}", id(inv))).await;
     r.assert_status(200);
     r.body

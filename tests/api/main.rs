@@ -18,6 +18,8 @@ mod customers;
 mod docs;
 mod fx;
 mod idempotency;
+mod invoice_browser;
+mod invoice_page;
 mod invoices;
 mod listen;
 mod mandates;

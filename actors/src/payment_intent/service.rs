@@ -114,6 +114,77 @@ pub async fn create_for(
     commit_new(kobo, &intent, &client_secret, &[], idem, now, Batch::new()).await
 }
 
+/// The key of a hosted invoice page's form (`invoice_visits`).
+pub fn invoice_visit_key(invoice: Uuid, nonce: &str) -> Vec<u8> {
+    KeyBuf::new().bytes(invoice.as_bytes()).str(nonce).build()
+}
+
+/// The payment an earlier submit of the hosted invoice page's form
+/// `nonce` made, if any (its view, with `checkout_url`).
+fn invoice_visit(
+    kobo: &Env,
+    invoice: Uuid,
+    nonce: &str,
+) -> DomainResult<Option<PaymentIntentView>> {
+    let read = kobo.store.read()?;
+    let Some(raw) = read.get(Table::InvoiceVisits, &invoice_visit_key(invoice, nonce))? else {
+        return Ok(None);
+    };
+    let id = Uuid::from_slice(&raw).map_err(|e| DomainError::internal(e.to_string()))?;
+    let intent: PaymentIntent = read
+        .get_decoded(Table::PaymentIntents, id.as_bytes())?
+        .ok_or_else(|| DomainError::internal("an invoice page's payment is missing"))?;
+    let mut view = intent.view(None);
+    view.checkout_url = Some(format!(
+        "{}/c/{}",
+        kobo.config.base_url, intent.checkout_code
+    ));
+    Ok(Some(view))
+}
+
+/// [`create_for`] from the hosted invoice page's form `nonce`: the form's
+/// row (`invoice_visits`) is claimed in the intent's own batch, so one
+/// form makes one payment intent; a second submit of it (even at the same
+/// moment) answers the payment the first one made (`Existing`).
+pub async fn create_for_invoice_page(
+    kobo: &Env,
+    customers: &Customers,
+    merchant: &Merchant,
+    (mode, params, invoice): (Mode, CreatePaymentIntent, Uuid),
+    nonce: &str,
+) -> DomainResult<Outcome<PaymentIntentView>> {
+    if let Some(view) = invoice_visit(kobo, invoice, nonce)? {
+        return Ok(Outcome::Existing(view));
+    }
+    let now = kobo.clock.now();
+    let email = params.customer_email.clone();
+    let (mut intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
+    intent.invoice = Some(invoice);
+    let scope = (merchant.id, mode);
+    intent.customer = for_payment(
+        kobo,
+        customers,
+        scope,
+        intent.brand,
+        intent.customer,
+        email.as_deref(),
+    )
+    .await?;
+    let key = invoice_visit_key(invoice, nonce);
+    let mut extra = Batch::new();
+    extra
+        .require_absent(Table::InvoiceVisits, key.clone())
+        .put_raw(Table::InvoiceVisits, key, intent.id.as_bytes().to_vec());
+    match commit_new(kobo, &intent, &client_secret, &[], None, now, extra).await {
+        Ok(answer) => Ok(answer.outcome),
+        // The same form, submitted twice at once: the other submit won.
+        Err(e) => match invoice_visit(kobo, invoice, nonce)? {
+            Some(view) => Ok(Outcome::Existing(view)),
+            None => Err(e),
+        },
+    }
+}
+
 /// Creates the payment intent of a charge on mandate `mandate` (checked
 /// active by the mandate's actor): the intent, already `processing` with
 /// its pending direct-debit attempt ([`Command::StartDirectDebit`]), the
