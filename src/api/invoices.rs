@@ -16,6 +16,7 @@ use kobo_actors::invoice::book::{
 };
 use kobo_actors::invoice::service::{self as invoices, InvoiceFilter};
 use kobo_actors::invoice::{DeletedInvoiceView, Invoice, InvoiceStatus, InvoiceView, LineItem};
+use kobo_actors::mandate::actor::ChargeMandate;
 use kobo_actors::merchant::query::brand;
 use kobo_actors::money::{Currency, FeeBearer, MAX_AMOUNT};
 use kobo_actors::payment_intent::actor::Action;
@@ -27,10 +28,10 @@ use kobo_actors::{DomainError, ErrorCode};
 
 use super::body::{self, tunnel, NoFields, FIELD};
 use super::components::{
-    path_id, BadRequest, ByRef, ConflictReplayable, IdempotencyKey, NotFound, NotFoundReplayable,
-    Overloaded,
+    path_id, BadRequest, BadRequestReplayable, ByRef, ConflictReplayable, Forbidden,
+    IdempotencyKey, NotFound, NotFoundReplayable, Overloaded,
 };
-use super::endpoint::{test_mode, Call, Endpoint};
+use super::endpoint::{live_payments, test_mode, Call, Endpoint};
 use super::params::{self, Choice};
 use super::payment_intents::act;
 use super::{resource, ApiResult, State};
@@ -54,6 +55,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     )
     .service(resource("/v1/invoices/{id}/delete").route(web::post().to(delete)))
     .service(resource("/v1/invoices/{id}/record_payment").route(web::post().to(record_payment)))
+    .service(resource("/v1/invoices/{id}/charge_mandate").route(web::post().to(charge_mandate)))
     .service(resource("/v1/test_helpers/invoices/{id}/pay").route(web::post().to(test_pay)));
 }
 
@@ -311,6 +313,21 @@ pub struct RecordPaymentRequest {
 #[schema(as = TestPayInvoice)]
 pub struct TestPayRequest {
     /// Minor units; default: all that remains.
+    #[schema(minimum = 1, maximum = 1_000_000_000_000_i64)]
+    #[serde(default, deserialize_with = "body::opt_amount::<_, 1>")]
+    amount: Option<i64>,
+}
+
+/// A charge of an invoice through a mandate.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = ChargeInvoiceMandate)]
+pub struct ChargeMandateRequest {
+    /// An active mandate of the invoice's customer.
+    #[serde(deserialize_with = "body::required_uuid")]
+    mandate: Uuid,
+    /// Minor units; default: all that remains (part payments only when
+    /// the invoice allows them).
     #[schema(minimum = 1, maximum = 1_000_000_000_000_i64)]
     #[serde(default, deserialize_with = "body::opt_amount::<_, 1>")]
     amount: Option<i64>,
@@ -746,6 +763,87 @@ pub async fn intent_for(
         None,
     )
     .await
+}
+
+/// Charge an invoice through a mandate
+///
+/// Debits what remains of an open (or uncollectible) invoice, or
+/// `amount` of it, through an active mandate of the invoice's customer:
+/// the mandate's charge (a payment intent, `processing` until the bank
+/// confirms; the business bears the fee, at the direct-debit price) with
+/// the invoice set, so its success is applied to the invoice in the
+/// capture's own batch. The invoice not payable: 409
+/// `invoice_not_payable`; more than remains: 409
+/// `amount_exceeds_remaining`; a part when the invoice takes none, or
+/// below `minimum_payment`: 400 `param: amount`; a mandate of another
+/// customer: 400 `param: mandate`; an unknown mandate: 404; a mandate that
+/// is not active: 409 `mandate_not_active`. The same Idempotency-Key never
+/// debits twice.
+#[utoipa::path(
+    post,
+    path = "/v1/invoices/{id}/charge_mandate",
+    operation_id = "charge_invoice_mandate",
+    tag = "invoices",
+    params(InvoiceId, IdempotencyKey),
+    request_body(content = ChargeMandateRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The new payment intent, `processing`.", body = PaymentIntentView),
+        (status = 400, response = BadRequestReplayable),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFoundReplayable),
+        (status = 409, response = ConflictReplayable),
+        (status = 503, response = Overloaded),
+    )
+)]
+async fn charge_mandate(
+    req: HttpRequest,
+    state: State,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> ApiResult {
+    Endpoint::secret_key(201)
+        .gate(live_payments)
+        .post(
+            req,
+            state,
+            payload,
+            |c, b: ChargeMandateRequest| async move {
+                let i = own(&c, &path)?;
+                let m = kobo_actors::mandate::service::own(
+                    c.kobo(),
+                    c.p.merchant.id,
+                    c.p.mode,
+                    b.mandate,
+                )
+                .map_err(|e| e.with_param("mandate"))?;
+                let amount = check_amount(&i, b.amount)?;
+                if m.customer != i.customer {
+                    return Err(DomainError::invalid(
+                        "mandate",
+                        "this mandate belongs to another customer than the invoice's",
+                    )
+                    .into());
+                }
+                if i.currency != Currency::NGN {
+                    return Err(DomainError::invalid(
+                        "mandate",
+                        "direct debit is naira only: this invoice is not in NGN",
+                    )
+                    .into());
+                }
+                super::mandates::direct_debit_enabled(&c.p)?;
+                let params = intent_params(&c.kobo().config.base_url, &i, amount);
+                let charge = ChargeMandate {
+                    merchant: Box::new(c.p.merchant.clone()),
+                    mode: i.mode,
+                    params,
+                    invoice: Some(i.id),
+                    idem: c.save.clone(),
+                };
+                Ok(c.kobo().mandates.send(m.id, charge).await??)
+            },
+        )
+        .await
 }
 
 /// Pay a test invoice

@@ -122,6 +122,7 @@ pub const CLIENT_SECRET: &str = "client_secret";
         super::invoices::mark_uncollectible,
         super::invoices::delete,
         super::invoices::record_payment,
+        super::invoices::charge_mandate,
         super::invoices::test_pay,
     ),
     components(

@@ -109,6 +109,7 @@ const V1_ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/invoices/{id}/mark_uncollectible"),
     ("post", "/v1/invoices/{id}/delete"),
     ("post", "/v1/invoices/{id}/record_payment"),
+    ("post", "/v1/invoices/{id}/charge_mandate"),
     ("post", "/v1/test_helpers/invoices/{id}/pay"),
     ("post", "/v1/virtual_accounts/{id}/deactivate"),
     (

@@ -489,3 +489,129 @@ async fn overdue_fires_once_at_eight_lagos_the_day_after_the_due_date() {
     app.advance(3 * 86_400).await;
     assert_eq!(events_of(&app, k, "invoice.overdue").await.len(), 1);
 }
+
+#[tokio::test]
+async fn charge_mandate_debits_what_remains_or_a_part_and_applies_on_the_banks_success() {
+    use crate::mandates::{active, answer, pending, refresh};
+    let app = spawn_app().await;
+    let m = app.merchant().await;
+    let k = &m.test_key;
+    let ada = customer(&app, k, json!({"email": "ada@example.com"})).await;
+    // ₦10,000 with part payments of at least ₦2,000.
+    let inv = open_invoice(
+        &app,
+        k,
+        &ada,
+        500_000,
+        5,
+        json!({"allow_partial_payments": true, "minimum_payment": 200_000}),
+    )
+    .await;
+    let path = format!("/v1/invoices/{}/charge_mandate", id(&inv));
+    let mandate = active(&app, k).await;
+    assert_eq!(mandate["customer"], ada.as_str(), "the mandate is Ada's");
+    let mid = id(&mandate);
+    // Body and mandate errors; nothing is charged.
+    app.post(k, &path, json!({}))
+        .await
+        .assert_error(400, "parameter_missing", Some("mandate"));
+    app.post(k, &path, json!({"mandate": uuid::Uuid::new_v4()}))
+        .await
+        .assert_status(404);
+    app.post(k, &path, json!({"mandate": mid, "amount": 1_000_001}))
+        .await
+        .assert_error(409, "amount_exceeds_remaining", None);
+    app.post(k, &path, json!({"mandate": mid, "amount": 100_000}))
+        .await
+        .assert_error(400, "parameter_invalid", Some("amount"));
+    let bola_mandate = pending(&app, k, "bola@example.com").await;
+    answer(&app, &bola_mandate, true).await.assert_status(200);
+    refresh(&app, k, &id(&bola_mandate))
+        .await
+        .assert_status(200);
+    app.post(k, &path, json!({"mandate": id(&bola_mandate)}))
+        .await
+        .assert_error(400, "parameter_invalid", Some("mandate"));
+    let waiting = pending(&app, k, "ada@example.com").await;
+    app.post(k, &path, json!({"mandate": id(&waiting)}))
+        .await
+        .assert_error(409, "mandate_not_active", None);
+    assert!(get_inv(&app, k, &inv).await["payments"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    // A part: processing until the bank answers, then applied.
+    let r = app
+        .post(k, &path, json!({"mandate": mid, "amount": 400_000}))
+        .await;
+    r.assert_status(201);
+    let pi = r.body.clone();
+    assert_eq!(pi["status"], "processing");
+    assert_eq!(pi["amount"], 400_000);
+    assert_eq!(pi["customer"], ada.as_str());
+    assert_eq!(pi["fee_bearer"], "merchant");
+    assert_eq!(get_inv(&app, k, &inv).await["amount_paid"], 0);
+    app.advance(60).await;
+    let after = get_inv(&app, k, &inv).await;
+    assert_eq!(after["amount_paid"], 400_000);
+    assert_eq!(after["status"], "open");
+    assert_eq!(after["payments"][0]["payment_intent"], pi["id"]);
+    assert_eq!(after["payments"][0]["method"], "kobo");
+    assert_eq!(events_of(&app, k, "invoice.partially_paid").await.len(), 1);
+    // What remains, with an Idempotency-Key: a replay debits nothing more.
+    let first = app
+        .post_with_key(k, &path, "inv-rest", json!({"mandate": mid}))
+        .await;
+    first.assert_status(201);
+    assert_eq!(first.body["amount"], 600_000);
+    let replay = app
+        .post_with_key(k, &path, "inv-rest", json!({"mandate": mid}))
+        .await;
+    replay.assert_status(201);
+    assert_eq!(replay.body["id"], first.body["id"]);
+    app.advance(60).await;
+    let done = get_inv(&app, k, &inv).await;
+    assert_eq!(done["status"], "paid");
+    assert_eq!(done["amount_paid"], 1_000_000);
+    assert_eq!(done["payments"].as_array().unwrap().len(), 2);
+    assert_eq!(events_of(&app, k, "invoice.paid").await.len(), 1);
+    assert_eq!(credit(&app, k, &ada).await, 0);
+    // Not payable: paid, void, draft.
+    app.post(k, &path, json!({"mandate": mid}))
+        .await
+        .assert_error(409, "invoice_not_payable", None);
+    let other = open_invoice(&app, k, &ada, 100_000, 5, json!({})).await;
+    app.post(k, &format!("/v1/invoices/{}/void", id(&other)), json!({}))
+        .await
+        .assert_status(200);
+    app.post(
+        k,
+        &format!("/v1/invoices/{}/charge_mandate", id(&other)),
+        json!({"mandate": mid}),
+    )
+    .await
+    .assert_error(409, "invoice_not_payable", None);
+    let draft = create(
+        &app,
+        k,
+        invoice_body(&app, &ada, 100_000, 5, json!({})).await,
+    )
+    .await;
+    draft.assert_status(201);
+    app.post(
+        k,
+        &format!("/v1/invoices/{}/charge_mandate", id(&draft.body)),
+        json!({"mandate": mid}),
+    )
+    .await
+    .assert_error(409, "invoice_not_payable", None);
+    // A whole-only invoice takes no part.
+    let whole = open_invoice(&app, k, &ada, 100_000, 5, json!({})).await;
+    app.post(
+        k,
+        &format!("/v1/invoices/{}/charge_mandate", id(&whole)),
+        json!({"mandate": mid, "amount": 100_000}),
+    )
+    .await
+    .assert_error(400, "parameter_invalid", Some("amount"));
+}

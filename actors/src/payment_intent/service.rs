@@ -194,9 +194,7 @@ pub async fn create_for_invoice_page(
 pub async fn create_mandate_charge(
     kobo: &Env,
     merchant: &Merchant,
-    mode: Mode,
-    mandate: Uuid,
-    mut params: CreatePaymentIntent,
+    (mode, mandate, mut params, invoice): (Mode, Uuid, CreatePaymentIntent, Option<Uuid>),
     idem: Option<&IdempotencySave>,
 ) -> DomainResult<Answer<PaymentIntentView>> {
     let now = kobo.clock.now();
@@ -204,6 +202,8 @@ pub async fn create_mandate_charge(
     params.fee_bearer = FeeBearer::Merchant;
     let (mut intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
     intent.mandate = Some(mandate);
+    // An invoice's charge (`charge_mandate`): applied to it on success.
+    intent.invoice = invoice;
     let decision = decide(
         &intent,
         None,
