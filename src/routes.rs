@@ -23,6 +23,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     api::virtual_accounts::configure(cfg);
     api::payment_links::configure(cfg);
     checkout::link::configure(cfg);
+    checkout::invoice::configure(cfg);
+    api::invoices::configure(cfg);
     checkout::mandate::configure(cfg);
     api::fx::configure(cfg);
     api::usdt::configure(cfg);

@@ -137,6 +137,10 @@ error_codes! {
     SlugLocked = "slug_locked" => State,
     PaymentLinkInactive = "payment_link_inactive" => State,
     PaymentLinkFull = "payment_link_full" => State,
+    InvoiceNotDraft = "invoice_not_draft" => State,
+    InvoiceNotPayable = "invoice_not_payable" => State,
+    InvoiceHasPayments = "invoice_has_payments" => State,
+    AmountExceedsRemaining = "amount_exceeds_remaining" => State,
     // 422
     IdempotencyKeyReused = "idempotency_key_reused" => Idempotency,
     // 429

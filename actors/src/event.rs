@@ -24,6 +24,12 @@ pub const CUSTOMER_IDENTITY_VERIFIED: &str = "customer.identity_verified";
 pub const CUSTOMER_IDENTITY_FAILED: &str = "customer.identity_failed";
 pub const VIRTUAL_ACCOUNT_ACTIVATED: &str = "virtual_account.activated";
 pub const VIRTUAL_ACCOUNT_FAILED: &str = "virtual_account.failed";
+pub const INVOICE_PAID: &str = "invoice.paid";
+pub const INVOICE_FINALIZED: &str = "invoice.finalized";
+pub const INVOICE_PARTIALLY_PAID: &str = "invoice.partially_paid";
+pub const INVOICE_OVERDUE: &str = "invoice.overdue";
+pub const INVOICE_MARKED_UNCOLLECTIBLE: &str = "invoice.marked_uncollectible";
+pub const INVOICE_VOIDED: &str = "invoice.voided";
 
 /// Every event type of the spec.
 pub const EVENT_TYPES: &[&str] = &[
@@ -50,6 +56,11 @@ pub const EVENT_TYPES: &[&str] = &[
     "payment_link.updated",
     "payment_link.deactivated",
     "payment_link.activated",
+    INVOICE_FINALIZED,
+    INVOICE_PARTIALLY_PAID,
+    INVOICE_OVERDUE,
+    INVOICE_MARKED_UNCOLLECTIBLE,
+    INVOICE_VOIDED,
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

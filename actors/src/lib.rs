@@ -39,6 +39,7 @@ pub mod event;
 pub mod fx;
 pub mod idempotency;
 pub mod ids;
+pub mod invoice;
 pub mod ledger;
 pub mod mandate;
 pub mod merchant;

@@ -18,6 +18,7 @@ use crate::direct_debit::MandateProviders;
 use crate::env::Env;
 use crate::error::DomainResult;
 use crate::fx::{Fx, RateGate};
+use crate::invoice::book::{InvoiceDeps, Invoices};
 use crate::ledger::actor::Ledgers;
 use crate::mandate::actor::MandateActor;
 use crate::mandate::deps::MandateDeps;
@@ -71,6 +72,8 @@ pub struct Kobo {
     pub virtual_accounts: VirtualAccounts,
     /// Payment links, one actor each.
     pub payment_links: PaymentLinks,
+    /// Invoice books, one per customer.
+    pub invoices: Invoices,
 }
 
 impl std::ops::Deref for Kobo {
@@ -131,12 +134,20 @@ impl Kobo {
         );
         let account_banks = AccountBanks::sandbox(store.clone(), writer.clone());
         let usdt = Arc::new(UsdtHub::sandbox(store, writer));
+        let invoices: Invoices = registry(
+            Arc::new(InvoiceDeps {
+                env: env.clone(),
+                ledgers: ledgers.clone(),
+            }),
+            sizing,
+        );
         let payment_intents: Arc<Registry<PaymentIntentActor>> = registry(
             Arc::new(PaymentIntentDeps {
                 env: env.clone(),
                 ledgers: ledgers.clone(),
                 providers,
                 mandate_providers: mandate_providers.clone(),
+                invoices: invoices.clone(),
             }),
             sizing,
         );
@@ -210,6 +221,7 @@ impl Kobo {
             customers,
             virtual_accounts,
             payment_links,
+            invoices,
         }))
     }
 
@@ -226,6 +238,7 @@ impl Kobo {
             self.customers.snapshot(),
             self.virtual_accounts.snapshot(),
             self.payment_links.snapshot(),
+            self.invoices.snapshot(),
         ]
     }
 }

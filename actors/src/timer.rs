@@ -53,6 +53,8 @@ pub enum TimerKind {
     VirtualAccountCheck,
     /// A payment link's `expires_at`.
     PaymentLinkExpire,
+    /// An open invoice's due date has passed (08:00 Lagos the next day).
+    InvoiceOverdue,
 }
 
 impl TimerKind {
@@ -74,6 +76,7 @@ impl TimerKind {
             TimerKind::CustomerIdentityCheck => 12,
             TimerKind::VirtualAccountCheck => 13,
             TimerKind::PaymentLinkExpire => 14,
+            TimerKind::InvoiceOverdue => 15,
         }
     }
 }

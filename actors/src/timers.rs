@@ -19,6 +19,7 @@ use crate::audit::{Audit, AuditAction, Record};
 use crate::clock::micros;
 use crate::customer::directory::IdentityTimer;
 use crate::error::{DomainError, DomainResult, ErrorCode};
+use crate::invoice::book::OverdueTimer;
 use crate::ledger::actor::ReleaseScheduled;
 use crate::ledger::release::release_key;
 use crate::ledger::Bucket;
@@ -93,6 +94,17 @@ async fn deliver(kobo: &Arc<Kobo>, key: &[u8], timer: &Timer) -> DomainResult<()
         }
         TimerKind::PaymentLinkExpire => {
             link(kobo, timer, LinkAction::ExpireTimer { timer_key }).await
+        }
+        TimerKind::InvoiceOverdue => {
+            let Some(i) = crate::invoice::service::load_any(kobo, timer.target)? else {
+                return Ok(());
+            };
+            let msg = OverdueTimer {
+                invoice: i.id,
+                timer_key,
+            };
+            let sent = kobo.invoices.send(i.customer, msg).await;
+            sent.and_then(|r| r)
         }
         TimerKind::PaymentIntentAbandon => {
             intent(kobo, timer, Action::AbandonTimer { timer_key }).await

@@ -56,6 +56,7 @@ const RESOURCES: &[&str] = &[
     "customer",
     "direct_debit",
     "fx",
+    "invoice",
     "ledger",
     "mandate",
     "merchant",

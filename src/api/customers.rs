@@ -15,6 +15,7 @@ use kobo_actors::customer::{
     self, CustomerPatch, CustomerView, DeletedCustomerView, Field, NewCustomer, RiskAction,
 };
 use kobo_actors::idempotency::Answer;
+use kobo_actors::invoice::service::credit_balance;
 use kobo_actors::merchant::query::brand;
 use kobo_actors::payment_intent::metadata_schema;
 use kobo_actors::query::ListView;
@@ -378,7 +379,9 @@ async fn retrieve(req: HttpRequest, state: State, path: web::Path<String>) -> Ap
         .get(req, state, |c| async move {
             let id = CustomerId::parse(&path)?.id;
             let customer = customer::load(c.kobo(), c.p.merchant.id, c.p.mode, id)?;
-            Ok(customer.to_api())
+            let mut view = customer.view();
+            view.credit_balance = Some(credit_balance(c.kobo(), id)?);
+            Ok(serde_json::to_value(view).expect("a customer view serializes"))
         })
         .await
 }

@@ -121,7 +121,7 @@ pub struct ListMandatesQuery {
     status: Option<MandateStatus>,
 }
 
-fn direct_debit_enabled(p: &Principal) -> Result<(), DomainError> {
+pub(crate) fn direct_debit_enabled(p: &Principal) -> Result<(), DomainError> {
     if !p.merchant.settings.payment_methods.direct_debit {
         return Err(DomainError::request(
             ErrorCode::PaymentMethodUnavailable,
@@ -401,6 +401,7 @@ async fn charge(
                     merchant: Box::new(p.merchant.clone()),
                     mode: m.mode,
                     params,
+                    invoice: None,
                     idem: c.save,
                 };
                 Ok(state.kobo.mandates.send(m.id, charge).await??)

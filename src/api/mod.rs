@@ -19,6 +19,7 @@ pub mod events;
 pub mod examples;
 pub mod fx;
 pub mod idempotent;
+pub mod invoices;
 pub mod limits;
 pub mod mandates;
 pub mod openapi;

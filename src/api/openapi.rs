@@ -112,6 +112,18 @@ pub const CLIENT_SECRET: &str = "client_secret";
         super::payment_links::deactivate,
         super::payment_links::activate,
         super::payment_links::pay,
+        super::invoices::create,
+        super::invoices::list,
+        super::invoices::retrieve,
+        super::invoices::update,
+        super::invoices::finalize,
+        super::invoices::send_invoice,
+        super::invoices::void,
+        super::invoices::mark_uncollectible,
+        super::invoices::delete,
+        super::invoices::record_payment,
+        super::invoices::charge_mandate,
+        super::invoices::test_pay,
     ),
     components(
         schemas(super::ErrorBody),
@@ -146,6 +158,7 @@ pub const CLIENT_SECRET: &str = "client_secret";
         (name = "customers", description = "The merchant's customers: one per email in each mode, their risk action and their identity (BVN) checks."),
         (name = "virtual_accounts", description = "Dedicated virtual accounts: one permanent account number (NUBAN) per customer; every transfer into it becomes a successful payment intent."),
         (name = "payment_links", description = "Reusable payment pages (`/p/<slug>`): each visitor who pays makes one payment intent."),
+        (name = "invoices", description = "Invoices with partial payments, a hosted invoice page, and reconciliation of the customer's payments and virtual-account credits."),
         (name = "meta", description = "About the API itself."),
     )
 )]

@@ -99,6 +99,18 @@ const V1_ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/virtual_accounts"),
     ("get", "/v1/virtual_accounts/{id}"),
     ("post", "/v1/virtual_accounts/{id}/refresh"),
+    ("post", "/v1/invoices"),
+    ("get", "/v1/invoices"),
+    ("get", "/v1/invoices/{id}"),
+    ("post", "/v1/invoices/{id}"),
+    ("post", "/v1/invoices/{id}/finalize"),
+    ("post", "/v1/invoices/{id}/send"),
+    ("post", "/v1/invoices/{id}/void"),
+    ("post", "/v1/invoices/{id}/mark_uncollectible"),
+    ("post", "/v1/invoices/{id}/delete"),
+    ("post", "/v1/invoices/{id}/record_payment"),
+    ("post", "/v1/invoices/{id}/charge_mandate"),
+    ("post", "/v1/test_helpers/invoices/{id}/pay"),
     ("post", "/v1/virtual_accounts/{id}/deactivate"),
     (
         "post",
@@ -534,6 +546,10 @@ fn each_get_documents_the_query_it_parses() {
         (
             "/v1/payment_links",
             parsed_params::<payment_links::ListPaymentLinksQuery>(),
+        ),
+        (
+            "/v1/invoices",
+            parsed_params::<super::super::invoices::ListInvoicesQuery>(),
         ),
     ];
     let d = doc();

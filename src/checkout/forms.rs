@@ -38,6 +38,9 @@ pub enum Page {
     /// A payment link's page (`/p/<slug>`); the reference is the link id
     /// and the form's nonce.
     Link,
+    /// A hosted invoice page (`/i/<code>`); the reference is the invoice
+    /// id and the form's nonce.
+    Invoice,
 }
 
 impl Page {
@@ -46,6 +49,7 @@ impl Page {
             Page::Bank => b"sandbox bank",
             Page::Mandate => b"sandbox mandate",
             Page::Link => b"payment link",
+            Page::Invoice => b"invoice",
         }
     }
 }

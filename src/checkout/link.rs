@@ -267,7 +267,7 @@ fn read_form(body: &[u8]) -> Answers {
 }
 
 /// `2500`, `2,500.50`, `₦2 500`: an amount in major units, as minor units.
-fn parse_major(s: &str) -> Option<i64> {
+pub(crate) fn parse_major(s: &str) -> Option<i64> {
     let kept: String = s
         .chars()
         .filter(|c| !matches!(c, ',' | ' ' | '₦' | '$'))
@@ -363,7 +363,13 @@ fn explain(link: &PaymentLink, param: &str, e: &DomainError) -> String {
 
 /// A labelled field: `control` is the input (its `id` is `id`), with its
 /// error below it.
-fn field(id: &str, label: &str, optional: bool, control: &str, error: Option<&String>) -> String {
+pub(crate) fn field(
+    id: &str,
+    label: &str,
+    optional: bool,
+    control: &str,
+    error: Option<&String>,
+) -> String {
     let optional = if optional {
         r#" <span class="optional">(optional)</span>"#
     } else {
@@ -380,7 +386,7 @@ fn field(id: &str, label: &str, optional: bool, control: &str, error: Option<&St
 }
 
 /// The attributes that tie an input to its error.
-fn invalid(id: &str, error: Option<&String>) -> String {
+pub(crate) fn invalid(id: &str, error: Option<&String>) -> String {
     match error {
         Some(_) => format!(r#" aria-invalid="true" aria-describedby="{id}-error""#),
         None => String::new(),

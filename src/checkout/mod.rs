@@ -37,6 +37,7 @@ use crate::api::{error_body, status_of, State};
 
 pub mod bank;
 pub mod forms;
+pub mod invoice;
 pub mod link;
 pub mod mandate;
 
@@ -260,8 +261,9 @@ async fn page(state: State, path: web::Path<String>) -> HttpResponse {
         Ok(m) => m,
         Err(e) => return server_error(e),
     };
-    if intent.payment_link.is_some() {
-        // A payment link's payment goes on under the brand its page showed.
+    if intent.payment_link.is_some() || intent.invoice.is_some() {
+        // A payment link's or an invoice's payment goes on under the brand
+        // its page showed.
         if let Ok(Some(b)) = state.kobo.store.read().and_then(|r| {
             r.get_decoded::<kobo_actors::merchant::Brand>(Table::Brands, intent.brand.as_bytes())
         }) {

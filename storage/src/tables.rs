@@ -209,6 +209,22 @@ tables! {
     AuditIndex => "audit_index",
     AuditMerchantIndex => "audit_merchant_index",
     AuditActionIndex => "audit_action_index",
+    // Invoices (actors/src/invoice). invoice id -> Invoice; merchant|mode|
+    // seq, merchant|mode|status|seq, merchant|mode|customer|seq -> id
+    Invoices => "invoices",
+    InvoiceIndex => "invoice_index",
+    InvoiceStatusIndex => "invoice_status_index",
+    InvoiceCustomerIndex => "invoice_customer_index",
+    // brand|mode|number -> invoice id (gap-free numbers, claimed absent)
+    InvoiceNumbers => "invoice_numbers",
+    // hosted page code -> invoice id
+    InvoiceLinks => "invoice_links",
+    // customer id -> i64 credit balance (kobo), written by the customer's
+    // invoice book only
+    CustomerCredits => "customer_credits",
+    // invoice id|page nonce -> payment intent id (one intent per hosted
+    // invoice page form)
+    InvoiceVisits => "invoice_visits",
 }
 
 /// Builds a composite key from fixed-width parts.

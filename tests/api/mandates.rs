@@ -18,7 +18,7 @@ async fn create(app: &TestApp, key: &str, body: Value) -> Value {
     r.body
 }
 
-async fn pending(app: &TestApp, key: &str, email: &str) -> Value {
+pub(crate) async fn pending(app: &TestApp, key: &str, email: &str) -> Value {
     create(
         app,
         key,
@@ -37,13 +37,13 @@ async fn get(app: &TestApp, key: &str, m: &str) -> Value {
     r.body
 }
 
-async fn refresh(app: &TestApp, key: &str, m: &str) -> Resp {
+pub(crate) async fn refresh(app: &TestApp, key: &str, m: &str) -> Resp {
     app.post(key, &format!("/v1/mandates/{m}/refresh"), json!({}))
         .await
 }
 
 /// The customer's answer on the sandbox page, as a program posts it.
-async fn answer(app: &TestApp, mandate: &Value, approve: bool) -> Resp {
+pub(crate) async fn answer(app: &TestApp, mandate: &Value, approve: bool) -> Resp {
     let url = mandate["authorization_url"].as_str().unwrap();
     let action = if approve { "approve" } else { "decline" };
     let res = app
@@ -64,7 +64,7 @@ async fn answer(app: &TestApp, mandate: &Value, approve: bool) -> Resp {
 }
 
 /// An active mandate (approved, then refreshed).
-async fn active(app: &TestApp, key: &str) -> Value {
+pub(crate) async fn active(app: &TestApp, key: &str) -> Value {
     let m = pending(app, key, "ada@example.com").await;
     answer(app, &m, true).await.assert_status(200);
     let r = refresh(app, key, &id(&m)).await;

@@ -24,7 +24,7 @@ async fn click_any(s: &Session<'_>, css: &str) {
     .await;
 }
 
-async fn clear(s: &Session<'_>, css: &str) {
+pub(crate) async fn clear(s: &Session<'_>, css: &str) {
     let e = s.wait_shown(css).await;
     s.cmd(
         reqwest::Method::POST,
@@ -35,7 +35,7 @@ async fn clear(s: &Session<'_>, css: &str) {
 }
 
 /// The page fits its window: nothing wider than the viewport.
-async fn fits(s: &Session<'_>) {
+pub(crate) async fn fits(s: &Session<'_>) {
     let v = s
         .script(
             "return [document.documentElement.scrollWidth, window.innerWidth];",

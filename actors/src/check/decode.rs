@@ -41,6 +41,8 @@ const CODEC_TABLES: &[Table] = &[
     Table::SandboxMandates,
     Table::SandboxDebits,
     Table::AuditLog,
+    Table::Invoices,
+    Table::CustomerCredits,
 ];
 
 pub(super) fn decode_all(c: &mut Checker) -> Result<(), StoreError> {

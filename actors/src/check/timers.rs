@@ -79,6 +79,7 @@ fn target(t: &Timer, due: chrono::DateTime<chrono::Utc>) -> Option<(Table, Vec<u
             Some((Table::VirtualAccounts, t.target.as_bytes().to_vec()))
         }
         TimerKind::PaymentLinkExpire => Some((Table::PaymentLinks, t.target.as_bytes().to_vec())),
+        TimerKind::InvoiceOverdue => Some((Table::Invoices, t.target.as_bytes().to_vec())),
         TimerKind::SettlementRun => None,
     }
 }

@@ -194,6 +194,11 @@ pub struct CustomerView {
     pub identity: IdentityView,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Naira (kobo) left over from the customer's payments, applied to
+    /// their next finalized invoice (docs/api.md, "Invoices"). Shown by
+    /// `GET /v1/customers/{id}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub credit_balance: Option<i64>,
 }
 
 /// The `object` value of a deleted customer.
@@ -232,6 +237,7 @@ impl Customer {
             },
             created_at: self.created_at,
             updated_at: self.updated_at.unwrap_or(self.created_at),
+            credit_balance: None,
         }
     }
 

@@ -58,6 +58,9 @@ pub struct ChargeMandate {
     pub merchant: Box<Merchant>,
     pub mode: Mode,
     pub params: CreatePaymentIntent,
+    /// The invoice the charge pays (`charge_mandate`; checked by the
+    /// caller: the mandate's customer's, payable, the amount allowed).
+    pub invoice: Option<Uuid>,
     pub idem: Option<IdempotencySave>,
 }
 
@@ -121,8 +124,8 @@ impl Handler<ChargeMandate> for MandateActor {
             params.customer = Some(m.customer);
             params.customer_email = m.customer_email.clone();
             let idem = msg.idem.as_ref();
-            let answer =
-                create_mandate_charge(&kobo, &msg.merchant, m.mode, m.id, params, idem).await?;
+            let charge = (m.mode, m.id, params, msg.invoice);
+            let answer = create_mandate_charge(&kobo, &msg.merchant, charge, idem).await?;
             Ok((m, answer))
         })
     }

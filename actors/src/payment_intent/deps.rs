@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::direct_debit::MandateProviders;
 use crate::env::Env;
+use crate::invoice::book::Invoices;
 use crate::ledger::actor::Ledgers;
 use crate::payment_intent::provider::Providers;
 
@@ -15,6 +16,10 @@ pub struct PaymentIntentDeps {
     pub ledgers: Ledgers,
     pub providers: Providers,
     pub mandate_providers: Arc<MandateProviders>,
+    /// The customers' invoice books: a payment of a customer with an
+    /// invoice or into their virtual account is applied there, in its
+    /// capture batch.
+    pub invoices: Invoices,
 }
 
 impl std::ops::Deref for PaymentIntentDeps {

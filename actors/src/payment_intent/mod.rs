@@ -241,6 +241,11 @@ pub struct PaymentIntent {
     /// payment (see `credit.rs`).
     #[serde(default)]
     pub bank_credit: Option<BankCredit>,
+    /// The invoice this payment pays (hosted invoice page, invoice
+    /// mandate charge, test helper): applied by the customer's invoice
+    /// book in the capture's batch.
+    #[serde(default)]
+    pub invoice: Option<Uuid>,
     /// Bumped on every change.
     pub version: u64,
 }

@@ -372,6 +372,7 @@ mod tests {
             failed_card_attempts: 0,
             mandate: None,
             bank_credit: None,
+            invoice: None,
             version: 1,
         }
     }

@@ -13,6 +13,7 @@ use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
 use crate::idempotency::{render, Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, random_base62, scope_key, sha256_hex, time_ordered_code, Mode};
+use crate::invoice::book::ApplyPayment;
 use crate::ledger::actor::PostEntry;
 use crate::ledger::release::plan_capture;
 use crate::ledger::{EntrySpec, EntryType};
@@ -81,9 +82,25 @@ pub async fn create(
     params: CreatePaymentIntent,
     idem: Option<&IdempotencySave>,
 ) -> DomainResult<Answer<PaymentIntentView>> {
+    create_for(kobo, customers, merchant, mode, params, None, idem).await
+}
+
+/// [`create`] of a payment for `invoice` (checked by the caller: the
+/// customer's, payable, the amount allowed): applied to it by the
+/// customer's invoice book when it succeeds.
+pub async fn create_for(
+    kobo: &Env,
+    customers: &Customers,
+    merchant: &Merchant,
+    mode: Mode,
+    params: CreatePaymentIntent,
+    invoice: Option<Uuid>,
+    idem: Option<&IdempotencySave>,
+) -> DomainResult<Answer<PaymentIntentView>> {
     let now = kobo.clock.now();
     let email = params.customer_email.clone();
     let (mut intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
+    intent.invoice = invoice;
     let scope = (merchant.id, mode);
     intent.customer = for_payment(
         kobo,
@@ -97,6 +114,77 @@ pub async fn create(
     commit_new(kobo, &intent, &client_secret, &[], idem, now, Batch::new()).await
 }
 
+/// The key of a hosted invoice page's form (`invoice_visits`).
+pub fn invoice_visit_key(invoice: Uuid, nonce: &str) -> Vec<u8> {
+    KeyBuf::new().bytes(invoice.as_bytes()).str(nonce).build()
+}
+
+/// The payment an earlier submit of the hosted invoice page's form
+/// `nonce` made, if any (its view, with `checkout_url`).
+fn invoice_visit(
+    kobo: &Env,
+    invoice: Uuid,
+    nonce: &str,
+) -> DomainResult<Option<PaymentIntentView>> {
+    let read = kobo.store.read()?;
+    let Some(raw) = read.get(Table::InvoiceVisits, &invoice_visit_key(invoice, nonce))? else {
+        return Ok(None);
+    };
+    let id = Uuid::from_slice(&raw).map_err(|e| DomainError::internal(e.to_string()))?;
+    let intent: PaymentIntent = read
+        .get_decoded(Table::PaymentIntents, id.as_bytes())?
+        .ok_or_else(|| DomainError::internal("an invoice page's payment is missing"))?;
+    let mut view = intent.view(None);
+    view.checkout_url = Some(format!(
+        "{}/c/{}",
+        kobo.config.base_url, intent.checkout_code
+    ));
+    Ok(Some(view))
+}
+
+/// [`create_for`] from the hosted invoice page's form `nonce`: the form's
+/// row (`invoice_visits`) is claimed in the intent's own batch, so one
+/// form makes one payment intent; a second submit of it (even at the same
+/// moment) answers the payment the first one made (`Existing`).
+pub async fn create_for_invoice_page(
+    kobo: &Env,
+    customers: &Customers,
+    merchant: &Merchant,
+    (mode, params, invoice): (Mode, CreatePaymentIntent, Uuid),
+    nonce: &str,
+) -> DomainResult<Outcome<PaymentIntentView>> {
+    if let Some(view) = invoice_visit(kobo, invoice, nonce)? {
+        return Ok(Outcome::Existing(view));
+    }
+    let now = kobo.clock.now();
+    let email = params.customer_email.clone();
+    let (mut intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
+    intent.invoice = Some(invoice);
+    let scope = (merchant.id, mode);
+    intent.customer = for_payment(
+        kobo,
+        customers,
+        scope,
+        intent.brand,
+        intent.customer,
+        email.as_deref(),
+    )
+    .await?;
+    let key = invoice_visit_key(invoice, nonce);
+    let mut extra = Batch::new();
+    extra
+        .require_absent(Table::InvoiceVisits, key.clone())
+        .put_raw(Table::InvoiceVisits, key, intent.id.as_bytes().to_vec());
+    match commit_new(kobo, &intent, &client_secret, &[], None, now, extra).await {
+        Ok(answer) => Ok(answer.outcome),
+        // The same form, submitted twice at once: the other submit won.
+        Err(e) => match invoice_visit(kobo, invoice, nonce)? {
+            Some(view) => Ok(Outcome::Existing(view)),
+            None => Err(e),
+        },
+    }
+}
+
 /// Creates the payment intent of a charge on mandate `mandate` (checked
 /// active by the mandate's actor): the intent, already `processing` with
 /// its pending direct-debit attempt ([`Command::StartDirectDebit`]), the
@@ -106,9 +194,7 @@ pub async fn create(
 pub async fn create_mandate_charge(
     kobo: &Env,
     merchant: &Merchant,
-    mode: Mode,
-    mandate: Uuid,
-    mut params: CreatePaymentIntent,
+    (mode, mandate, mut params, invoice): (Mode, Uuid, CreatePaymentIntent, Option<Uuid>),
     idem: Option<&IdempotencySave>,
 ) -> DomainResult<Answer<PaymentIntentView>> {
     let now = kobo.clock.now();
@@ -116,6 +202,8 @@ pub async fn create_mandate_charge(
     params.fee_bearer = FeeBearer::Merchant;
     let (mut intent, client_secret) = new_intent(kobo, merchant, mode, params, now)?;
     intent.mandate = Some(mandate);
+    // An invoice's charge (`charge_mandate`): applied to it on success.
+    intent.invoice = invoice;
     let decision = decide(
         &intent,
         None,
@@ -248,6 +336,7 @@ pub(super) fn build_intent(
         failed_card_attempts: 0,
         mandate: None,
         bank_credit: None,
+        invoice: None,
         version: 1,
     };
     // Every channel's price must price this amount: a price that cannot
@@ -557,6 +646,24 @@ async fn post_capture(
         with: batch,
         usage: None,
     };
+    // A payment for an invoice, or a transfer into a customer's virtual
+    // account: the customer's invoice book adds the application to this
+    // batch and posts it (one commit, under the customer's serialization).
+    if let (Some(customer), true) = (
+        after.customer,
+        after.invoice.is_some() || after.bank_credit.is_some(),
+    ) {
+        let apply = ApplyPayment {
+            merchant: after.merchant,
+            mode: after.mode,
+            payment_intent: after.id,
+            invoice: after.invoice,
+            currency: after.currency,
+            amount: after.amount,
+            post,
+        };
+        return kobo.invoices.send(customer, apply).await?;
+    }
     kobo.ledgers
         .send((after.merchant, after.mode), post)
         .await??;

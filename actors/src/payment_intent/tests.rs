@@ -106,6 +106,7 @@ fn created(currency: Currency, bearer: FeeBearer, amount: i64) -> PaymentIntent 
         failed_card_attempts: 0,
         mandate: None,
         bank_credit: None,
+        invoice: None,
         version: 1,
     }
 }

@@ -364,6 +364,7 @@ mod view_tests {
             failed_card_attempts: 0,
             mandate: None,
             bank_credit: None,
+            invoice: None,
             version: 1,
         }
     }

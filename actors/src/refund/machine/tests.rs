@@ -49,6 +49,7 @@ fn payment(status: Status) -> PaymentIntent {
         failed_card_attempts: 0,
         mandate: None,
         bank_credit: None,
+        invoice: None,
         version: 1,
     }
 }
