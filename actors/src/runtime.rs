@@ -138,6 +138,7 @@ impl Kobo {
             Arc::new(InvoiceDeps {
                 env: env.clone(),
                 ledgers: ledgers.clone(),
+                payment_processing: crate::payment_intent::query::invoice_payment_processing,
             }),
             sizing,
         );

@@ -615,3 +615,32 @@ async fn charge_mandate_debits_what_remains_or_a_part_and_applies_on_the_banks_s
     .await
     .assert_error(400, "parameter_invalid", Some("amount"));
 }
+
+#[tokio::test]
+async fn an_invoice_with_a_payment_processing_cannot_be_voided() {
+    use crate::mandates::active;
+    let app = spawn_app().await;
+    let m = app.merchant().await;
+    let k = &m.test_key;
+    let ada = customer(&app, k, json!({"email": "ada@example.com"})).await;
+    let inv = open_invoice(&app, k, &ada, 500_000, 5, json!({})).await;
+    let mandate = active(&app, k).await;
+    let r = app
+        .post(
+            k,
+            &format!("/v1/invoices/{}/charge_mandate", id(&inv)),
+            json!({"mandate": id(&mandate)}),
+        )
+        .await;
+    r.assert_status(201);
+    assert_eq!(r.body["status"], "processing");
+    // Nothing is paid yet, but the bank is working on a debit for it.
+    let void = format!("/v1/invoices/{}/void", id(&inv));
+    app.post(k, &void, json!({}))
+        .await
+        .assert_error(409, "invoice_has_payments", None);
+    assert_eq!(get_inv(&app, k, &inv).await["status"], "open");
+    // Once the debit has succeeded the invoice is paid, and final.
+    app.advance(60).await;
+    assert_eq!(get_inv(&app, k, &inv).await["status"], "paid");
+}

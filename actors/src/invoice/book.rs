@@ -47,7 +47,14 @@ use crate::timer::{Timer, TimerKind};
 pub struct InvoiceDeps {
     pub env: Arc<Env>,
     pub ledgers: Ledgers,
+    /// Whether a payment for an invoice (merchant and mode, customer,
+    /// invoice) is still `processing` (payment intents' reader, given at
+    /// assembly: payment intents import the books, not the other way).
+    pub payment_processing: PaymentProcessing,
 }
+
+/// See [`InvoiceDeps::payment_processing`].
+pub type PaymentProcessing = fn(&Env, (Uuid, Mode), Uuid, Uuid) -> DomainResult<bool>;
 
 impl std::ops::Deref for InvoiceDeps {
     type Target = Env;
@@ -315,6 +322,12 @@ async fn process(
                     return Err(DomainError::state(
                         ErrorCode::InvoiceHasPayments,
                         "this invoice has payments; it cannot be voided",
+                    ));
+                }
+                if (k.payment_processing)(k, (m, mode), customer, b.id)? {
+                    return Err(DomainError::state(
+                        ErrorCode::InvoiceHasPayments,
+                        "a payment for this invoice is processing; it cannot be voided until it ends",
                     ));
                 }
                 let mut inv = b.clone();

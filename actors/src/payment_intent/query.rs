@@ -124,3 +124,29 @@ pub fn charge_attempts(kobo: &Env, intent: &PaymentIntent) -> DomainResult<Page>
         has_more: false,
     })
 }
+
+/// Whether a payment for `invoice` (of `customer`) is `processing`: the
+/// money may still arrive, so the invoice cannot be voided yet (the
+/// invoice books receive this reader at assembly, as they cannot import
+/// payment intents).
+pub fn invoice_payment_processing(
+    kobo: &Env,
+    (merchant, mode): (Uuid, Mode),
+    customer: Uuid,
+    invoice: Uuid,
+) -> DomainResult<bool> {
+    let read = kobo.store.read()?;
+    let prefix = customer_prefix(merchant, mode, customer).build();
+    let mut found = false;
+    read.scan_prefix_rev(Table::PaymentIntentCustomerIndex, &prefix, None, |_, v| {
+        let Ok(id) = Uuid::from_slice(v) else {
+            return Ok(true);
+        };
+        let intent: Option<PaymentIntent> =
+            read.get_decoded(Table::PaymentIntents, id.as_bytes())?;
+        found =
+            intent.is_some_and(|i| i.invoice == Some(invoice) && i.status == Status::Processing);
+        Ok(!found)
+    })?;
+    Ok(found)
+}
