@@ -37,6 +37,7 @@ mod settings;
 mod settlement;
 mod simulation;
 mod simulation_fx;
+mod simulation_invoices;
 mod trust;
 mod usdt;
 mod virtual_account_transfers;
