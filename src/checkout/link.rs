@@ -34,7 +34,7 @@ use kobo_actors::{DomainError, ErrorCode, ErrorKind, Mode};
 use kobo_storage::Table;
 
 use super::forms::{self, FormKey};
-use super::{esc, frame, html, message_page, money, server_error};
+use super::{esc, frame, html, message_page, money, page_body, server_error};
 use crate::api::State;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -155,12 +155,9 @@ async fn submit(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> HttpResponse {
-    let body = match crate::api::read_body(payload).await {
+    let body = match page_body(payload).await {
         Ok(b) => b,
-        Err(e) => {
-            let status = crate::api::status_of(e.0.kind).as_u16();
-            return message_page(status, "Please try again", "kobo", true, &e.0.message);
-        }
+        Err(refused) => return refused,
     };
     let found = match lookup(&state, &path) {
         Ok(Some(found)) => found,

@@ -458,6 +458,17 @@ const PAY_SECTIONS: &str = r##"<section id="choose" class="card" hidden aria-lab
   <p id="done-return" hidden><a class="primary button" id="return-link" href="#">Return to the business</a></p>
 </section>"##;
 
+/// The body of a customer's form POST (the payment link and invoice
+/// pages), read as every other body is ([`crate::api::read_body`]: 413 past
+/// the cap, 408 past the deadline); a refusal is a page, never an error
+/// body.
+pub(crate) async fn page_body(payload: web::Payload) -> Result<web::Bytes, HttpResponse> {
+    crate::api::read_body(payload).await.map_err(|e| {
+        let status = crate::api::status_of(e.0.kind).as_u16();
+        message_page(status, "Please try again", "kobo", true, &e.0.message)
+    })
+}
+
 /// What every sandbox button's POST passes before its answer is recorded:
 /// the body, read as every other body is ([`crate::api::read_body`]: 413
 /// past the cap, 408 past the deadline), and the page's form token (see
