@@ -7,86 +7,15 @@
 
 use serde_json::{json, Value};
 
+use crate::helpers::pages::{hidden, location, open, post, submit};
 use crate::helpers::{spawn_app, TestApp};
 use crate::invoices::{get_inv, open_invoice};
 use crate::virtual_accounts::{customer, id};
-
-/// A browser that does not follow redirects.
-fn browser() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-}
-
-/// The value of the hidden input `name` in `html`.
-fn hidden(html: &str, name: &str) -> String {
-    let marker = format!(r#"name="{name}" value=""#);
-    let at = html
-        .find(&marker)
-        .unwrap_or_else(|| panic!("no {name} in {html}"))
-        + marker.len();
-    html[at..].split('"').next().unwrap().to_string()
-}
-
-pub(crate) struct Page {
-    pub status: u16,
-    pub headers: reqwest::header::HeaderMap,
-    pub html: String,
-}
 
 /// The page's path (`/i/<code>`) of an invoice view.
 pub(crate) fn page_path(inv: &Value) -> String {
     let url = inv["hosted_url"].as_str().unwrap();
     url[url.find("/i/").unwrap()..].to_string()
-}
-
-async fn open(app: &TestApp, path: &str) -> Page {
-    let r = browser()
-        .get(format!("{}{path}", app.base))
-        .header("accept", "text/html")
-        .send()
-        .await
-        .unwrap();
-    Page {
-        status: r.status().as_u16(),
-        headers: r.headers().clone(),
-        html: r.text().await.unwrap(),
-    }
-}
-
-async fn post(app: &TestApp, path: &str, fields: &[(String, String)]) -> Page {
-    let body = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(fields)
-        .finish();
-    let r = browser()
-        .post(format!("{}{path}", app.base))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .header("origin", &app.base)
-        .header("accept", "text/html")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    Page {
-        status: r.status().as_u16(),
-        headers: r.headers().clone(),
-        html: r.text().await.unwrap(),
-    }
-}
-
-/// Posts `fields` with the form's own nonce and token (from `form`).
-async fn submit(app: &TestApp, path: &str, form: &str, fields: &[(&str, &str)]) -> Page {
-    let mut all: Vec<(String, String)> = vec![
-        ("nonce".into(), hidden(form, "nonce")),
-        ("form_token".into(), hidden(form, "form_token")),
-    ];
-    all.extend(fields.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    post(app, path, &all).await
-}
-
-fn location(p: &Page) -> String {
-    p.headers["location"].to_str().unwrap().to_string()
 }
 
 /// The merchant's payment intents, newest first.

@@ -6,79 +6,22 @@
 
 use serde_json::{json, Value};
 
+use crate::helpers::pages::{self, hidden, location, Page};
 use crate::helpers::{spawn_app, TestApp};
 use crate::payment_links::{create_link, link_now, pay};
 
-/// A browser that does not follow redirects.
-fn browser() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-}
-
-/// The value of the hidden input `name` in `html`.
-fn hidden(html: &str, name: &str) -> String {
-    let marker = format!(r#"name="{name}" value=""#);
-    let at = html
-        .find(&marker)
-        .unwrap_or_else(|| panic!("no {name} in {html}"))
-        + marker.len();
-    html[at..].split('"').next().unwrap().to_string()
-}
-
-struct Page {
-    status: u16,
-    headers: reqwest::header::HeaderMap,
-    html: String,
-}
-
+/// The link page of `slug`.
 async fn open(app: &TestApp, slug: &str) -> Page {
-    let r = browser()
-        .get(format!("{}/p/{slug}", app.base))
-        .header("accept", "text/html")
-        .send()
-        .await
-        .unwrap();
-    Page {
-        status: r.status().as_u16(),
-        headers: r.headers().clone(),
-        html: r.text().await.unwrap(),
-    }
+    pages::open(app, &format!("/p/{slug}")).await
 }
 
 /// Posts `fields` with the form's own nonce and token (from `form`).
 async fn submit(app: &TestApp, slug: &str, form: &str, fields: &[(&str, &str)]) -> Page {
-    let mut all: Vec<(String, String)> = vec![
-        ("nonce".into(), hidden(form, "nonce")),
-        ("form_token".into(), hidden(form, "form_token")),
-    ];
-    all.extend(fields.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    post(app, slug, &all).await
+    pages::submit(app, &format!("/p/{slug}"), form, fields).await
 }
 
 async fn post(app: &TestApp, slug: &str, fields: &[(String, String)]) -> Page {
-    let body = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(fields)
-        .finish();
-    let r = browser()
-        .post(format!("{}/p/{slug}", app.base))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .header("origin", &app.base)
-        .header("accept", "text/html")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    Page {
-        status: r.status().as_u16(),
-        headers: r.headers().clone(),
-        html: r.text().await.unwrap(),
-    }
-}
-
-fn location(p: &Page) -> String {
-    p.headers["location"].to_str().unwrap().to_string()
+    pages::post(app, &format!("/p/{slug}"), fields).await
 }
 
 fn rice(slug: &str) -> Value {

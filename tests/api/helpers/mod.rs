@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use tempfile::TempDir;
 
 mod intents;
+pub mod pages;
 pub use intents::*;
 
 pub struct TestApp {
