@@ -18,7 +18,7 @@ fn esc(s: &str) -> String {
 
 const W: f64 = 560.0;
 const H: f64 = 180.0;
-const LEFT: f64 = 60.0;
+const LEFT: f64 = 78.0;
 const BOTTOM: f64 = 24.0;
 
 /// A line plot of `series` (name, colour, y per second) over `seconds`.
@@ -83,12 +83,13 @@ fn plot(title: &str, unit: &str, seconds: usize, series: &[(&str, &str, Vec<f64>
     s
 }
 
-/// Every second from 0 to the last, with empty seconds as zeros.
-fn per_second(timeline: &[Point], f: impl Fn(&Point) -> f64) -> Vec<f64> {
-    let len = timeline.last().map_or(0, |p| p.second as usize + 1);
-    let mut out = vec![0.0; len];
+/// Each of the run's `seconds`, with empty seconds as zeros.
+fn per_second(seconds: usize, timeline: &[Point], f: impl Fn(&Point) -> f64) -> Vec<f64> {
+    let mut out = vec![0.0; seconds];
     for p in timeline {
-        out[p.second as usize] = f(p);
+        if let Some(slot) = out.get_mut(p.second as usize) {
+            *slot = f(p);
+        }
     }
     out
 }
@@ -166,17 +167,32 @@ pub fn render(r: &Report) -> String {
             esc(&a.text())
         );
     }
-    h.push_str("<h2>Over time</h2>");
+    h.push_str("<h2>Over time</h2><p>Per second of the run, by completion time (the last second may be partial).</p>");
+    // One time axis for every operation: the whole run.
+    let seconds = r
+        .operations
+        .values()
+        .filter_map(|o| o.timeline.last())
+        .map(|p| p.second as usize + 1)
+        .max()
+        .unwrap_or(0);
     for (name, o) in &r.operations {
-        let seconds = o.timeline.last().map_or(0, |p| p.second as usize + 1);
         let _ = write!(h, "<h3>{}</h3>", esc(name));
         h.push_str(&plot(
             &format!("{name}: latency per second"),
             "ms",
             seconds,
             &[
-                ("p50", "#1f77b4", per_second(&o.timeline, |p| p.p50_ms)),
-                ("p99", "#d62728", per_second(&o.timeline, |p| p.p99_ms)),
+                (
+                    "p50",
+                    "#1f77b4",
+                    per_second(seconds, &o.timeline, |p| p.p50_ms),
+                ),
+                (
+                    "p99",
+                    "#d62728",
+                    per_second(seconds, &o.timeline, |p| p.p99_ms),
+                ),
             ],
         ));
         h.push_str(&plot(
@@ -184,11 +200,15 @@ pub fn render(r: &Report) -> String {
             "/s",
             seconds,
             &[
-                ("ok/s", "#2ca02c", per_second(&o.timeline, |p| p.ok as f64)),
+                (
+                    "ok/s",
+                    "#2ca02c",
+                    per_second(seconds, &o.timeline, |p| p.ok as f64),
+                ),
                 (
                     "errors/s",
                     "#d62728",
-                    per_second(&o.timeline, |p| p.errors as f64),
+                    per_second(seconds, &o.timeline, |p| p.errors as f64),
                 ),
             ],
         ));

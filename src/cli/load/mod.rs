@@ -81,7 +81,7 @@ pub struct LoadArgs {
     /// Exit 1 when more than this share of operations failed (0 to 1).
     #[arg(long, default_value_t = 0.01)]
     pub max_error_rate: f64,
-    /// No progress line.
+    /// No progress line (and, with `--json -`, no text report on stderr).
     #[arg(long)]
     pub quiet: bool,
     /// Runtime worker threads of the load generator.
@@ -243,7 +243,9 @@ async fn run(args: LoadArgs) -> Result<i32> {
     let text = report.text();
     match args.json.as_deref() {
         Some("-") => {
-            eprint!("{text}");
+            if !args.quiet {
+                eprint!("{text}");
+            }
             println!("{}", serde_json::to_string(&report)?);
         }
         Some(file) => {
