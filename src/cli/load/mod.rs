@@ -84,6 +84,11 @@ pub struct LoadArgs {
     /// No progress line (and, with `--json -`, no text report on stderr).
     #[arg(long)]
     pub quiet: bool,
+    /// The server's admin token (optional): with it, on a server whose
+    /// clock is manual, the clock is advanced 2 minutes after the run so
+    /// that payouts reach their status query (paid) before the audit.
+    #[arg(long, env = "KOBO_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
     /// Runtime worker threads of the load generator.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
@@ -145,6 +150,9 @@ async fn run(args: LoadArgs) -> Result<i32> {
     let needs_key = mix.0.iter().any(|(op, _)| *op != scenario::Op::Healthz);
     if needs_key && args.key.is_empty() {
         bail!("--key (or KOBO_SECRET_KEY) is needed for every operation but healthz");
+    }
+    if needs_key && !args.key.starts_with("svc_test_") {
+        bail!("--key: kobo load pays through the sandbox's test helpers; use a test key (svc_test_...)");
     }
     if mix.has(scenario::Op::Webhook) && args.webhook_tls.is_none() {
         bail!("the webhook operation needs --webhook-tls DIR (see --write-webhook-tls)");
@@ -226,6 +234,9 @@ async fn run(args: LoadArgs) -> Result<i32> {
     driver::drive(plan, flows.clone(), Arc::new(mix.cycle()), rec.clone()).await;
     let mut report = rec.report(setup, started.elapsed());
     report.webhooks = receiver.as_ref().map(|r| r.deliveries());
+    if let Some(token) = &args.admin_token {
+        settle_manual_clock(&api, token).await?;
+    }
     if args.audit {
         let mut a = audit::run(&api, &flows.acked, pool.min(64)).await?;
         if let Some(w) = &report.webhooks {
@@ -274,3 +285,33 @@ async fn run(args: LoadArgs) -> Result<i32> {
     }
     Ok(code)
 }
+
+/// On a manual-clock server, advances the clock by [`SETTLE`] (payouts are
+/// sent and then paid at the status query each minute of clock time); a
+/// system clock is left alone.
+async fn settle_manual_clock(api: &Api, token: &str) -> Result<()> {
+    let clock: serde_json::Value = api
+        .client
+        .get(format!("{}/admin/v1/clock", api.base))
+        .bearer_auth(token)
+        .send()
+        .await?
+        .error_for_status()
+        .context("GET /admin/v1/clock with --admin-token")?
+        .json()
+        .await?;
+    if clock["manual"] == true {
+        api.client
+            .post(format!("{}/admin/v1/clock/advance", api.base))
+            .bearer_auth(token)
+            .json(&serde_json::json!({"seconds": SETTLE.as_secs()}))
+            .send()
+            .await?
+            .error_for_status()
+            .context("POST /admin/v1/clock/advance")?;
+    }
+    Ok(())
+}
+
+/// How far a manual clock is moved after the run.
+const SETTLE: Duration = Duration::from_secs(120);

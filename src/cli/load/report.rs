@@ -16,8 +16,9 @@ use super::scenario::{Op, OpError};
 /// Highest latency recorded as such (60 s); slower ones count as 60 s.
 const MAX_MICROS: u64 = 60_000_000;
 
-fn histogram(sigfig: u8) -> Histogram<u64> {
-    Histogram::new_with_bounds(1, MAX_MICROS, sigfig).expect("valid histogram bounds")
+/// A whole-run histogram: 1 µs to 60 s, 3 significant digits.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_MICROS, 3).expect("valid histogram bounds")
 }
 
 fn micros(d: Duration) -> u64 {
@@ -27,7 +28,9 @@ fn micros(d: Duration) -> u64 {
 struct Second {
     ok: u64,
     errors: u64,
-    latency: Histogram<u64>,
+    /// 2 significant digits, grown only as far as the values recorded
+    /// (a long run keeps one per operation per second).
+    latency: Histogram<u32>,
 }
 
 struct OpStats {
@@ -40,7 +43,7 @@ struct OpStats {
 impl OpStats {
     fn new() -> OpStats {
         OpStats {
-            latency: histogram(3),
+            latency: histogram(),
             ok: 0,
             errors: BTreeMap::new(),
             timeline: Vec::new(),
@@ -78,7 +81,7 @@ impl Recorder {
             started,
             state: Mutex::new(State {
                 ops: BTreeMap::new(),
-                all: histogram(3),
+                all: histogram(),
                 ok: 0,
                 errors: 0,
                 first_error: None,
@@ -98,7 +101,7 @@ impl Recorder {
             stats.timeline.push(Second {
                 ok: 0,
                 errors: 0,
-                latency: histogram(2),
+                latency: Histogram::new(2).expect("valid histogram precision"),
             });
         }
         let slot = &mut stats.timeline[second];
