@@ -198,7 +198,7 @@ async fn run(args: LoadArgs) -> Result<i32> {
         }
         _ => None,
     };
-    let flows = Arc::new(Flows::new(api.clone(), receiver.clone()));
+    let flows = Arc::new(Flows::new(api.clone(), receiver.clone(), args.audit));
     flows.set_up(&mix).await?;
 
     let setup = RunSetup {

@@ -170,21 +170,35 @@ impl Kind {
 }
 
 /// Every object the server acknowledged, with the last status the tool
-/// saw in an answer.
-#[derive(Default)]
-pub struct Acknowledged(Mutex<HashMap<(Kind, String), String>>);
+/// saw in an answer (kept only for the audit).
+pub struct Acknowledged {
+    keep: bool,
+    seen: Mutex<HashMap<(Kind, String), String>>,
+}
 
 impl Acknowledged {
+    /// `keep`: false when no audit follows (a long benchmark need not hold
+    /// every id in memory).
+    pub fn new(keep: bool) -> Acknowledged {
+        Acknowledged {
+            keep,
+            seen: Mutex::default(),
+        }
+    }
+
     pub fn saw(&self, kind: Kind, object: &Value) {
+        if !self.keep {
+            return;
+        }
         if let Some(id) = object["id"].as_str() {
             let status = object["status"].as_str().unwrap_or("").to_string();
-            self.0.lock().insert((kind, id.to_string()), status);
+            self.seen.lock().insert((kind, id.to_string()), status);
         }
     }
 
     pub fn all(&self) -> Vec<(Kind, String, String)> {
         let mut v: Vec<_> = self
-            .0
+            .seen
             .lock()
             .iter()
             .map(|((k, id), s)| (*k, id.clone(), s.clone()))
@@ -295,10 +309,10 @@ pub struct Flows {
 }
 
 impl Flows {
-    pub fn new(api: Api, receiver: Option<Arc<Receiver>>) -> Flows {
+    pub fn new(api: Api, receiver: Option<Arc<Receiver>>, audit: bool) -> Flows {
         Flows {
             api,
-            acked: Arc::default(),
+            acked: Arc::new(Acknowledged::new(audit)),
             receiver,
             bank_account: Mutex::new(None),
             cards: AtomicU64::new(0),

@@ -66,10 +66,9 @@ pub struct Deliveries {
 struct State {
     counts: Deliveries,
     seen: HashSet<String>,
-    /// Payment intent id -> the operation waiting for its event.
+    /// Payment intent id -> the operation waiting for its event (which
+    /// waits before paying, so the event cannot come first).
     waiting: HashMap<String, oneshot::Sender<()>>,
-    /// Intents whose event came before anyone waited.
-    early: HashSet<String>,
 }
 
 pub struct Receiver {
@@ -156,15 +155,10 @@ impl Receiver {
     }
 
     /// Resolves when the `payment_intent.successful` event of `intent`
-    /// arrives, verified.
+    /// arrives, verified; called before the intent is paid.
     pub fn expect(&self, intent: &str) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
-        let mut s = self.state.lock();
-        if s.early.remove(intent) {
-            let _ = tx.send(());
-        } else {
-            s.waiting.insert(intent.to_string(), tx);
-        }
+        self.state.lock().waiting.insert(intent.to_string(), tx);
         rx
     }
 
@@ -195,13 +189,8 @@ impl Receiver {
         s.counts.events += 1;
         if event["type"] == "payment_intent.successful" {
             if let Some(intent) = event["data"]["object"]["id"].as_str() {
-                match s.waiting.remove(intent) {
-                    Some(tx) => {
-                        let _ = tx.send(());
-                    }
-                    None => {
-                        s.early.insert(intent.to_string());
-                    }
+                if let Some(tx) = s.waiting.remove(intent) {
+                    let _ = tx.send(());
                 }
             }
         }
