@@ -91,6 +91,7 @@ async fn an_open_loop_run_of_every_operation_reports_each_and_its_money_audit_pa
     let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(report["mode"], "open");
     assert_eq!(report["errors"], 0, "{report:#}");
+    assert_eq!(report["unsent"], 0, "{report:#}");
     let ops = &report["operations"];
     let ok = |op: &str| ops[op]["ok"].as_u64().unwrap_or(0);
     for op in [
@@ -206,6 +207,49 @@ async fn a_closed_loop_run_past_its_error_threshold_exits_1_and_counts_errors_by
     assert_eq!(report["audit"]["passed"], true, "{:#}", report["audit"]);
     let intents = app.all_pages(&m.test_key, "/v1/payment_intents").await;
     assert_eq!(intents.len() as u64, report["ops"].as_u64().unwrap());
+}
+
+#[tokio::test]
+async fn an_open_loop_beyond_its_in_flight_cap_accounts_for_every_scheduled_start() {
+    let app = spawn_app_with(&[]).await;
+    let m = app.merchant().await;
+    // 300 flows due in one second, one at a time: most wait for room.
+    let out = kobo_load(&[
+        "--url",
+        &app.base,
+        "--key",
+        &m.test_key,
+        "--rate",
+        "300",
+        "--max-in-flight",
+        "1",
+        "--duration",
+        "1",
+        "--mix",
+        "transfer",
+        "--json",
+        "-",
+        "--quiet",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = |k: &str| report[k].as_u64().unwrap();
+    assert_eq!(n("errors"), 0);
+    // Each scheduled start was made (ok) or counted as not sent; the
+    // starts that waited for room are late.
+    assert_eq!(n("ops") + n("unsent"), 300, "{report:#}");
+    assert!(n("late") <= n("ops"));
+    let intents = app.all_pages(&m.test_key, "/v1/payment_intents").await;
+    assert_eq!(intents.len() as u64, n("ops"));
+    if n("unsent") > 0 {
+        // Latency counts from the intended start: the queue shows.
+        assert!(report["max_ms"].as_f64().unwrap() > 0.0);
+        assert!(n("late") > 0);
+    }
 }
 
 #[tokio::test]

@@ -4,7 +4,9 @@
 //! one's intended start, so a slow server cannot hide its queueing: no
 //! coordinated omission, as in wrk2 and vegeta). The open loop caps the
 //! operations in flight; one that waits for room, or that the scheduler
-//! starts more than [`LATE`] after its time, is counted late.
+//! starts more than [`LATE`] after its time, is counted late; the starts
+//! still waiting for room when the run's time is up are not made, and
+//! counted as not sent.
 //!
 //! A progress line goes to stderr once a second.
 
@@ -85,10 +87,18 @@ pub async fn drive(plan: Plan, flows: Arc<Flows>, cycle: Arc<Vec<Op>>, rec: Arc<
                 tokio::time::sleep_until(intended.into()).await;
                 let (permit, held_back) = match room.clone().try_acquire_owned() {
                     Ok(p) => (p, false),
-                    Err(_) => (
-                        room.clone().acquire_owned().await.expect("never closed"),
-                        true,
-                    ),
+                    Err(_) => {
+                        let wait = room.clone().acquire_owned();
+                        match tokio::time::timeout_at(deadline.into(), wait).await {
+                            Ok(p) => (p.expect("never closed"), true),
+                            // The run is over with starts still due: the
+                            // rate was more than the server could take.
+                            Err(_) => {
+                                rec.unsent(scheduled(rate, plan.duration, plan.max_ops) - n);
+                                break;
+                            }
+                        }
+                    }
                 };
                 let delay = intended.elapsed();
                 if held_back || delay > LATE {
@@ -110,6 +120,17 @@ pub async fn drive(plan: Plan, flows: Arc<Flows>, cycle: Arc<Vec<Op>>, rec: Arc<
     if let Some(p) = progress {
         p.abort();
         eprintln!();
+    }
+}
+
+/// How many starts an open loop at `rate` schedules in `duration` (the
+/// n-th at n / rate seconds, while before the end), at most `max_ops`.
+fn scheduled(rate: f64, duration: Duration, max_ops: u64) -> u64 {
+    let n = (rate * duration.as_secs_f64()).ceil() as u64;
+    if max_ops > 0 {
+        n.min(max_ops)
+    } else {
+        n
     }
 }
 
@@ -142,5 +163,18 @@ async fn progress_lines(rec: Arc<Recorder>) {
         );
         let _ = err.flush();
         last = p.ok;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_open_loop_schedules_rate_times_duration_starts_at_most_max_ops() {
+        let s = Duration::from_secs;
+        assert_eq!(scheduled(30.0, s(3), 0), 90);
+        assert_eq!(scheduled(2.5, s(3), 0), 8);
+        assert_eq!(scheduled(30.0, s(3), 10), 10);
     }
 }

@@ -108,7 +108,7 @@ pub fn render(r: &Report) -> String {
     };
     let _ = write!(
         h,
-        "<h1>kobo load</h1><p>{}, {:.1} s. {} operations succeeded ({}/s), {} errors ({:.2}%), {} started late (at most {} ms). Latency is counted from each operation's intended start.</p>",
+        "<h1>kobo load</h1><p>{}, {:.1} s. {} operations succeeded ({}/s), {} errors ({:.2}%), {} started late (at most {} ms), {} not sent. Latency is counted from each operation's intended start.</p>",
         esc(&how),
         r.seconds,
         r.ops,
@@ -116,7 +116,8 @@ pub fn render(r: &Report) -> String {
         r.errors,
         r.error_rate * 100.0,
         r.late,
-        r.max_send_delay_ms
+        r.max_send_delay_ms,
+        r.unsent
     );
     h.push_str("<table><tr><th>operation</th><th>weight</th><th>ok</th><th>errors</th><th>ops/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th></tr>");
     for (name, o) in &r.operations {

@@ -58,6 +58,7 @@ struct State {
     errors: u64,
     first_error: Option<String>,
     late: u64,
+    unsent: u64,
     max_send_delay: Duration,
 }
 
@@ -86,6 +87,7 @@ impl Recorder {
                 errors: 0,
                 first_error: None,
                 late: 0,
+                unsent: 0,
                 max_send_delay: Duration::ZERO,
             }),
         }
@@ -131,6 +133,12 @@ impl Recorder {
         let mut s = self.state.lock();
         s.late += 1;
         s.max_send_delay = s.max_send_delay.max(delay);
+    }
+
+    /// Open-loop starts that the run's end came before (the in-flight cap
+    /// full until then).
+    pub fn unsent(&self, n: u64) {
+        self.state.lock().unsent += n;
     }
 
     pub fn progress(&self) -> Progress {
@@ -206,6 +214,7 @@ impl Recorder {
             },
             first_error: s.first_error.clone(),
             late: s.late,
+            unsent: s.unsent,
             max_send_delay_ms: ms(s.max_send_delay.as_micros() as u64),
             errors_by,
             operations,
@@ -303,8 +312,11 @@ pub struct Report {
     pub errors: u64,
     pub error_rate: f64,
     pub first_error: Option<String>,
-    /// Open loop: requests sent after their intended time.
+    /// Open loop: operations started after their intended time.
     pub late: u64,
+    /// Open loop: operations due before the end but never started (the
+    /// in-flight cap stayed full).
+    pub unsent: u64,
     pub max_send_delay_ms: f64,
     pub errors_by: BTreeMap<String, u64>,
     pub operations: BTreeMap<String, OpReport>,
@@ -324,13 +336,14 @@ impl Report {
         };
         let _ = writeln!(
             o,
-            "kobo load: {how}, {:.1} s: {} ok ({}/s), {} errors ({:.2}%), {} late",
+            "kobo load: {how}, {:.1} s: {} ok ({}/s), {} errors ({:.2}%), {} late, {} not sent",
             self.seconds,
             self.ops,
             self.ops_per_sec,
             self.errors,
             self.error_rate * 100.0,
-            self.late
+            self.late,
+            self.unsent
         );
         let _ = writeln!(
             o,
