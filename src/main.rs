@@ -7,8 +7,9 @@
 //! - [`api`]: routes, errors, authentication and idempotency.
 //! - [`telemetry`]: logs with request ids, Prometheus metrics.
 //! - [`keyfile`]: server keys kept as files in the data directory.
-//! - [`cli`]: the client subcommands (`kobo listen`, `kobo admin`) and the
-//!   offline store commands (`kobo backup`, `kobo restore`, `kobo check`).
+//! - [`cli`]: the client subcommands (`kobo listen`, `kobo admin`, `kobo
+//!   load`) and the offline store commands (`kobo backup`, `kobo restore`,
+//!   `kobo check`).
 //! - [`backup`]: backup file names, answers and audit entries.
 
 mod api;
@@ -42,6 +43,8 @@ enum Command {
     Listen(cli::listen::ListenArgs),
     /// Operator calls (create merchants, roll keys, FX rates, the clock).
     Admin(cli::admin::AdminArgs),
+    /// Load-test a server with a mix of payment flows, then audit the money.
+    Load(cli::load::LoadArgs),
     /// Back up a stopped server's store to a file (a running server: `kobo
     /// admin backup`).
     Backup(cli::store::BackupArgs),
@@ -83,6 +86,7 @@ fn main() {
         }
         Command::Listen(args) => std::process::exit(cli::run(cli::listen::run(args))),
         Command::Admin(args) => std::process::exit(cli::run(cli::admin::run(args))),
+        Command::Load(args) => std::process::exit(cli::load::main(args)),
         Command::Backup(args) => std::process::exit(cli::sync(cli::store::backup(args))),
         Command::Restore(args) => std::process::exit(cli::sync(cli::store::restore(args))),
         Command::Check(args) => std::process::exit(cli::store::check(args)),

@@ -1,4 +1,7 @@
 //! `kobo-loadgen`: a small HTTP load generator for kobo's benchmarks.
+//! Replaced by `kobo load` (src/cli/load/, README "For load testers"),
+//! which runs the same scenarios with the same output fields; kept only
+//! until the scripts under scripts/ call `kobo load` instead.
 //!
 //! Each of `--connections` tasks loops for `--seconds`, one request (or flow)
 //! at a time, and records latencies. Scenarios:

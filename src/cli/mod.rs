@@ -4,11 +4,14 @@
 //! - [`listen`]: `kobo listen` follows a merchant's event stream and
 //!   forwards each event, signed like a webhook delivery, to a local URL.
 //! - [`admin`]: `kobo admin` makes the common operator calls.
+//! - [`load`]: `kobo load` drives a mix of payment flows at a server, reports
+//!   latency and throughput, and audits the money afterwards.
 //! - [`store`]: `kobo backup`, `kobo restore`, `kobo check`: offline, on
 //!   the host, against a stopped server's data directory or a backup file.
 
 pub mod admin;
 pub mod listen;
+pub mod load;
 pub mod store;
 
 /// Where a client subcommand finds the server by default.

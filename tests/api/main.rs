@@ -22,6 +22,7 @@ mod invoice_browser;
 mod invoice_page;
 mod invoices;
 mod listen;
+mod load;
 mod mandates;
 mod operations;
 mod payment_intents;
