@@ -398,7 +398,9 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     kobo_actors::payment_link::actor::start(&kobo.payment_links);
     let timers = TimerSupervisor::new(kobo.clone()).start();
     let metrics = Metrics::new(&writer_metrics);
-    let mut app_state = AppState::new(kobo.clone(), admin_token, timers, metrics);
+    let health = crate::health::Health::new(writer_metrics.clone());
+    health.start(kobo.clone());
+    let mut app_state = AppState::new(kobo.clone(), admin_token, timers, metrics, health);
     app_state.card_key = api::cards::fingerprint_key(&args.data)?;
     app_state.checkout_key = kobo_actors::credential::CheckoutKey::new(
         crate::keyfile::load_or_create(&args.data, crate::checkout::CHECKOUT_KEY_FILE)?,

@@ -31,6 +31,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/admin/v1/clock").route(web::get().to(get_clock)))
         .service(resource("/admin/v1/clock/advance").route(web::post().to(advance_clock)))
         .service(resource("/admin/v1/actors").route(web::get().to(actors)))
+        .service(resource("/admin/v1/health/history").route(web::get().to(health_history)))
         .service(resource("/admin/v1/audit").route(web::get().to(audit_log)))
         .service(resource("/admin/v1/backups").route(web::post().to(create_backup)));
 }
@@ -190,15 +191,27 @@ fn clock_target(now: DateTime<Utc>, b: AdvanceClock) -> ApiResult<DateTime<Utc>>
 async fn actors(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::operator(200)
         .operate(req, state, |state| async move {
-            Ok(json!({
-                "object": "actor_health",
-                "kinds": state.kobo.actor_health(),
-                "store_writer": {
-                    "queue_depth": state.kobo.writer.queue_depth(),
-                    "commits": state.kobo.writer.commits(),
-                },
-                "webhooks": state.kobo.webhooks.stats(),
-            }))
+            Ok(crate::health::report(&state.kobo, &state.health)?)
+        })
+        .await
+}
+
+/// The query of `GET /admin/v1/health/history`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct HealthHistoryQuery {
+    /// The last this many seconds of samples, 1 to 600 (default 600).
+    #[param(value_type = Option<u16>, minimum = 1, maximum = 600, default = 600)]
+    #[serde(deserialize_with = "params::history_seconds")]
+    seconds: usize,
+}
+
+/// `GET /admin/v1/health/history`: the ring of health samples, oldest
+/// first (docs/operations.md, "Actor health").
+async fn health_history(req: HttpRequest, state: State) -> ApiResult {
+    Endpoint::operator(200)
+        .operate_query(req, state, |state, q: HealthHistoryQuery| async move {
+            Ok(crate::health::history_view(&state.health, q.seconds))
         })
         .await
 }

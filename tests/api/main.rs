@@ -17,6 +17,7 @@ mod customer_identity;
 mod customers;
 mod docs;
 mod fx;
+mod health;
 mod idempotency;
 mod invoice_browser;
 mod invoice_page;
