@@ -15,6 +15,7 @@ mod api;
 mod backup;
 mod checkout;
 mod cli;
+mod console;
 mod health;
 mod keyfile;
 mod metrics;

@@ -413,6 +413,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let limits = web::Data::new(api::limits::RateLimits::new(args.ip_rate_limit));
     api::limits::RateLimits::start_cleanup(limits.clone());
     let form_key = web::Data::new(crate::checkout::forms::FormKey::load(&args.data)?);
+    let console = web::Data::new(crate::console::Console::default());
 
     let mut server = HttpServer::new(move || {
         App::new()
@@ -420,6 +421,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             .app_data(limits.clone())
             .wrap(middleware::from_fn(api::limits::per_ip))
             .app_data(form_key.clone())
+            .app_data(console.clone())
             .wrap(middleware::from_fn(telemetry::around_request))
             .configure(crate::routes::configure)
             .default_service(web::to(api::not_found))

@@ -9,6 +9,8 @@ mod auth;
 mod balance;
 mod browser;
 mod cards;
+mod console_auth;
+mod console_pages;
 mod conventions;
 mod crash;
 mod crash_accounts;
