@@ -53,7 +53,7 @@ fn list_page(op: &Operator, state: &State, q: &str, banner: &str, name: &str) ->
 <input id="q" name="q" type="search" value="{q}">
 <button type="submit">Search</button>
 </form>
-<div class="scroll" tabindex="0" role="region" aria-label="Merchants"><table>
+<div class="scroll" tabindex="0" role="region" aria-label="Merchants"><table class="stack">
 <thead><tr><th scope="col">Name</th><th scope="col">Id</th><th scope="col">Live</th><th scope="col">Payout tier</th><th scope="col">Created</th></tr></thead>
 <tbody>{rows}</tbody></table></div>
 <section aria-labelledby="create-title" class="card">
@@ -73,7 +73,7 @@ fn list_page(op: &Operator, state: &State, q: &str, banner: &str, name: &str) ->
 
 fn row(m: &Merchant) -> String {
     format!(
-        "<tr><th scope=\"row\"><a href=\"/console/merchants/{id}\">{name}</a></th><td><code>{id}</code></td><td>{live}</td><td>{tier}</td><td>{created}</td></tr>",
+        "<tr><th scope=\"row\"><a href=\"/console/merchants/{id}\">{name}</a></th><td data-label=\"Id\"><code>{id}</code></td><td data-label=\"Live\">{live}</td><td data-label=\"Payout tier\">{tier}</td><td data-label=\"Created\">{created}</td></tr>",
         id = m.id,
         name = esc(&m.name),
         live = if m.settings.live_approved { "approved" } else { "not yet" },

@@ -48,7 +48,7 @@ fn list_page(op: &Operator, state: &State, banner: &str) -> String {
                     .map(|m| m.name)
                     .unwrap_or_default();
                 format!(
-                    r#"<tr><th scope="row"><code>{id}</code></th><td><a href="/console/merchants/{mid}">{merchant}</a></td><td>{mode}</td><td>{amount}</td><td>{created}</td>
+                    r#"<tr><th scope="row"><code>{id}</code></th><td data-label="Merchant"><a href="/console/merchants/{mid}">{merchant}</a></td><td data-label="Mode">{mode}</td><td data-label="Amount">{amount}</td><td data-label="Created">{created}</td>
 <td class="actions"><form method="post" action="/console/payouts/{id}/approve">{csrf}<button type="submit" aria-label="Approve payout {id}">Approve</button></form>
 <form method="post" action="/console/payouts/{id}/reject">{csrf}<button type="submit" class="secondary" aria-label="Reject payout {id}">Reject</button></form></td></tr>"#,
                     id = p.id,
@@ -64,7 +64,7 @@ fn list_page(op: &Operator, state: &State, banner: &str) -> String {
         Err(e) => format!("<tr><td colspan=\"6\">{}</td></tr>", esc(&e.message)),
     };
     let main = format!(
-        r#"{banner}<div class="scroll" tabindex="0" role="region" aria-label="Payouts waiting for approval"><table>
+        r#"{banner}<div class="scroll" tabindex="0" role="region" aria-label="Payouts waiting for approval"><table class="stack">
 <thead><tr><th scope="col">Payout</th><th scope="col">Merchant</th><th scope="col">Mode</th><th scope="col">Amount</th><th scope="col">Created</th><th scope="col">Decision</th></tr></thead>
 <tbody>{rows}</tbody></table></div>"#
     );

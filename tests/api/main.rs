@@ -10,6 +10,7 @@ mod balance;
 mod browser;
 mod cards;
 mod console_auth;
+mod console_browser;
 mod console_pages;
 mod conventions;
 mod crash;
