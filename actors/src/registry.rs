@@ -481,6 +481,65 @@ where
 mod tests {
     use super::*;
 
+    /// An actor whose one message panics.
+    struct Boom {
+        activation: Activation<Boom>,
+    }
+
+    impl Actor for Boom {
+        type Context = Context<Self>;
+    }
+
+    impl VirtualActor for Boom {
+        type Key = u8;
+        type Deps = ();
+        const KIND: &'static str = "boom";
+        fn activate(activation: Activation<Self>) -> Self {
+            Boom { activation }
+        }
+        fn activation(&self) -> &Activation<Self> {
+            &self.activation
+        }
+    }
+
+    #[derive(Clone, actix::Message)]
+    #[rtype(result = "DomainResult<()>")]
+    struct Explode(&'static str);
+
+    fn explode(why: &'static str) -> DomainResult<()> {
+        panic!("{why}")
+    }
+
+    impl Handler<Explode> for Boom {
+        type Result = actix::AtomicResponse<Self, DomainResult<()>>;
+        fn handle(&mut self, msg: Explode, _: &mut Context<Self>) -> Self::Result {
+            self.activation.touch();
+            run_once(self, async move { explode(msg.0) })
+        }
+    }
+
+    #[test]
+    fn a_panic_restarts_the_actor_and_its_message_is_the_kinds_last_panic() {
+        actix::System::new().block_on(async {
+            let registry = Registry::<Boom>::new(Arc::new(()), 4, Duration::from_secs(30));
+            assert!(registry.snapshot().last_panic.is_none());
+            let e = registry
+                .send(1, Explode("first"))
+                .await
+                .unwrap()
+                .unwrap_err();
+            assert!(e.message.contains("the boom actor restarted"), "{e:?}");
+            registry
+                .send(2, Explode("the books do not balance"))
+                .await
+                .unwrap()
+                .unwrap_err();
+            let s = registry.snapshot();
+            assert_eq!(s.restarts, 2);
+            assert_eq!(s.last_panic.as_deref(), Some("the books do not balance"));
+        });
+    }
+
     #[test]
     fn a_panic_message_is_read_from_either_payload_and_cut_at_a_char_boundary() {
         assert_eq!(panic_message(&"boom"), "boom");
