@@ -70,6 +70,12 @@ fn polylines(values: &[Option<f64>], n: usize, top: f64, class: &str) -> String 
     let step = if n > 1 { W / (n - 1) as f64 } else { W };
     let offset = n - values.len();
     let flush = |points: &mut String, out: &mut String| {
+        // A lone point (between gaps) is drawn as a dot: the segment to
+        // itself, with round caps.
+        if points.matches(' ').count() == 1 {
+            let p = points.clone();
+            points.push_str(&p);
+        }
         if !points.is_empty() {
             out.push_str(&format!(
                 r#"<polyline class="{class}" vector-effect="non-scaling-stroke" points="{}"/>"#,
@@ -121,7 +127,7 @@ mod tests {
         );
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains(r#"points="0.0,140.0 200.0,4.0""#), "{svg}");
-        assert!(svg.contains(r#"points="600.0,72.0""#), "{svg}");
+        assert!(svg.contains(r#"points="600.0,72.0 600.0,72.0""#), "{svg}");
         assert!(svg.contains("max 10"));
         assert!(svg.contains("Commits &lt;per&gt; second"));
         assert!(svg.contains("a&amp;b <strong>5</strong>"));

@@ -140,8 +140,9 @@ impl Health {
                         tracing::warn!(error = %e, "health sample failed");
                     }
                     Err(e) => {
-                        tracing::error!(error = %e, "health sampler stopped");
-                        return;
+                        // The sample panicked: start the rates afresh.
+                        tracing::error!(error = %e, "health sample panicked");
+                        prev = Previous::default();
                     }
                 }
             }
