@@ -16,6 +16,8 @@ mod api;
 mod backup;
 mod checkout;
 mod cli;
+mod console;
+mod health;
 mod keyfile;
 mod metrics;
 mod routes;

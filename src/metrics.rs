@@ -5,11 +5,14 @@
 use std::time::Instant;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 use kobo_actors::{DomainError, Kobo};
 use kobo_storage::WriterMetrics;
+
+use crate::health::Health;
 
 #[derive(Clone)]
 pub struct Metrics {
@@ -20,6 +23,133 @@ pub struct Metrics {
     actor_events: IntGaugeVec,
     timers_due: prometheus::IntGauge,
     webhooks: IntGaugeVec,
+    health: HealthGauges,
+}
+
+/// The health data beyond the counters: mailbox depths, overdue timers,
+/// webhook queues, stream subscribers, and the latest health sample's
+/// rates and commit latency percentiles ([`crate::health`]).
+#[derive(Clone)]
+struct HealthGauges {
+    mailbox: IntGaugeVec,
+    timers_overdue: prometheus::IntGauge,
+    webhook_queue: IntGaugeVec,
+    stream_subscribers: prometheus::IntGauge,
+    actor_rates: GaugeVec,
+    writer: GaugeVec,
+}
+
+impl HealthGauges {
+    fn new(registry: &Registry) -> Self {
+        let g = HealthGauges {
+            mailbox: IntGaugeVec::new(
+                Opts::new(
+                    "kobo_actor_mailbox_depth",
+                    "Messages queued for a kind's actors: in all (total) and the deepest mailbox (max)",
+                ),
+                &["kind", "of"],
+            )
+            .unwrap(),
+            timers_overdue: prometheus::IntGauge::new(
+                "kobo_timers_overdue",
+                "Timers due more than 60 s ago and not yet run",
+            )
+            .unwrap(),
+            webhook_queue: IntGaugeVec::new(
+                Opts::new(
+                    "kobo_webhook_queue",
+                    "Webhook deliveries waiting, in flight and failing (waiting for a retry), all endpoints",
+                ),
+                &["state"],
+            )
+            .unwrap(),
+            stream_subscribers: prometheus::IntGauge::new(
+                "kobo_event_stream_subscribers",
+                "Open event stream connections",
+            )
+            .unwrap(),
+            actor_rates: GaugeVec::new(
+                Opts::new(
+                    "kobo_actor_rate_per_second",
+                    "Activations and passivations per second over the latest health sample",
+                ),
+                &["kind", "event"],
+            )
+            .unwrap(),
+            writer: GaugeVec::new(
+                Opts::new(
+                    "kobo_store_writer_recent",
+                    "The store writer over the latest health sample: commits_per_second, batches_per_commit, commit_seconds_p50/p90/p99/max",
+                ),
+                &["what"],
+            )
+            .unwrap(),
+        };
+        registry.register(Box::new(g.mailbox.clone())).unwrap();
+        registry
+            .register(Box::new(g.timers_overdue.clone()))
+            .unwrap();
+        registry
+            .register(Box::new(g.webhook_queue.clone()))
+            .unwrap();
+        registry
+            .register(Box::new(g.stream_subscribers.clone()))
+            .unwrap();
+        registry.register(Box::new(g.actor_rates.clone())).unwrap();
+        registry.register(Box::new(g.writer.clone())).unwrap();
+        g
+    }
+
+    fn set(&self, kobo: &Kobo, health: &Health, overdue: u64) {
+        for k in kobo.actor_health() {
+            self.mailbox
+                .with_label_values(&[k.kind, "total"])
+                .set(k.mailbox_depth as i64);
+            self.mailbox
+                .with_label_values(&[k.kind, "max"])
+                .set(k.mailbox_depth_max as i64);
+        }
+        self.timers_overdue.set(overdue as i64);
+        self.stream_subscribers
+            .set(crate::health::stream_subscribers(kobo) as i64);
+        let Some(s) = health.latest() else {
+            return;
+        };
+        for (state, n) in [
+            ("waiting", s.webhooks.waiting),
+            ("in_flight", s.webhooks.in_flight),
+            ("failing", s.webhooks.failing),
+        ] {
+            self.webhook_queue.with_label_values(&[state]).set(n as i64);
+        }
+        for k in &s.kinds {
+            self.actor_rates
+                .with_label_values(&[k.kind, "activation"])
+                .set(k.activations_per_second);
+            self.actor_rates
+                .with_label_values(&[k.kind, "passivation"])
+                .set(k.passivations_per_second);
+        }
+        let w = &s.writer;
+        self.writer
+            .with_label_values(&["commits_per_second"])
+            .set(w.commits_per_second);
+        if let Some(b) = w.batches_per_commit {
+            self.writer
+                .with_label_values(&["batches_per_commit"])
+                .set(b);
+        }
+        if let Some(l) = w.commit_latency_ms {
+            for (what, ms) in [
+                ("commit_seconds_p50", l.p50),
+                ("commit_seconds_p90", l.p90),
+                ("commit_seconds_p99", l.p99),
+                ("commit_seconds_max", l.max),
+            ] {
+                self.writer.with_label_values(&[what]).set(ms / 1000.0);
+            }
+        }
+    }
 }
 
 impl Metrics {
@@ -70,6 +200,7 @@ impl Metrics {
         )
         .unwrap();
         registry.register(Box::new(webhooks.clone())).unwrap();
+        let health = HealthGauges::new(&registry);
         for c in writer.collectors() {
             registry.register(c).unwrap();
         }
@@ -81,6 +212,7 @@ impl Metrics {
             actor_events,
             timers_due,
             webhooks,
+            health,
         }
     }
 
@@ -96,7 +228,7 @@ impl Metrics {
             .observe(started.elapsed().as_secs_f64());
     }
 
-    pub fn render(&self, kobo: &Kobo) -> Result<String, DomainError> {
+    pub fn render(&self, kobo: &Kobo, health: &Health) -> Result<String, DomainError> {
         for k in kobo.actor_health() {
             self.actors_live
                 .with_label_values(&[k.kind])
@@ -111,8 +243,9 @@ impl Metrics {
                     .set(n as i64);
             }
         }
-        self.timers_due
-            .set(kobo_actors::timers::timers_due(kobo, kobo.clock.now())? as i64);
+        let timers = kobo_actors::timers::timer_backlog(kobo, kobo.clock.now())?;
+        self.timers_due.set(timers.due as i64);
+        self.health.set(kobo, health, timers.overdue);
         let w = kobo.webhooks.stats();
         for (what, n) in [
             ("in_flight", w.in_flight as i64),

@@ -5,7 +5,7 @@
 
 use actix_web::web;
 
-use crate::{api, checkout};
+use crate::{api, checkout, console};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(api::resource(api::openapi::PATH).route(web::get().to(api::openapi::serve)));
@@ -35,4 +35,5 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     api::admin::configure(cfg);
     api::docs::configure(cfg);
     api::ops::configure(cfg);
+    console::configure(cfg);
 }

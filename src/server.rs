@@ -398,7 +398,9 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     kobo_actors::payment_link::actor::start(&kobo.payment_links);
     let timers = TimerSupervisor::new(kobo.clone()).start();
     let metrics = Metrics::new(&writer_metrics);
-    let mut app_state = AppState::new(kobo.clone(), admin_token, timers, metrics);
+    let health = crate::health::Health::new(writer_metrics.clone());
+    health.start(kobo.clone());
+    let mut app_state = AppState::new(kobo.clone(), admin_token, timers, metrics, health);
     app_state.card_key = api::cards::fingerprint_key(&args.data)?;
     app_state.checkout_key = kobo_actors::credential::CheckoutKey::new(
         crate::keyfile::load_or_create(&args.data, crate::checkout::CHECKOUT_KEY_FILE)?,
@@ -411,6 +413,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let limits = web::Data::new(api::limits::RateLimits::new(args.ip_rate_limit));
     api::limits::RateLimits::start_cleanup(limits.clone());
     let form_key = web::Data::new(crate::checkout::forms::FormKey::load(&args.data)?);
+    let console = web::Data::new(crate::console::Console::default());
 
     let mut server = HttpServer::new(move || {
         App::new()
@@ -418,6 +421,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             .app_data(limits.clone())
             .wrap(middleware::from_fn(api::limits::per_ip))
             .app_data(form_key.clone())
+            .app_data(console.clone())
             .wrap(middleware::from_fn(telemetry::around_request))
             .configure(crate::routes::configure)
             .default_service(web::to(api::not_found))

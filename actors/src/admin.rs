@@ -307,3 +307,30 @@ async fn save(kobo: &Env, merchant: &Merchant, mut batch: Batch) -> DomainResult
         .await
         .map_err(|e| DomainError::internal(e.to_string()))
 }
+
+/// Merchants rows one search reads at most.
+pub const MERCHANT_SEARCH_SCAN_MAX: usize = 100_000;
+
+/// Merchants whose name contains `query` (case-insensitive) or whose id is
+/// `query`, in id order (the ids are UUIDv7: oldest first), at most
+/// `limit`; an empty query matches every merchant. Reads at most
+/// [`MERCHANT_SEARCH_SCAN_MAX`] rows (for the operator console).
+pub fn search_merchants(kobo: &Env, query: &str, limit: usize) -> DomainResult<Vec<Merchant>> {
+    let query = query.trim();
+    if let Ok(id) = Uuid::parse_str(query) {
+        return Ok(load_merchant(kobo, id)?.into_iter().collect());
+    }
+    let needle = query.to_lowercase();
+    let read = kobo.store.read()?;
+    let mut out = Vec::new();
+    let mut seen = 0;
+    read.scan_prefix(Table::Merchants, &[], None, |_, v| {
+        seen += 1;
+        let m: Merchant = kobo_storage::decode(v)?;
+        if needle.is_empty() || m.name.to_lowercase().contains(&needle) {
+            out.push(m);
+        }
+        Ok(out.len() < limit && seen < MERCHANT_SEARCH_SCAN_MAX)
+    })?;
+    Ok(out)
+}

@@ -91,6 +91,14 @@ impl Audit {
         }
     }
 
+    /// An operator console request (its `Request-Id`).
+    pub fn console(request_id: impl Into<String>) -> Audit {
+        Audit {
+            request_id: Some(request_id.into()),
+            origin: "console",
+        }
+    }
+
     /// A command on the host (`"kobo serve"`, `"kobo backup"`, ...).
     pub fn command(name: &'static str) -> Audit {
         Audit {

@@ -502,6 +502,26 @@ pub fn list_conversions(
     )
 }
 
+/// The newest `limit` published rates, newest first (the operator
+/// console's history).
+pub fn recent_rates(kobo: &Env, limit: usize) -> DomainResult<Vec<FxRate>> {
+    let read = kobo.store.read()?;
+    let mut ids = Vec::new();
+    read.scan_prefix_rev(Table::FxRateIndex, &[], None, |_, v| {
+        if let Ok(id) = Uuid::from_slice(v) {
+            ids.push(id);
+        }
+        Ok(ids.len() < limit)
+    })?;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(r) = read.get_decoded(Table::FxRates, id.as_bytes())? {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -72,9 +72,11 @@ impl<A: VirtualActor> Activation<A> {
         self.last_active.set(Instant::now());
     }
     /// An actor recovered from a panic by dropping its memory and reloading
-    /// its last durable snapshot.
-    pub fn record_restart(&self) {
+    /// its last durable snapshot; `panic` is the panic's payload (its
+    /// message is kept as the kind's last panic message).
+    pub fn record_restart(&self, panic: &(dyn std::any::Any + Send)) {
         self.stats.restarts.fetch_add(1, Ordering::Relaxed);
+        *self.stats.last_panic.lock() = Some(panic_message(panic));
     }
 }
 
@@ -118,6 +120,28 @@ pub struct KindStats {
     passivations: AtomicU64,
     restarts: AtomicU64,
     messages: AtomicU64,
+    /// The message of the latest panic that restarted an actor of the kind.
+    last_panic: Mutex<Option<String>>,
+}
+
+/// The longest panic message kept (longer ones are cut at a char boundary).
+pub const PANIC_MESSAGE_MAX: usize = 500;
+
+/// The text of a panic payload (`panic!("...")` carries a `&str` or a
+/// `String`), cut to [`PANIC_MESSAGE_MAX`] bytes.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let text = if let Some(s) = payload.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.as_str()
+    } else {
+        "(a panic without a message)"
+    };
+    let mut end = text.len().min(PANIC_MESSAGE_MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
 }
 
 struct Slot<A: Actor> {
@@ -162,6 +186,8 @@ pub struct KindSnapshot {
     pub passivations: u64,
     pub restarts: u64,
     pub messages: u64,
+    /// The message of the latest panic that restarted one of them.
+    pub last_panic: Option<String>,
 }
 
 impl<A: VirtualActor> Registry<A> {
@@ -342,6 +368,7 @@ impl<A: VirtualActor> Registry<A> {
             passivations: self.stats.passivations.load(Ordering::Relaxed),
             restarts: self.stats.restarts.load(Ordering::Relaxed),
             messages: self.stats.messages.load(Ordering::Relaxed),
+            last_panic: self.stats.last_panic.lock().clone(),
         }
     }
 }
@@ -409,9 +436,9 @@ where
                         Err(e)
                     }
                     Ok(Err(e)) => Err(e),
-                    Err(_) => {
+                    Err(panic) => {
                         *act.object() = None;
-                        act.activation().record_restart();
+                        act.activation().record_restart(&*panic);
                         Err(DomainError::internal(format!(
                             "the {} actor restarted",
                             A::KIND
@@ -439,8 +466,8 @@ where
             .into_actor(act)
             .map(|outcome, act: &mut A, _ctx| {
                 act.activation().rest();
-                outcome.unwrap_or_else(|_| {
-                    act.activation().record_restart();
+                outcome.unwrap_or_else(|panic| {
+                    act.activation().record_restart(&*panic);
                     Err(DomainError::internal(format!(
                         "the {} actor restarted",
                         A::KIND
@@ -448,4 +475,78 @@ where
                 })
             }),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An actor whose one message panics.
+    struct Boom {
+        activation: Activation<Boom>,
+    }
+
+    impl Actor for Boom {
+        type Context = Context<Self>;
+    }
+
+    impl VirtualActor for Boom {
+        type Key = u8;
+        type Deps = ();
+        const KIND: &'static str = "boom";
+        fn activate(activation: Activation<Self>) -> Self {
+            Boom { activation }
+        }
+        fn activation(&self) -> &Activation<Self> {
+            &self.activation
+        }
+    }
+
+    #[derive(Clone, actix::Message)]
+    #[rtype(result = "DomainResult<()>")]
+    struct Explode(&'static str);
+
+    fn explode(why: &'static str) -> DomainResult<()> {
+        panic!("{why}")
+    }
+
+    impl Handler<Explode> for Boom {
+        type Result = actix::AtomicResponse<Self, DomainResult<()>>;
+        fn handle(&mut self, msg: Explode, _: &mut Context<Self>) -> Self::Result {
+            self.activation.touch();
+            run_once(self, async move { explode(msg.0) })
+        }
+    }
+
+    #[test]
+    fn a_panic_restarts_the_actor_and_its_message_is_the_kinds_last_panic() {
+        actix::System::new().block_on(async {
+            let registry = Registry::<Boom>::new(Arc::new(()), 4, Duration::from_secs(30));
+            assert!(registry.snapshot().last_panic.is_none());
+            let e = registry
+                .send(1, Explode("first"))
+                .await
+                .unwrap()
+                .unwrap_err();
+            assert!(e.message.contains("the boom actor restarted"), "{e:?}");
+            registry
+                .send(2, Explode("the books do not balance"))
+                .await
+                .unwrap()
+                .unwrap_err();
+            let s = registry.snapshot();
+            assert_eq!(s.restarts, 2);
+            assert_eq!(s.last_panic.as_deref(), Some("the books do not balance"));
+        });
+    }
+
+    #[test]
+    fn a_panic_message_is_read_from_either_payload_and_cut_at_a_char_boundary() {
+        assert_eq!(panic_message(&"boom"), "boom");
+        assert_eq!(panic_message(&String::from("kaboom")), "kaboom");
+        assert_eq!(panic_message(&42u8), "(a panic without a message)");
+        let long = "₦".repeat(PANIC_MESSAGE_MAX);
+        let cut = panic_message(&long);
+        assert!(cut.len() <= PANIC_MESSAGE_MAX && cut.chars().all(|c| c == '₦'));
+    }
 }

@@ -138,6 +138,35 @@ pub fn next_due_group(env: &Env, limit: DateTime<Utc>) -> DomainResult<Option<Du
     Ok(first.map(|f| (due_of(&f), group)))
 }
 
+/// Timers due at `now` and not yet run, and how many of those were due
+/// more than [`OVERDUE_AFTER_SECS`] before `now` (the timer pass is behind).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TimerBacklog {
+    pub due: u64,
+    pub overdue: u64,
+}
+
+/// A due timer not run this long after its due time is overdue.
+pub const OVERDUE_AFTER_SECS: i64 = 60;
+
+pub fn timer_backlog(env: &Env, now: DateTime<Utc>) -> DomainResult<TimerBacklog> {
+    let overdue_before = now - chrono::Duration::seconds(OVERDUE_AFTER_SECS);
+    let read = env.store.read()?;
+    let mut b = TimerBacklog::default();
+    read.scan_prefix(Table::Timers, &[], None, |k, _| {
+        let due = due_of(k);
+        if due > now {
+            return Ok(false);
+        }
+        b.due += 1;
+        if due < overdue_before {
+            b.overdue += 1;
+        }
+        Ok(true)
+    })?;
+    Ok(b)
+}
+
 pub fn timers_due(env: &Env, limit: DateTime<Utc>) -> DomainResult<u64> {
     let read = env.store.read()?;
     let mut n = 0;
@@ -149,4 +178,30 @@ pub fn timers_due(env: &Env, limit: DateTime<Utc>) -> DomainResult<u64> {
         Ok(true)
     })?;
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_backlog_counts_timers_due_and_those_past_the_overdue_mark() {
+        let dir = tempfile::tempdir().unwrap();
+        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
+        let now = kobo.clock.now();
+        let mut batch = Batch::new();
+        for offset in [-3600, -61, -30, 0, 1, 3600] {
+            Timer::new(
+                TimerKind::PayoutSend,
+                Uuid::new_v4(),
+                Uuid::new_v4(),
+                Mode::Test,
+            )
+            .schedule(&mut batch, now + chrono::Duration::seconds(offset));
+        }
+        kobo.writer.commit(batch).await.unwrap();
+        let b = timer_backlog(&kobo, now).unwrap();
+        assert_eq!(b, TimerBacklog { due: 4, overdue: 2 });
+        assert_eq!(timers_due(&kobo, now).unwrap(), 4);
+    }
 }

@@ -32,7 +32,9 @@ use crate::timer::{due_of, next_due_group, Timer, TimerKind, PRUNE_MAX};
 use crate::usdt::actor::{CryptoAction, CryptoPayoutMessage};
 use crate::virtual_account::actor::{AccountAction, AccountMessage};
 
-pub use crate::timer::{timers_due, META_MANUAL_CLOCK};
+pub use crate::timer::{
+    timer_backlog, timers_due, TimerBacklog, META_MANUAL_CLOCK, OVERDUE_AFTER_SECS,
+};
 
 /// Runs one due timer: sends it to its actor, then drops it or retries it.
 async fn fire(kobo: &Arc<Kobo>, key: Vec<u8>, timer: Timer) {

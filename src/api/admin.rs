@@ -9,7 +9,7 @@ use utoipa::IntoParams;
 use uuid::Uuid;
 
 use kobo_actors::admin::{self, RollKey, UpdateSettings};
-use kobo_actors::audit::{self, AuditAction, AuditFilter};
+use kobo_actors::audit::{self, Audit, AuditAction, AuditFilter};
 use kobo_actors::idempotency::render;
 use kobo_actors::merchant::Settings;
 use kobo_actors::timers::Advance;
@@ -31,13 +31,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/admin/v1/clock").route(web::get().to(get_clock)))
         .service(resource("/admin/v1/clock/advance").route(web::post().to(advance_clock)))
         .service(resource("/admin/v1/actors").route(web::get().to(actors)))
+        .service(resource("/admin/v1/health/history").route(web::get().to(health_history)))
         .service(resource("/admin/v1/audit").route(web::get().to(audit_log)))
         .service(resource("/admin/v1/backups").route(web::post().to(create_backup)));
 }
 
 /// `{name, settings?}`.
 #[derive(Deserialize)]
-struct CreateMerchant {
+pub(crate) struct CreateMerchant {
     #[serde(deserialize_with = "body::required_text::<_, 200>")]
     name: String,
     settings: Option<Value>,
@@ -47,15 +48,24 @@ async fn create_merchant(req: HttpRequest, state: State, payload: web::Payload) 
     let audit = endpoint::audit(&req);
     Endpoint::operator(201)
         .operate_with(req, state, payload, |state, b: CreateMerchant| async move {
-            let settings = match &b.settings {
-                Some(s) => Settings::default().patched(s)?,
-                None => Settings::default(),
-            };
-            Ok(render(
-                &admin::create_merchant(&state.kobo, b.name, settings, &audit).await?,
-            ))
+            create_merchant_with(&state, b, audit).await
         })
         .await
+}
+
+/// Creates a merchant (the operator API and the console).
+pub(crate) async fn create_merchant_with(
+    state: &State,
+    b: CreateMerchant,
+    audit: Audit,
+) -> ApiResult<Value> {
+    let settings = match &b.settings {
+        Some(s) => Settings::default().patched(s)?,
+        None => Settings::default(),
+    };
+    Ok(render(
+        &admin::create_merchant(&state.kobo, b.name, settings, &audit).await?,
+    ))
 }
 
 async fn get_merchant(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
@@ -78,7 +88,7 @@ fn known_merchant(state: &State, raw_id: &str) -> ApiResult<Uuid> {
 
 /// `{settings}`: a patch of the merchant's settings.
 #[derive(Deserialize)]
-struct UpdateMerchant {
+pub(crate) struct UpdateMerchant {
     settings: Value,
 }
 
@@ -98,12 +108,22 @@ async fn update_merchant(
     let audit = endpoint::audit(&req);
     Endpoint::operator(200)
         .operate_with(req, state, payload, |state, b: UpdateMerchant| async move {
-            Settings::default().patched(&b.settings)?;
-            let id = known_merchant(&state, &path)?;
-            let update = UpdateSettings(b.settings, audit);
-            Ok(render(&state.kobo.merchants.send(id, update).await??))
+            update_merchant_with(&state, &path, b, audit).await
         })
         .await
+}
+
+/// Patches merchant `raw_id`'s settings (the operator API and the console).
+pub(crate) async fn update_merchant_with(
+    state: &State,
+    raw_id: &str,
+    b: UpdateMerchant,
+    audit: Audit,
+) -> ApiResult<Value> {
+    Settings::default().patched(&b.settings)?;
+    let id = known_merchant(state, raw_id)?;
+    let update = UpdateSettings(b.settings, audit);
+    Ok(render(&state.kobo.merchants.send(id, update).await??))
 }
 
 async fn roll_keys(
@@ -140,7 +160,7 @@ async fn get_clock(req: HttpRequest, state: State) -> ApiResult {
 
 /// `{seconds}` or `{to}`.
 #[derive(Deserialize)]
-struct AdvanceClock {
+pub(crate) struct AdvanceClock {
     seconds: Option<Value>,
     #[serde(deserialize_with = "body::text::<_, 64>")]
     to: Option<String>,
@@ -150,15 +170,24 @@ async fn advance_clock(req: HttpRequest, state: State, payload: web::Payload) ->
     let audit = endpoint::audit(&req);
     Endpoint::operator(200)
         .operate_with(req, state, payload, |state, b: AdvanceClock| async move {
-            let to = clock_target(state.kobo.clock.now(), b)?;
-            let now = state
-                .timers
-                .send(Advance { to, audit })
-                .await
-                .map_err(|e| DomainError::internal(e.to_string()))??;
-            Ok(clock_view(now))
+            Ok(clock_view(advance_clock_with(&state, b, audit).await?))
         })
         .await
+}
+
+/// Moves the manual clock, running what falls due (the operator API and
+/// the console); answers the new time.
+pub(crate) async fn advance_clock_with(
+    state: &State,
+    b: AdvanceClock,
+    audit: Audit,
+) -> ApiResult<DateTime<Utc>> {
+    let to = clock_target(state.kobo.clock.now(), b)?;
+    Ok(state
+        .timers
+        .send(Advance { to, audit })
+        .await
+        .map_err(|e| DomainError::internal(e.to_string()))??)
 }
 
 /// Where `POST /admin/v1/clock/advance` moves the clock.
@@ -190,15 +219,27 @@ fn clock_target(now: DateTime<Utc>, b: AdvanceClock) -> ApiResult<DateTime<Utc>>
 async fn actors(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::operator(200)
         .operate(req, state, |state| async move {
-            Ok(json!({
-                "object": "actor_health",
-                "kinds": state.kobo.actor_health(),
-                "store_writer": {
-                    "queue_depth": state.kobo.writer.queue_depth(),
-                    "commits": state.kobo.writer.commits(),
-                },
-                "webhooks": state.kobo.webhooks.stats(),
-            }))
+            Ok(crate::health::report(&state.kobo, &state.health)?)
+        })
+        .await
+}
+
+/// The query of `GET /admin/v1/health/history`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct HealthHistoryQuery {
+    /// The last this many seconds of samples, 1 to 600 (default 600).
+    #[param(value_type = Option<u16>, minimum = 1, maximum = 600, default = 600)]
+    #[serde(deserialize_with = "params::history_seconds")]
+    seconds: usize,
+}
+
+/// `GET /admin/v1/health/history`: the ring of health samples, oldest
+/// first (docs/operations.md, "Actor health").
+async fn health_history(req: HttpRequest, state: State) -> ApiResult {
+    Endpoint::operator(200)
+        .operate_query(req, state, |state, q: HealthHistoryQuery| async move {
+            Ok(crate::health::history_view(&state.health, q.seconds))
         })
         .await
 }

@@ -446,6 +446,16 @@ pub fn audit(req: &HttpRequest) -> Audit {
     Audit::request(id)
 }
 
+/// Whether `given` is the admin token `token`. Digests are compared, so
+/// the time taken says nothing about the token; an empty `given` (or an
+/// unset token) never matches. The operator API and the console's sign-in
+/// both ask this.
+pub fn admin_token_matches(given: &str, token: &str) -> bool {
+    !given.is_empty()
+        && !token.is_empty()
+        && Sha256::digest(given.as_bytes()) == Sha256::digest(token.as_bytes())
+}
+
 /// Checks the admin token. Digests are compared so the time taken says
 /// nothing about the token; an empty bearer is never an operator, whatever
 /// the configured token.
@@ -460,10 +470,7 @@ fn operator(req: &HttpRequest, state: &State) -> ApiResult<()> {
         })
         .unwrap_or("")
         .trim();
-    if given.is_empty()
-        || state.admin_token.is_empty()
-        || Sha256::digest(given.as_bytes()) != Sha256::digest(state.admin_token.as_bytes())
-    {
+    if !admin_token_matches(given, &state.admin_token) {
         return Err(ApiError(DomainError::unauthenticated(
             "invalid admin token",
         )));

@@ -221,23 +221,30 @@ async fn publish_rate(req: HttpRequest, state: State, payload: web::Payload) -> 
     let audit = super::endpoint::audit(&req);
     Endpoint::operator(201)
         .operate_with(req, state, payload, |state, b: PublishRate| async move {
-            let v = b.rate;
-            let rate = v
-                .as_i64()
-                .filter(|_| v.is_i64() || v.is_u64())
-                .ok_or_else(|| {
-                    DomainError::invalid("rate", "rate is an integer of kobo per US dollar")
-                })?;
-            Ok(fx::publish_rate(&state.kobo.fx, rate, &audit)
-                .await?
-                .to_api())
+            publish_rate_with(&state, b, audit).await
         })
         .await
 }
 
+/// Publishes the dollar rate (the operator API and the console).
+pub(crate) async fn publish_rate_with(
+    state: &State,
+    b: PublishRate,
+    audit: kobo_actors::audit::Audit,
+) -> ApiResult<Value> {
+    let v = b.rate;
+    let rate = v
+        .as_i64()
+        .filter(|_| v.is_i64() || v.is_u64())
+        .ok_or_else(|| DomainError::invalid("rate", "rate is an integer of kobo per US dollar"))?;
+    Ok(fx::publish_rate(&state.kobo.fx, rate, &audit)
+        .await?
+        .to_api())
+}
+
 /// `{rate}`.
 #[derive(Deserialize)]
-struct PublishRate {
+pub(crate) struct PublishRate {
     rate: Value,
 }
 

@@ -188,7 +188,7 @@ impl RateLimits {
 
 /// The bucket of an IP: IPv4 (and IPv4-mapped IPv6) addresses each their
 /// own; IPv6 per /64, the block one host usually holds.
-fn bucket_ip(ip: IpAddr) -> IpAddr {
+pub(crate) fn bucket_ip(ip: IpAddr) -> IpAddr {
     match ip.to_canonical() {
         IpAddr::V6(v6) => {
             let bits = u128::from(v6) & !((1u128 << 64) - 1);

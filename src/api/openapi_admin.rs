@@ -28,7 +28,7 @@ use kobo_actors::merchant::{MerchantView, Settings};
 use kobo_actors::payout::PayoutView;
 use kobo_actors::usdt::{DeletedWalletView, UsdtWalletView};
 
-use super::admin::ListAuditQuery;
+use super::admin::{HealthHistoryQuery, ListAuditQuery};
 use super::State;
 
 /// Where the document is served.
@@ -331,7 +331,7 @@ fn operations() -> Vec<Op> {
             path: "/admin/v1/actors",
             id: "actor_health",
             summary: "Actor health",
-            description: "Live actors, activations, passivations and restarts by kind; the store writer's queue; webhook delivery counters.",
+            description: "Live actors, mailbox depths, activations, passivations and restarts (with the last panic message) by kind; the store writer's queue, commits and batches; webhook delivery counters and the delivery queue of each endpoint (waiting, in flight, failing; the 50 busiest); timers due and overdue; event stream subscribers; and the latest health sample (rates over the last second). Each field is described in docs/operations.md, \"Actor health\".",
             body: None,
             ok: (
                 "200",
@@ -344,6 +344,31 @@ fn operations() -> Vec<Op> {
             ),
             errors: &[],
             query: Vec::new(),
+        },
+        Op {
+            method: HttpMethod::Get,
+            path: "/admin/v1/health/history",
+            id: "health_history",
+            summary: "Actor health over time",
+            description: "The ring of health samples, one a second for the last ten minutes, oldest first: per kind live actors, mailbox depths, activations and passivations per second and restarts; the writer's commits per second, batches per commit, commit latency percentiles (ms) and queue depth; timers due and overdue; webhook deliveries waiting, in flight and failing; event stream subscribers. Times are the server's wall clock.",
+            body: None,
+            ok: (
+                "200",
+                "The samples (`object: health_history`).",
+                ObjectBuilder::new()
+                    .schema_type(Type::Object)
+                    .property("object", string("`health_history`."))
+                    .required("object")
+                    .property(
+                        "samples",
+                        utoipa::openapi::schema::ArrayBuilder::new()
+                            .items(ObjectBuilder::new().schema_type(Type::Object)),
+                    )
+                    .required("samples")
+                    .into(),
+            ),
+            errors: &["400"],
+            query: HealthHistoryQuery::into_params(|| Some(ParameterIn::Query)),
         },
         Op {
             method: HttpMethod::Get,

@@ -26,7 +26,7 @@ async fn readyz(state: State) -> HttpResponse {
 }
 
 async fn metrics(state: State) -> ApiResult {
-    let text = state.metrics.render(&state.kobo)?;
+    let text = state.metrics.render(&state.kobo, &state.health)?;
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(text))

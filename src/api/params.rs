@@ -128,6 +128,21 @@ pub fn limit<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
     }
 }
 
+/// `seconds` of `GET /admin/v1/health/history`: 1 to 600, default 600.
+pub fn history_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let max = crate::health::CAPACITY * crate::health::INTERVAL.as_secs() as usize;
+    match text(d)? {
+        None => Ok(max),
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) if (1..=max).contains(&n) => Ok(n),
+            _ => Err(tunnel(DomainError::invalid(
+                FIELD,
+                format!("{FIELD} must be an integer from 1 to {max}"),
+            ))),
+        },
+    }
+}
+
 /// An optional UUID.
 pub fn uuid<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Uuid>, D::Error> {
     text(d)?

@@ -435,19 +435,29 @@ async fn review<const APPROVE: bool>(
     path: web::Path<String>,
 ) -> ApiResult {
     let audit = super::endpoint::audit(&req);
-    let action = if APPROVE {
+    Endpoint::operator(200)
+        .operate(req, state, |state| async move {
+            review_with(&state, &path, APPROVE, audit).await
+        })
+        .await
+}
+
+/// Approves (or rejects) payout `raw_id` waiting for approval (the
+/// operator API and the console); answers the payout.
+pub(crate) async fn review_with(
+    state: &State,
+    raw_id: &str,
+    approve: bool,
+    audit: kobo_actors::audit::Audit,
+) -> ApiResult<kobo_actors::idempotency::Outcome<PayoutView>> {
+    let action = if approve {
         PayoutAction::Approve(audit)
     } else {
         PayoutAction::Reject(audit)
     };
-    Endpoint::operator(200)
-        .operate(req, state, |state| async move {
-            let id = PayoutId::parse(&path)?.id;
-            let po = service::load(&state.kobo, id)?
-                .ok_or_else(|| DomainError::not_found("payout", id))?;
-            Ok(send(&state, po.merchant, po.mode, po.id, action, None)
-                .await?
-                .outcome)
-        })
-        .await
+    let id = PayoutId::parse(raw_id)?.id;
+    let po = service::load(&state.kobo, id)?.ok_or_else(|| DomainError::not_found("payout", id))?;
+    Ok(send(state, po.merchant, po.mode, po.id, action, None)
+        .await?
+        .outcome)
 }

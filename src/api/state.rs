@@ -13,6 +13,7 @@ use kobo_actors::query::Caller;
 use kobo_actors::timers::TimerSupervisor;
 use kobo_actors::{Kobo, Mode};
 
+use crate::health::Health;
 use crate::metrics::Metrics;
 
 /// Largest accepted request body.
@@ -36,6 +37,8 @@ pub struct AppState {
     pub backup_dir: std::path::PathBuf,
     /// One backup at a time.
     pub backup_lock: tokio::sync::Mutex<()>,
+    /// The ring of health samples (`/admin/v1/health/history`).
+    pub health: Arc<Health>,
 }
 
 pub(super) type FlightKey = (Uuid, Mode, Caller, String);
@@ -46,6 +49,7 @@ impl AppState {
         admin_token: String,
         timers: Addr<TimerSupervisor>,
         metrics: Metrics,
+        health: Arc<Health>,
     ) -> Self {
         AppState {
             kobo,
@@ -57,6 +61,7 @@ impl AppState {
             checkout_key: CheckoutKey::random(),
             backup_dir: std::path::PathBuf::from("backups"),
             backup_lock: tokio::sync::Mutex::new(()),
+            health,
         }
     }
 }

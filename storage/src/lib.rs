@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 
 pub use codec::{decode, encode, CodecError};
 pub use tables::{KeyBuf, Table};
-pub use writer::{counters, Batch, CommitError, Op, Writer, WriterMetrics};
+pub use writer::{counters, Batch, CommitError, Op, RecentCommits, Writer, WriterMetrics};
 
 /// Errors of opening or reading the store. Write failures never surface as
 /// values: the writer stops the process instead (fail-stop), so memory is never

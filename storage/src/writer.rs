@@ -129,6 +129,39 @@ pub struct WriterMetrics {
     pub batches_per_commit: Histogram,
     pub commit_seconds: Histogram,
     pub queue_depth: IntGauge,
+    /// The durations of the latest commits, for percentiles over a short
+    /// window (the health sampler takes them every second).
+    pub recent: Arc<RecentCommits>,
+}
+
+/// The durations (microseconds) of the commits since the last
+/// [`RecentCommits::take`], keeping the latest [`RecentCommits::CAPACITY`]
+/// (older ones are overwritten): bounded memory at any commit rate.
+#[derive(Default)]
+pub struct RecentCommits {
+    inner: Mutex<(Vec<u32>, usize)>,
+}
+
+impl RecentCommits {
+    pub const CAPACITY: usize = 4096;
+
+    pub fn record(&self, micros: u32) {
+        let mut g = self.inner.lock().expect("recent commits");
+        let (samples, next) = &mut *g;
+        if samples.len() < Self::CAPACITY {
+            samples.push(micros);
+        } else {
+            samples[*next] = micros;
+        }
+        *next = (*next + 1) % Self::CAPACITY;
+    }
+
+    /// The durations recorded since the last take (at most `CAPACITY`).
+    pub fn take(&self) -> Vec<u32> {
+        let mut g = self.inner.lock().expect("recent commits");
+        g.1 = 0;
+        std::mem::take(&mut g.0)
+    }
 }
 
 impl WriterMetrics {
@@ -159,6 +192,7 @@ impl WriterMetrics {
             .unwrap(),
             queue_depth: IntGauge::new("kobo_store_queue_depth", "Batches waiting for the writer")
                 .unwrap(),
+            recent: Arc::default(),
         }
     }
     pub fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
@@ -291,9 +325,11 @@ fn run(
                 std::process::abort();
             }
         };
+        let took = started.elapsed();
+        metrics.commit_seconds.observe(took.as_secs_f64());
         metrics
-            .commit_seconds
-            .observe(started.elapsed().as_secs_f64());
+            .recent
+            .record(took.as_micros().min(u32::MAX as u128) as u32);
         metrics.commits.inc();
         metrics.batches.inc_by(group.len() as u64);
         metrics.batches_per_commit.observe(group.len() as f64);
@@ -448,6 +484,36 @@ mod tests {
 
     fn key(n: u64) -> Vec<u8> {
         n.to_be_bytes().to_vec()
+    }
+
+    #[test]
+    fn recent_commits_keep_the_latest_capacity_and_a_take_empties_them() {
+        let r = RecentCommits::default();
+        for n in 0..(RecentCommits::CAPACITY as u32 + 10) {
+            r.record(n);
+        }
+        let mut got = r.take();
+        assert_eq!(got.len(), RecentCommits::CAPACITY);
+        got.sort_unstable();
+        assert_eq!(got[0], 10, "the ten oldest were overwritten");
+        assert_eq!(*got.last().unwrap(), RecentCommits::CAPACITY as u32 + 9);
+        assert!(r.take().is_empty());
+        r.record(7);
+        assert_eq!(r.take(), vec![7]);
+    }
+
+    #[tokio::test]
+    async fn every_commit_leaves_its_duration_in_the_recent_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let metrics = WriterMetrics::new();
+        let writer = store.start_writer(metrics.clone());
+        for n in 0..3 {
+            let mut b = Batch::new();
+            b.put_raw(Table::Meta, key(n), b"x".to_vec());
+            writer.commit(b).await.unwrap();
+        }
+        assert_eq!(metrics.recent.take().len(), 3);
     }
 
     #[tokio::test]

@@ -157,6 +157,7 @@ async fn the_operator_api_has_its_own_document_and_page() {
         ("/admin/v1/clock", "get"),
         ("/admin/v1/clock/advance", "post"),
         ("/admin/v1/actors", "get"),
+        ("/admin/v1/health/history", "get"),
     ] {
         assert!(doc["paths"][path][method].is_object(), "{method} {path}");
     }

@@ -1460,3 +1460,57 @@ async fn webhook_bench() {
         );
     }
 }
+
+/// The health report's queue of one endpoint, once `done` holds for it.
+async fn endpoint_queue(app: &TestApp, endpoint: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = app.admin_get("/admin/v1/actors").await;
+        r.assert_status(200);
+        let found = r.body["webhook_endpoints"]["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["endpoint"] == endpoint)
+            .cloned();
+        if let Some(q) = found.filter(|q| done(q)) {
+            return q;
+        }
+        assert!(Instant::now() < deadline, "{endpoint}: {}", r.body);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_health_report_shows_each_endpoints_deliveries_waiting_in_flight_and_failing() {
+    let rx = Receiver::start();
+    rx.answer("/down", Answer::Status(500));
+    rx.answer("/slow", Answer::Hang);
+    let app = app_with(&rx, &[]).await;
+    let m = app.merchant().await;
+    let only = json!(["payment_intent.successful"]);
+    let (down, _) = endpoint(&app, &m.test_key, &rx.url("/down"), only.clone()).await;
+    let (slow, _) = endpoint(&app, &m.test_key, &rx.url("/slow"), only).await;
+    let event_id = paid_event(&app, &m.test_key).await;
+    wait_delivery(&app, &m.test_key, &event_id, &down, |d| d["attempts"] == 1).await;
+    // The failed delivery waits for its retry; the hanging one is in flight
+    // (its attempt times out after 10 s, long after this look).
+    let q = endpoint_queue(&app, &down, |q| q["failing"] == 1).await;
+    assert_eq!(
+        (q["waiting"].as_u64(), q["in_flight"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert_eq!(q["url"], rx.url("/down"));
+    assert_eq!(q["merchant"], m.id);
+    assert_eq!(q["livemode"], false);
+    let q = endpoint_queue(&app, &slow, |q| q["in_flight"] == 1).await;
+    assert_eq!(
+        (q["waiting"].as_u64(), q["failing"].as_u64()),
+        (Some(0), Some(0))
+    );
+    // The sums are in the metrics.
+    let metrics = app.get("x", "/metrics").await;
+    assert!(metrics
+        .text
+        .contains("kobo_webhook_queue{state=\"failing\"}"));
+}

@@ -185,11 +185,11 @@ impl LedgerActor {
         }));
         let posting = match posting {
             Ok(p) => p?,
-            Err(_) => {
+            Err(panic) => {
                 // A broken ledger invariant (an entry that does not balance,
                 // a line that does not follow): nothing was applied, the
                 // posting works on a copy.
-                self.activation.record_restart();
+                self.activation.record_restart(&*panic);
                 return Err(DomainError::internal("the ledger failed to post an entry"));
             }
         };
@@ -215,8 +215,8 @@ impl LedgerActor {
                 self.balances = Some(balances?);
                 Ok(())
             }
-            Err(_) => {
-                self.activation.record_restart();
+            Err(panic) => {
+                self.activation.record_restart(&*panic);
                 Err(DomainError::internal("the ledger failed to load"))
             }
         }

@@ -81,6 +81,28 @@ pub fn load(kobo: &Env, id: Uuid) -> DomainResult<Option<Payout>> {
         .get_decoded(Table::Payouts, id.as_bytes())?)
 }
 
+/// Payout rows one look for approvals reads at most.
+pub const APPROVAL_SCAN_MAX: usize = 200_000;
+
+/// Payouts of every merchant waiting for an operator's approval, oldest
+/// first, at most `limit` (the operator console's queue). Reads at most
+/// [`APPROVAL_SCAN_MAX`] payout rows.
+pub fn awaiting_approval(kobo: &Env, limit: usize) -> DomainResult<Vec<Payout>> {
+    let read = kobo.store.read()?;
+    let mut out: Vec<Payout> = Vec::new();
+    let mut seen = 0;
+    read.scan_prefix(Table::Payouts, &[], None, |_, v| {
+        seen += 1;
+        let p: Payout = kobo_storage::decode(v)?;
+        if p.status == PayoutStatus::AwaitingApproval {
+            out.push(p);
+        }
+        Ok(out.len() < limit && seen < APPROVAL_SCAN_MAX)
+    })?;
+    out.sort_by_key(|p| (p.created_at, p.id));
+    Ok(out)
+}
+
 /// The `object` value of a payout quote.
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 pub enum PayoutQuoteObject {

@@ -376,6 +376,9 @@ pub struct Stats {
     pub failed_attempts: AtomicU64,
     pub dropped: AtomicU64,
     pub streams_open: AtomicUsize,
+    /// Attempts in flight per endpoint, as the supervisor last published
+    /// them (at most [`supervisor::IN_FLIGHT_MAX`] entries).
+    pub endpoints_in_flight: Mutex<std::collections::HashMap<Uuid, usize>>,
 }
 
 #[derive(Debug, Clone, Serialize)]

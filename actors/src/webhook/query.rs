@@ -207,3 +207,79 @@ pub fn stream_head(kobo: &Env, merchant: Uuid, mode: Mode) -> DomainResult<u64> 
     )?;
     Ok(head)
 }
+
+/// One endpoint's delivery queue, for operators (`/admin/v1/actors`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct EndpointQueue {
+    pub endpoint: Uuid,
+    pub merchant: Uuid,
+    pub livemode: bool,
+    /// The endpoint's URL (merchant-controlled text).
+    pub url: String,
+    /// Deliveries queued and not being attempted right now.
+    pub waiting: u64,
+    /// Attempts handed to a dispatcher and not yet answered.
+    pub in_flight: u64,
+    /// Waiting deliveries whose last attempt failed (waiting for a retry).
+    pub failing: u64,
+}
+
+/// The delivery queues by endpoint, busiest first, from at most `max_rows`
+/// queue rows (`truncated` when there were more). `in_flight` is the
+/// supervisor's published per-endpoint count; a claimed row stays in the
+/// queue until its outcome, so it counts as in flight, not waiting.
+pub fn endpoint_queues(
+    kobo: &Env,
+    in_flight: &std::collections::HashMap<Uuid, usize>,
+    max_rows: usize,
+) -> DomainResult<(Vec<EndpointQueue>, bool)> {
+    let read = kobo.store.read()?;
+    let mut rows: std::collections::BTreeMap<Uuid, (u64, u64)> = Default::default();
+    let mut seen = 0usize;
+    let mut truncated = false;
+    read.scan_prefix(Table::DeliveryQueue, &[], None, |k, _| {
+        if seen >= max_rows {
+            truncated = true;
+            return Ok(false);
+        }
+        seen += 1;
+        let Some((endpoint, _, event)) = super::parse_queue_key(k) else {
+            return Ok(true);
+        };
+        let failing = read
+            .get_decoded::<Delivery>(Table::Deliveries, &super::delivery_key(event, endpoint))?
+            .is_some_and(|d| d.retry_step > 0);
+        let entry = rows.entry(endpoint).or_default();
+        entry.0 += 1;
+        entry.1 += u64::from(failing);
+        Ok(true)
+    })?;
+    for ep in in_flight.keys() {
+        rows.entry(*ep).or_default();
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for (endpoint, (queued, failing)) in rows {
+        let flying = in_flight.get(&endpoint).copied().unwrap_or(0) as u64;
+        let (merchant, livemode, url) = match read
+            .get_decoded::<WebhookEndpoint>(Table::WebhookEndpoints, endpoint.as_bytes())?
+        {
+            Some(e) => (e.merchant, e.mode == Mode::Live, e.url),
+            None => (Uuid::nil(), false, String::new()),
+        };
+        out.push(EndpointQueue {
+            endpoint,
+            merchant,
+            livemode,
+            url,
+            waiting: queued.saturating_sub(flying),
+            in_flight: flying,
+            failing,
+        });
+    }
+    out.sort_by(|a, b| {
+        (b.waiting + b.in_flight)
+            .cmp(&(a.waiting + a.in_flight))
+            .then(a.endpoint.cmp(&b.endpoint))
+    });
+    Ok((out, truncated))
+}

@@ -252,13 +252,21 @@ impl Supervisor {
                     // report to no claim and are made again (at least once).
                     self.claims.clear();
                     self.sched = Sched::default();
-                    self.hub.stats.in_flight.store(0, Ordering::Relaxed);
+                    self.publish_in_flight();
                     if let Err(e) = self.rebuild() {
                         tracing::error!(error = %e, "webhook queue scan failed");
                     }
                 }
             }
         }
+    }
+
+    /// Tells operators how many attempts are in flight, in all and per
+    /// endpoint (`/admin/v1/actors`).
+    fn publish_in_flight(&self) {
+        let stats = &self.hub.stats;
+        stats.in_flight.store(self.sched.total, Ordering::Relaxed);
+        *stats.endpoints_in_flight.lock() = self.sched.in_flight.clone();
     }
 
     /// Whether a pass could dispatch something right now.
@@ -348,8 +356,8 @@ impl Supervisor {
         for (ep, due) in after.notes {
             self.sched.note(ep, due);
         }
+        self.publish_in_flight();
         let stats = &self.hub.stats;
-        stats.in_flight.store(self.sched.total, Ordering::Relaxed);
         stats
             .delivered
             .fetch_add(after.delivered, Ordering::Relaxed);

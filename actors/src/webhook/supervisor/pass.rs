@@ -124,7 +124,7 @@ impl Supervisor {
         }
         let stats = &self.hub.stats;
         stats.attempts.fetch_add(attempts, Ordering::Relaxed);
-        stats.in_flight.store(self.sched.total, Ordering::Relaxed);
+        self.publish_in_flight();
         if !pass.drops.is_empty() {
             let after = After {
                 dropped: pass.dropped,
