@@ -23,7 +23,7 @@ use std::sync::Arc;
 use redb::{Database, DatabaseError, ReadableDatabase};
 use serde::de::DeserializeOwned;
 
-pub use codec::{decode, encode, CodecError};
+pub use codec::{decode, encode, encode_compact, CodecError, Compact};
 pub use tables::{KeyBuf, Table};
 pub use writer::{counters, Batch, CommitError, Op, Writer, WriterMetrics};
 

@@ -30,7 +30,7 @@ use redb::{Database, Durability, ReadableTable};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::codec::encode;
+use crate::codec::{encode, encode_compact, Compact};
 use crate::tables::Table;
 
 /// The most batches one commit takes.
@@ -68,6 +68,10 @@ impl Batch {
         value: &T,
     ) -> &mut Self {
         self.put_raw(table, key, encode(value))
+    }
+    /// `value` in the compact format ([`crate::codec::encode_compact`]).
+    pub fn put_compact<T: Compact>(&mut self, table: Table, key: Vec<u8>, value: &T) -> &mut Self {
+        self.put_raw(table, key, encode_compact(value))
     }
     pub fn delete(&mut self, table: Table, key: Vec<u8>) -> &mut Self {
         self.ops.push(Op::Delete(table, key));
