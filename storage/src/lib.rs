@@ -110,8 +110,9 @@ pub const STORE_FILE: &str = "kobo.redb";
 /// older kobo ignores their keys).
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// redb's page cache when not configured: 1 GiB.
-pub const DEFAULT_CACHE_BYTES: usize = 1 << 30;
+/// redb's page cache when not configured: 160 MiB (the server's
+/// `--store-cache-mb` default).
+pub const DEFAULT_CACHE_BYTES: usize = 160 << 20;
 
 /// The opened store. Cheap to clone.
 #[derive(Clone)]
