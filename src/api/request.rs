@@ -109,7 +109,7 @@ pub fn parse_id(raw: &str, what: &str) -> ApiResult<Uuid> {
 }
 
 /// A resource whose unmatched methods answer 405 with the error body
-/// (registered in its group's scope by `crate::routes`).
-pub fn resource(path: &str) -> crate::routes::Resource {
-    crate::routes::Resource::new(path, true)
+/// (registered in its group's scope by `route_table::Routes`).
+pub fn resource(path: &str) -> crate::api::route_table::Resource {
+    crate::api::route_table::Resource::new(path, true)
 }
