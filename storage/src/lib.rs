@@ -108,7 +108,10 @@ pub const STORE_FILE: &str = "kobo.redb";
 /// a backup records it, and a restore refuses a backup from a later one.
 /// New tables appended at the end of the catalogue do not raise it (an
 /// older kobo ignores their keys).
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// 2: payment intents and saved responses in the compact format (codec
+/// version 2), which a kobo of schema 1 cannot decode.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// redb's page cache when not configured: 160 MiB (the server's
 /// `--store-cache-mb` default).
