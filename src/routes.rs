@@ -1,13 +1,21 @@
-//! Every route of the server, registered in one place: the `/v1` API, the
-//! operator API, the hosted checkout and sandbox pages (which register
-//! their own), and the ops endpoints. Nothing imports this module but the
-//! server's start-up.
+//! Every route of the server, declared in one place: the `/v1` API, the
+//! operator API, the hosted checkout and sandbox pages (which declare
+//! their own), and the ops endpoints, registered through the route table
+//! (`api::route_table`: one scope per static prefix). Nothing imports this
+//! module but the server's start-up.
 
 use actix_web::web;
 
+use crate::api::route_table::Routes;
 use crate::{api, checkout, console};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    let mut routes = Routes::default();
+    declare(&mut routes);
+    routes.register(cfg);
+}
+
+fn declare(cfg: &mut Routes) {
     cfg.service(api::resource(api::openapi::PATH).route(web::get().to(api::openapi::serve)));
     api::payment_intents::configure(cfg);
     api::cards::configure(cfg);
@@ -36,4 +44,28 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     api::docs::configure(cfg);
     api::ops::configure(cfg);
     console::configure(cfg);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::route_table::{group, segment_prefix};
+
+    #[test]
+    fn every_declared_route_lands_in_one_group_whose_prefix_no_other_group_shares() {
+        let mut routes = Routes::default();
+        declare(&mut routes);
+        let declared = routes.resources.len();
+        let groups = group(routes.resources);
+        assert_eq!(groups.iter().map(|(_, m)| m.len()).sum::<usize>(), declared);
+        for (a, members) in &groups {
+            assert!(!a.is_empty());
+            for r in members {
+                assert!(segment_prefix(a, &r.path), "{} in {a}", r.path);
+            }
+            for (b, _) in &groups {
+                assert!(a == b || !segment_prefix(a, b), "{a} overlaps {b}");
+            }
+        }
+    }
 }

@@ -95,8 +95,10 @@ pub struct ServeArgs {
     )]
     pub sandbox_latency_ms: u64,
     /// The store's page cache in MiB: the bulk of resident memory once the
-    /// store is large.
-    #[arg(long, env = "KOBO_STORE_CACHE_MB", default_value_t = 1024)]
+    /// store is large. The default keeps resident memory under 300 MB with
+    /// a million payment intents, live actors included
+    /// (docs/performance.md).
+    #[arg(long, env = "KOBO_STORE_CACHE_MB", default_value_t = 160)]
     pub store_cache_mb: usize,
     /// Milliseconds a client may take to send a request body (408
     /// `request_timeout` after that).

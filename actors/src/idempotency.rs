@@ -45,10 +45,16 @@ pub struct IdempotencyRecord {
     pub fingerprint: String,
     pub status: u16,
     /// The response body, exactly as first sent (kept as raw JSON, so it is
-    /// stored once and not re-escaped inside the record).
+    /// stored once and not re-escaped inside the record; deflated in the
+    /// compact format, where replay gets the same bytes back).
+    #[serde(with = "kobo_storage::codec::deflated_json")]
     pub body: Box<serde_json::value::RawValue>,
     pub created_at: DateTime<Utc>,
 }
+
+/// Stored in the compact format (kobo_storage::codec), the body deflated;
+/// pinned by `tests::a_saved_response_is_stored_compact_and_replays_byte_identical`.
+impl kobo_storage::Compact for IdempotencyRecord {}
 
 /// What a command did. The domain says what happened; the HTTP endpoint
 /// gives each kind its status ([`Statuses`]).
@@ -249,7 +255,7 @@ impl IdempotencySave {
             body,
             created_at: now,
         };
-        batch.put(
+        batch.put_compact(
             Table::Idempotency,
             record_key(self.merchant, self.mode, self.caller, &self.key),
             &record,
@@ -413,5 +419,63 @@ mod tests {
             .unwrap();
         }
         assert_eq!(left, 0);
+    }
+    /// A response body with spacing, escapes and non-ASCII text, as a
+    /// handler could have sent it.
+    const BODY: &str = "{\"id\": \"pi_1\",  \"name\":\"Adé \\u00e9\\n\", \"n\":[1,2.50]}";
+
+    #[tokio::test]
+    async fn a_saved_response_is_stored_compact_and_replays_byte_identical() {
+        let dir = tempfile::tempdir().unwrap();
+        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
+        let now = kobo.clock.now();
+        let m = Uuid::new_v4();
+        let save = IdempotencySave {
+            merchant: m,
+            mode: Mode::Test,
+            caller: Caller::SecretKey,
+            key: "k".into(),
+            fingerprint: "f".into(),
+            statuses: Statuses::all(201),
+        };
+        let mut batch = Batch::new();
+        save.add_to(&mut batch, 201, BODY, now);
+        kobo.writer.commit(batch).await.unwrap();
+        let read = kobo.store.read().unwrap();
+        let key = record_key(m, Mode::Test, Caller::SecretKey, "k");
+        let raw = read.get(Table::Idempotency, &key).unwrap().unwrap();
+        assert_eq!(raw[0], kobo_storage::codec::FORMAT_V2);
+        let rec = lookup(&read, m, Mode::Test, Caller::SecretKey, "k", now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(rec.body.get(), BODY);
+        assert_eq!((rec.status, rec.fingerprint.as_str()), (201, "f"));
+    }
+
+    #[tokio::test]
+    async fn a_response_saved_as_json_before_the_compact_format_still_replays() {
+        let dir = tempfile::tempdir().unwrap();
+        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
+        let now = kobo.clock.now();
+        let m = Uuid::new_v4();
+        let key = record_key(m, Mode::Test, Caller::SecretKey, "k");
+        // The row exactly as the JSON format (version 1) wrote it.
+        let mut row = vec![kobo_storage::codec::FORMAT_V1];
+        row.extend_from_slice(
+            format!(
+                "{{\"fingerprint\":\"f\",\"status\":201,\"body\":{BODY},\"created_at\":\"{}\"}}",
+                now.to_rfc3339()
+            )
+            .as_bytes(),
+        );
+        let mut batch = Batch::new();
+        batch.put_raw(Table::Idempotency, key, row);
+        kobo.writer.commit(batch).await.unwrap();
+        let read = kobo.store.read().unwrap();
+        let rec = lookup(&read, m, Mode::Test, Caller::SecretKey, "k", now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(rec.body.get(), BODY);
+        assert_eq!(rec.status, 201);
     }
 }

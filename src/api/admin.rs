@@ -20,7 +20,7 @@ use super::endpoint::{self, Endpoint};
 use super::params;
 use super::{parse_id, resource, ApiError, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(resource("/admin/v1/merchants").route(web::post().to(create_merchant)))
         .service(
             resource("/admin/v1/merchants/{id}")

@@ -21,7 +21,7 @@ use super::{ApiResult, State};
 /// Most lines one statement export holds.
 pub const EXPORT_MAX_LINES: usize = 20_000;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(super::resource("/v1/balance").route(web::get().to(balance)))
         .service(super::resource("/v1/balance_transactions").route(web::get().to(transactions)))
         .service(super::resource("/v1/balance_transactions/export").route(web::get().to(export)));

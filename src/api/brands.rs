@@ -14,7 +14,7 @@ use super::endpoint::{Call, Endpoint};
 use super::params::page_query;
 use super::{resource, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(
         resource("/v1/brands")
             .route(web::post().to(create))

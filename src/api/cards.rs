@@ -32,7 +32,7 @@ use super::components::{
 use super::endpoint::{live_payments, Endpoint, Fingerprint};
 use super::{resource, ApiError, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(resource("/v1/payment_intents/{id}/card").route(web::post().to(card)))
         .service(
             resource("/v1/payment_intents/{id}/authenticate").route(web::post().to(authenticate)),

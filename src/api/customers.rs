@@ -30,7 +30,7 @@ use super::endpoint::{live_payments, Call, Endpoint, Fingerprint};
 use super::params;
 use super::{resource, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(
         resource("/v1/customers")
             .route(web::post().to(create))

@@ -28,7 +28,7 @@ pub const ADMIN_PAGE: &str = "/docs/admin/";
 /// plugins, no form posts elsewhere.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(
         resource(super::openapi_admin::PATH).route(web::get().to(super::openapi_admin::serve)),
     )

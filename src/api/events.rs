@@ -18,7 +18,7 @@ use super::endpoint::{Call, Endpoint};
 use super::params;
 use super::{resource, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(resource("/v1/events").route(web::get().to(list)))
         .service(resource("/v1/events/{id}/redeliver").route(web::post().to(redeliver)));
 }

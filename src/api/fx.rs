@@ -20,7 +20,7 @@ use super::endpoint::{Call, Endpoint};
 use super::params::{self, page_query};
 use super::{resource, ApiError, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(resource("/v1/fx").route(web::get().to(preview)))
         .service(
             resource("/v1/fx/conversions")

@@ -27,7 +27,7 @@ use super::params;
 use super::payment_intents::MIN_PAYMENT_AMOUNT;
 use super::{resource, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(
         resource("/v1/mandates")
             .route(web::post().to(create))

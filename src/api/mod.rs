@@ -32,6 +32,7 @@ pub mod payment_links;
 pub mod payouts;
 pub mod refunds;
 pub mod request;
+pub mod route_table;
 pub mod settlement;
 pub mod state;
 pub mod stream;

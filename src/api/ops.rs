@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::{json_response, resource, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(resource("/healthz").route(web::get().to(healthz)))
         .service(resource("/readyz").route(web::get().to(readyz)))
         .service(resource("/metrics").route(web::get().to(metrics)));

@@ -26,7 +26,7 @@ use super::endpoint::{live_payments, Endpoint};
 use super::params;
 use super::{resource, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(
         resource("/v1/payment_intents")
             .route(web::post().to(create))

@@ -26,7 +26,7 @@ use super::params;
 use super::payment_intents::act;
 use super::{resource, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(
         resource("/v1/payment_links")
             .route(web::post().to(create))

@@ -22,7 +22,7 @@ use super::endpoint::{Call, Endpoint};
 use super::params::{self, page_query};
 use super::{resource, ApiError, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(resource("/v1/banks").route(web::get().to(list_banks)))
         .service(
             resource("/v1/bank_accounts")

@@ -24,7 +24,7 @@ use super::endpoint::{test_mode, Call, Endpoint};
 use super::params::{self, page_query};
 use super::{resource, ApiError, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(
         resource("/v1/refunds")
             .route(web::post().to(create_refund))

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use kobo_actors::query::{self, Principal};
 use kobo_actors::{DomainError, ErrorCode};
 
-use super::error::{method_not_allowed, ApiError, ApiResult};
+use super::error::{ApiError, ApiResult};
 use super::limits;
 use super::state::{AppState, MAX_BODY_BYTES};
 
@@ -108,7 +108,8 @@ pub fn parse_id(raw: &str, what: &str) -> ApiResult<Uuid> {
     Uuid::try_parse(raw).map_err(|_| ApiError(DomainError::not_found(what, raw)))
 }
 
-/// A resource whose unmatched methods answer 405 with the error body.
-pub fn resource(path: &str) -> actix_web::Resource {
-    web::resource(path).default_service(web::to(method_not_allowed))
+/// A resource whose unmatched methods answer 405 with the error body
+/// (registered in its group's scope by `route_table::Routes`).
+pub fn resource(path: &str) -> crate::api::route_table::Resource {
+    crate::api::route_table::Resource::new(path, true)
 }

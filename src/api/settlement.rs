@@ -17,7 +17,7 @@ use super::components::{
 use super::endpoint::{test_mode, Endpoint};
 use super::{resource, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(resource("/v1/reserve").route(web::get().to(reserve)))
         .service(
             resource("/v1/test_helpers/balance/release_pending")

@@ -49,7 +49,7 @@ const HEARTBEAT_FRAME: &[u8] = b": heartbeat\n\n";
 /// Frames buffered per connection before the sender waits.
 const CONNECTION_BUFFER: usize = 64;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(resource("/v1/stream").route(web::get().to(stream)));
 }
 

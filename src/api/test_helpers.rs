@@ -16,7 +16,7 @@ use super::endpoint::{test_mode, Endpoint};
 use super::payment_intents::intent_action;
 use super::{resource, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(
         resource("/v1/test_helpers/payment_intents/{id}/succeed").route(web::post().to(succeed)),
     )

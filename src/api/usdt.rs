@@ -25,7 +25,7 @@ use super::endpoint::{Call, Endpoint};
 use super::fx::{ListQuery, PreviewQuery};
 use super::{parse_id, resource, ApiError, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(resource("/v1/usdt").route(web::get().to(usdt)))
         .service(resource("/v1/usdt/preview").route(web::get().to(preview)))
         .service(

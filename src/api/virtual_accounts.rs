@@ -29,7 +29,7 @@ use super::endpoint::{live_payments, test_mode, Call, Endpoint};
 use super::params;
 use super::{resource, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(
         resource("/v1/virtual_accounts")
             .route(web::post().to(create))

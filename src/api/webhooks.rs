@@ -18,7 +18,7 @@ use super::components::{path_id, IdempotencyKey, NotFoundReplayable, WebhookEndp
 use super::endpoint::Endpoint;
 use super::{resource, ApiResult, State};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(
         resource("/v1/webhook_endpoints")
             .route(web::post().to(create))

@@ -6,7 +6,7 @@ use super::*;
 use kobo_actors::idempotency::{render, Answer};
 use kobo_actors::payment_intent::PaymentIntentView;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.route("/sandbox/bank/{reference}", web::get().to(bank_page))
         .route(
             "/sandbox/bank/{reference}/approve",

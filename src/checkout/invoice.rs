@@ -41,7 +41,7 @@ use super::link::{field, invalid, parse_major};
 use super::{esc, frame, html, message_page, money, page_body, server_error};
 use crate::api::State;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(
         crate::api::resource("/i/{code}")
             .route(web::get().to(page))

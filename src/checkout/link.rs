@@ -37,7 +37,7 @@ use super::forms::{self, FormKey};
 use super::{esc, frame, html, message_page, money, page_body, server_error};
 use crate::api::State;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(
         crate::api::resource("/p/{slug}")
             .route(web::get().to(page))

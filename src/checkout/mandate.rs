@@ -22,7 +22,7 @@ use crate::api::{error_body, status_of, State};
 
 const BANK: &str = "Kobo Sandbox Bank";
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.route("/sandbox/mandates/{reference}", web::get().to(page))
         .route(
             "/sandbox/mandates/{reference}/approve",

@@ -52,7 +52,7 @@ const CHECKOUT_CSS: &str = include_str!("checkout.css");
 pub const JS_PATH: &str = "/checkout/assets/checkout.js";
 pub const CSS_PATH: &str = "/checkout/assets/checkout.css";
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.route(JS_PATH, web::get().to(script))
         .route(CSS_PATH, web::get().to(style))
         .route("/c/{code}", web::get().to(page));

@@ -3,6 +3,7 @@
 //! `advance_clock_with`: every timer that falls due on the way runs before
 //! the page answers). The session moves with the clock it moved.
 
+use crate::api::route_table::Routes;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{Map, Value};
 
@@ -15,7 +16,7 @@ use super::{
     ConsoleData, Operator,
 };
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut Routes) {
     cfg.route("/console/clock", web::get().to(show))
         .route("/console/clock", web::post().to(advance));
 }

@@ -2,6 +2,7 @@
 //! API's `publish_rate_with`), and the history of the latest rates as an
 //! SVG chart and a table.
 
+use crate::api::route_table::Routes;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{Map, Value};
 
@@ -20,7 +21,7 @@ use super::{
 /// Rates in the history.
 pub const HISTORY: usize = 60;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut Routes) {
     cfg.route("/console/fx", web::get().to(show))
         .route("/console/fx", web::post().to(publish));
 }

@@ -4,6 +4,7 @@
 //! fetches `/console/health/live` (the same fragment, freshly drawn) every
 //! few seconds and swaps it in: one drawing, on the server.
 
+use crate::api::route_table::Routes;
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use crate::api::State;
@@ -16,7 +17,7 @@ use super::{html, operator, page, ConsoleData};
 /// The window plotted.
 pub const WINDOW_SECONDS: usize = 300;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut Routes) {
     cfg.route("/console/health", web::get().to(show))
         .route("/console/health/live", web::get().to(live));
 }

@@ -4,6 +4,7 @@
 //! and every change its `update_merchant_with`, each with the API's own
 //! body type: the same validation, audit entry and effects.
 
+use crate::api::route_table::Routes;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Map, Value};
 
@@ -25,7 +26,7 @@ use super::{
 /// Merchants listed per search.
 pub const SEARCH_LIMIT: usize = 50;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut Routes) {
     cfg.route("/console/merchants", web::get().to(list))
         .route("/console/merchants", web::post().to(create))
         .route("/console/merchants/{id}", web::get().to(show))

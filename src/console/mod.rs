@@ -11,6 +11,7 @@
 //! this origin and no inline script or style. Every form carries the
 //! session's CSRF token, checked on every POST (403 page otherwise).
 
+use crate::api::route_table::Routes;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{Map, Value};
@@ -49,7 +50,7 @@ pub struct Console {
 
 pub type ConsoleData = web::Data<Console>;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut Routes) {
     cfg.route(JS_PATH, web::get().to(script))
         .route(CSS_PATH, web::get().to(style))
         .route("/console", web::get().to(home));

@@ -3,6 +3,7 @@
 //! Reject: the operator API's `review_with`, so the same actor command,
 //! audit entry and events.
 
+use crate::api::route_table::Routes;
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use kobo_actors::admin::load_merchant;
@@ -20,7 +21,7 @@ use super::{
 /// Payouts listed at most.
 pub const LIMIT: usize = 100;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut Routes) {
     cfg.route("/console/payouts", web::get().to(list))
         .route("/console/payouts/{id}/approve", web::post().to(approve))
         .route("/console/payouts/{id}/reject", web::post().to(reject));

@@ -5,6 +5,7 @@
 //! ([`session::SIGN_INS_PER_MINUTE`]); a wrong token answers 401 and
 //! changes nothing.
 
+use crate::api::route_table::Routes;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::Duration;
 
@@ -15,7 +16,7 @@ use crate::checkout::esc;
 use super::session::{self, cookie, cookie_value, random_token};
 use super::{bare, forbidden, html, operator, read_form, see_other, ConsoleData};
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
+pub fn configure(cfg: &mut Routes) {
     cfg.route("/console/sign-in", web::get().to(form))
         .route("/console/sign-in", web::post().to(sign_in))
         .route("/console/sign-out", web::post().to(sign_out));

@@ -1,14 +1,34 @@
-//! The one codec for stored values: a version byte, then JSON.
+//! The one codec for stored values: a version byte, then the body.
 //!
-//! JSON keeps the file inspectable and tolerant of added fields (serde
-//! defaults); the version byte lets a later format be introduced while old
-//! rows still read. Values are checked right after reading: a wrong version or
-//! undecodable body is an error, never a silently defaulted object.
+//! - Version 1: JSON. Every value written before the compact format, and
+//!   still what [`encode`] writes: inspectable, tolerant of added fields
+//!   (serde defaults).
+//! - Version 2: postcard, a compact positional binary format, for the hot
+//!   values marked [`Compact`] ([`encode_compact`]): the payment intent and
+//!   the saved idempotent response, written on every create.
+//!
+//! [`decode`] reads both, so a store written before version 2 still works,
+//! and a value is rewritten in the new format when it is next saved.
+//! Values are checked right after reading: a wrong version or undecodable
+//! body is an error, never a silently defaulted object.
+//!
+//! postcard writes fields by position, without names, and cannot read a
+//! value back through `deserialize_any`. So a [`Compact`] type must not use
+//! `#[serde(flatten)]`, `skip_serializing_if`/`skip_serializing`,
+//! untagged or internally tagged enums, or hold a `serde_json::Value` or
+//! `RawValue` directly; a field of such a type goes through [`json_field`]
+//! (kept as a JSON string inside the binary value) or [`deflated_json`].
+//! And its layout is frozen: adding, removing or reordering a field, or an
+//! enum variant, changes how old rows read. Each compact type pins its
+//! layout with a golden test; a change needs a new format version (or the
+//! type written as JSON again, which version-2 rows cannot follow).
 
 use serde::{de::DeserializeOwned, Serialize};
 
-/// The format written today.
+/// JSON.
 pub const FORMAT_V1: u8 = 1;
+/// postcard.
+pub const FORMAT_V2: u8 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
@@ -18,8 +38,15 @@ pub enum CodecError {
     UnknownVersion(u8),
     #[error("stored value does not decode: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("stored value does not decode: {0}")]
+    Postcard(#[from] postcard::Error),
 }
 
+/// A stored type whose serde shape postcard can write and read back (see
+/// the module's rules); written with [`encode_compact`].
+pub trait Compact: Serialize {}
+
+/// JSON (version 1).
 pub fn encode<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     out.push(FORMAT_V1);
@@ -27,16 +54,122 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     out
 }
 
+/// postcard (version 2).
+pub fn encode_compact<T: Compact>(value: &T) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    out.push(FORMAT_V2);
+    postcard::to_extend(value, out)
+        .expect("in-memory postcard encoding of a Compact type cannot fail")
+}
+
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     match bytes.split_first() {
         None => Err(CodecError::Empty),
         Some((&FORMAT_V1, body)) => Ok(serde_json::from_slice(body)?),
+        Some((&FORMAT_V2, body)) => Ok(postcard::from_bytes(body)?),
         Some((&v, _)) => Err(CodecError::UnknownVersion(v)),
+    }
+}
+
+/// A field kept as its JSON text inside a binary value, for types postcard
+/// cannot carry (`serde_json::Value`, `skip_serializing_if`, ...). In JSON
+/// (human-readable formats) the field is written as it always was.
+///
+/// `#[serde(with = "kobo_storage::codec::json_field")]`
+pub mod json_field {
+    use serde::de::{DeserializeOwned, Error as _};
+    use serde::ser::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<T: Serialize, S: Serializer>(value: &T, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            value.serialize(s)
+        } else {
+            s.serialize_str(&serde_json::to_string(value).map_err(S::Error::custom)?)
+        }
+    }
+
+    pub fn deserialize<'de, T: DeserializeOwned, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<T, D::Error> {
+        if d.is_human_readable() {
+            T::deserialize(d)
+        } else {
+            let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+            serde_json::from_str(&text).map_err(D::Error::custom)
+        }
+    }
+}
+
+/// A raw JSON text (a saved response body) kept deflated inside a binary
+/// value; in JSON it is written as the raw JSON it is. Reading gives back
+/// the exact bytes written.
+///
+/// `#[serde(with = "kobo_storage::codec::deflated_json")]`
+pub mod deflated_json {
+    use std::cell::RefCell;
+    use std::io::Read;
+
+    use flate2::{Compress, Compression, FlushCompress, Status};
+
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::value::RawValue;
+
+    pub fn serialize<S: Serializer>(value: &RawValue, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            value.serialize(s)
+        } else {
+            s.serialize_bytes(&deflate(value.get().as_bytes()))
+        }
+    }
+
+    thread_local! {
+        /// A compressor per thread, reset between values: a new one
+        /// allocates and clears some 300 KiB of tables, which cost more
+        /// than the compression itself (page faults; docs/performance.md).
+        static COMPRESSOR: RefCell<Compress> =
+            RefCell::new(Compress::new(Compression::fast(), false));
+    }
+
+    fn deflate(text: &[u8]) -> Vec<u8> {
+        COMPRESSOR.with(|c| {
+            let mut c = c.borrow_mut();
+            c.reset();
+            let mut out = Vec::with_capacity(text.len() + 64);
+            loop {
+                let done = c.total_in() as usize;
+                let status = c
+                    .compress_vec(&text[done..], &mut out, FlushCompress::Finish)
+                    .expect("deflating into memory cannot fail");
+                if status == Status::StreamEnd {
+                    return out;
+                }
+                out.reserve(out.capacity().max(64));
+            }
+        })
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Box<RawValue>, D::Error> {
+        if d.is_human_readable() {
+            <Box<RawValue>>::deserialize(d)
+        } else {
+            let bytes = <std::borrow::Cow<'de, [u8]>>::deserialize(d)?;
+            let mut text = String::with_capacity(bytes.len() * 3);
+            flate2::read::DeflateDecoder::new(&bytes[..])
+                .read_to_string(&mut text)
+                .map_err(D::Error::custom)?;
+            RawValue::from_string(text).map_err(D::Error::custom)
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
+    use serde_json::{Map, Value};
+
     use super::*;
 
     #[test]
@@ -66,5 +199,86 @@ mod tests {
             Err(CodecError::UnknownVersion(9))
         ));
         assert!(matches!(decode::<u32>(b""), Err(CodecError::Empty)));
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Inner {
+        kind: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+    }
+
+    #[derive(Debug, Serialize, Deserialize)]
+    struct Row {
+        id: u64,
+        #[serde(with = "json_field")]
+        metadata: Map<String, Value>,
+        #[serde(with = "json_field")]
+        next: Option<Inner>,
+        #[serde(with = "deflated_json")]
+        body: Box<RawValue>,
+    }
+    impl Compact for Row {}
+
+    fn row() -> Row {
+        let mut metadata = Map::new();
+        metadata.insert("order".into(), Value::from("A-1"));
+        metadata.insert("n".into(), serde_json::json!({"x": [1, 2.5, null]}));
+        Row {
+            id: 7,
+            metadata,
+            next: Some(Inner {
+                kind: "redirect".into(),
+                url: None,
+            }),
+            body: RawValue::from_string("{\"b\": 1,  \"z\":\"\\u00e9\"}".into()).unwrap(),
+        }
+    }
+
+    #[test]
+    fn compact_values_with_json_fields_round_trip_through_postcard() {
+        let bytes = encode_compact(&row());
+        assert_eq!(bytes[0], FORMAT_V2);
+        let back: Row = decode(&bytes).unwrap();
+        assert_eq!(back.id, 7);
+        assert_eq!(back.metadata, row().metadata);
+        assert_eq!(back.next, row().next);
+        // The raw body comes back byte for byte (spacing and escapes too).
+        assert_eq!(back.body.get(), row().body.get());
+    }
+
+    #[test]
+    fn the_same_type_still_reads_from_and_writes_plain_json() {
+        let json = encode(&row());
+        assert_eq!(json[0], FORMAT_V1);
+        let text = std::str::from_utf8(&json[1..]).unwrap();
+        assert!(text.contains("\"order\":\"A-1\""), "{text}");
+        assert!(
+            text.contains("\"body\":{\"b\": 1,  \"z\":\"\\u00e9\"}"),
+            "{text}"
+        );
+        assert!(text.contains("\"next\":{\"kind\":\"redirect\"}"), "{text}");
+        let back: Row = decode(&json).unwrap();
+        assert_eq!(back.next, row().next);
+        assert_eq!(back.body.get(), row().body.get());
+    }
+    #[test]
+    fn long_and_repeated_bodies_deflate_and_come_back_exactly() {
+        #[derive(Serialize, Deserialize)]
+        struct Saved {
+            #[serde(with = "deflated_json")]
+            body: Box<RawValue>,
+        }
+        impl Compact for Saved {}
+        let long = format!("[{}]", vec!["{\"a\":\"\\u00e9x\"}"; 5000].join(","));
+        for text in [long.as_str(), "{}", "[1]", long.as_str()] {
+            let saved = Saved {
+                body: RawValue::from_string(text.to_string()).unwrap(),
+            };
+            let bytes = encode_compact(&saved);
+            assert!(text.len() < 100 || bytes.len() * 10 < text.len());
+            let back: Saved = decode(&bytes).unwrap();
+            assert_eq!(back.body.get(), text);
+        }
     }
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use redb::{Database, DatabaseError, ReadableDatabase};
 use serde::de::DeserializeOwned;
 
-pub use codec::{decode, encode, CodecError};
+pub use codec::{decode, encode, encode_compact, CodecError, Compact};
 pub use tables::{KeyBuf, Table};
 pub use writer::{counters, Batch, CommitError, Op, RecentCommits, Writer, WriterMetrics};
 
@@ -108,10 +108,14 @@ pub const STORE_FILE: &str = "kobo.redb";
 /// a backup records it, and a restore refuses a backup from a later one.
 /// New tables appended at the end of the catalogue do not raise it (an
 /// older kobo ignores their keys).
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// 2: payment intents and saved responses in the compact format (codec
+/// version 2), which a kobo of schema 1 cannot decode.
+pub const SCHEMA_VERSION: u32 = 2;
 
-/// redb's page cache when not configured: 1 GiB.
-pub const DEFAULT_CACHE_BYTES: usize = 1 << 30;
+/// redb's page cache when not configured: 160 MiB (the server's
+/// `--store-cache-mb` default).
+pub const DEFAULT_CACHE_BYTES: usize = 160 << 20;
 
 /// The opened store. Cheap to clone.
 #[derive(Clone)]

@@ -17,12 +17,22 @@
 //! transaction, so batches from many callers move one counter exactly,
 //! without any caller reading it first.
 //!
+//! The writer thread is the one core the whole write path waits on, so
+//! everything that can be done before a batch reaches it is: the physical
+//! keys (table id, then key) are built when an operation is added, the set
+//! of tables a batch puts into is noted then too (for the watchers), and a
+//! committed batch goes back to its caller with the acknowledgement, so its
+//! memory is freed on the caller's thread, not the writer's.
+//!
 //! A failed commit stops the process (fail-stop): after a restart memory is
 //! rebuilt from disk, so no caller is ever told "done" for a change that is not
 //! on disk, and no in-memory state runs ahead of it.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge};
@@ -30,12 +40,14 @@ use redb::{Database, Durability, ReadableTable};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::codec::encode;
+use crate::codec::{encode, encode_compact, Compact};
 use crate::tables::Table;
 
 /// The most batches one commit takes.
 pub const MAX_BATCHES_PER_COMMIT: usize = 4096;
 
+/// One write. Keys are physical: the table's id byte, then the key
+/// ([`Table::physical`]).
 #[derive(Debug, Clone)]
 pub enum Op {
     Put(Table, Vec<u8>, Vec<u8>),
@@ -49,8 +61,11 @@ pub enum Op {
 #[derive(Debug, Default, Clone)]
 pub struct Batch {
     ops: Vec<Op>,
+    /// Physical keys that must be absent.
     absent: Vec<(Table, Vec<u8>)>,
     seq_high_water: u64,
+    /// The tables this batch puts into, one bit per table id.
+    puts: [u64; 4],
 }
 
 impl Batch {
@@ -58,8 +73,15 @@ impl Batch {
         Batch::default()
     }
     pub fn put_raw(&mut self, table: Table, key: Vec<u8>, value: Vec<u8>) -> &mut Self {
-        self.ops.push(Op::Put(table, key, value));
+        let id = table.id() as usize;
+        self.puts[id / 64] |= 1 << (id % 64);
+        self.ops.push(Op::Put(table, table.physical(&key), value));
         self
+    }
+    /// Whether the batch puts a key into `table`.
+    pub fn puts_into(&self, table: Table) -> bool {
+        let id = table.id() as usize;
+        self.puts[id / 64] & (1 << (id % 64)) != 0
     }
     pub fn put<T: Serialize + ?Sized>(
         &mut self,
@@ -69,21 +91,26 @@ impl Batch {
     ) -> &mut Self {
         self.put_raw(table, key, encode(value))
     }
+    /// `value` in the compact format ([`crate::codec::encode_compact`]).
+    pub fn put_compact<T: Compact>(&mut self, table: Table, key: Vec<u8>, value: &T) -> &mut Self {
+        self.put_raw(table, key, encode_compact(value))
+    }
     pub fn delete(&mut self, table: Table, key: Vec<u8>) -> &mut Self {
-        self.ops.push(Op::Delete(table, key));
+        self.ops.push(Op::Delete(table, table.physical(&key)));
         self
     }
     /// Adds `deltas` to the counters row `key` (see [`Op::Add`]), applied
     /// by the writer in commit order: concurrent batches never lose an
     /// update. Read it with [`counters`].
     pub fn add(&mut self, table: Table, key: Vec<u8>, deltas: &[i64]) -> &mut Self {
-        self.ops.push(Op::Add(table, key, deltas.to_vec()));
+        self.ops
+            .push(Op::Add(table, table.physical(&key), deltas.to_vec()));
         self
     }
     /// The whole batch is skipped (and its caller told `Conflict`) when `key`
     /// exists in `table` at the moment the batch would apply.
     pub fn require_absent(&mut self, table: Table, key: Vec<u8>) -> &mut Self {
-        self.absent.push((table, key));
+        self.absent.push((table, table.physical(&key)));
         self
     }
     /// Records that this batch used sequence numbers up to `seq`; the writer
@@ -96,6 +123,9 @@ impl Batch {
         self.ops.append(&mut other.ops);
         self.absent.append(&mut other.absent);
         self.seq_high_water = self.seq_high_water.max(other.seq_high_water);
+        for (a, b) in self.puts.iter_mut().zip(other.puts) {
+            *a |= b;
+        }
         self
     }
     pub fn is_empty(&self) -> bool {
@@ -214,7 +244,23 @@ impl Default for WriterMetrics {
 
 struct Submission {
     batch: Batch,
-    ack: oneshot::Sender<Result<(), CommitError>>,
+    /// The outcome, and the batch handed back (freed by its caller).
+    ack: oneshot::Sender<(Result<(), CommitError>, Batch)>,
+}
+
+/// The acknowledgement of a submitted batch: resolves after the commit that
+/// holds it (an error when the writer stopped). The batch comes back with
+/// it and is dropped here, on the caller's thread.
+pub struct Ack(oneshot::Receiver<(Result<(), CommitError>, Batch)>);
+
+impl Future for Ack {
+    type Output = Result<Result<(), CommitError>, oneshot::error::RecvError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.map(|(outcome, _batch)| outcome))
+    }
 }
 
 /// Tables whose writes wake someone: (table, who).
@@ -233,7 +279,7 @@ pub struct Writer {
 impl Writer {
     /// Queues a batch; the receiver resolves after the commit that holds it.
     /// Batches submitted from one caller commit in submission order.
-    pub fn submit(&self, batch: Batch) -> oneshot::Receiver<Result<(), CommitError>> {
+    pub fn submit(&self, batch: Batch) -> Ack {
         let (ack, rx) = oneshot::channel();
         self.depth.fetch_add(1, Ordering::Relaxed);
         self.metrics.queue_depth.inc();
@@ -242,7 +288,7 @@ impl Writer {
             self.depth.fetch_sub(1, Ordering::Relaxed);
             self.metrics.queue_depth.dec();
         }
-        rx
+        Ack(rx)
     }
 
     /// Submits and waits for the durable commit.
@@ -336,7 +382,7 @@ fn run(
         commits_done.fetch_add(1, Ordering::Relaxed);
         wake_watchers(&watches, &group, &outcomes);
         for (sub, outcome) in group.drain(..).zip(outcomes) {
-            let _ = sub.ack.send(outcome);
+            let _ = sub.ack.send((outcome, sub.batch));
         }
     }
 }
@@ -348,14 +394,10 @@ fn wake_watchers(watches: &Watches, group: &[Submission], outcomes: &[Result<(),
         return;
     }
     for (table, notify) in watches.iter() {
-        let touched = group.iter().zip(outcomes).any(|(sub, outcome)| {
-            outcome.is_ok()
-                && sub
-                    .batch
-                    .ops
-                    .iter()
-                    .any(|op| matches!(op, Op::Put(t, _, _) if t == table))
-        });
+        let touched = group
+            .iter()
+            .zip(outcomes)
+            .any(|(sub, outcome)| outcome.is_ok() && sub.batch.puts_into(*table));
         if touched {
             notify.notify_one();
         }
@@ -397,29 +439,24 @@ pub(crate) fn apply_batch(
     batch: &Batch,
 ) -> Result<Result<(), CommitError>, String> {
     for (table, key) in &batch.absent {
-        let found = t
-            .get(table.physical(key).as_slice())
-            .map_err(|e| e.to_string())?
-            .is_some();
+        let found = t.get(key.as_slice()).map_err(|e| e.to_string())?.is_some();
         if found {
             return Ok(Err(CommitError::Conflict {
                 table: table.name(),
-                key: key.clone(),
+                key: key[1..].to_vec(),
             }));
         }
     }
     for op in &batch.ops {
         match op {
-            Op::Put(table, k, v) => {
-                t.insert(table.physical(k).as_slice(), v.as_slice())
+            Op::Put(_, k, v) => {
+                t.insert(k.as_slice(), v.as_slice())
                     .map_err(|e| e.to_string())?;
             }
-            Op::Delete(table, k) => {
-                t.remove(table.physical(k).as_slice())
-                    .map_err(|e| e.to_string())?;
+            Op::Delete(_, k) => {
+                t.remove(k.as_slice()).map_err(|e| e.to_string())?;
             }
-            Op::Add(table, k, deltas) => {
-                let key = table.physical(k);
+            Op::Add(_, key, deltas) => {
                 let mut values = t
                     .get(key.as_slice())
                     .map_err(|e| e.to_string())?

@@ -4,8 +4,8 @@ use kobo_storage::{decode, StoreError, Table};
 
 use super::{hex, Checker};
 
-/// Tables whose values are codec-encoded (a version byte, then JSON); the
-/// others hold raw ids, keys or nothing.
+/// Tables whose values are codec-encoded (a version byte, then JSON or
+/// postcard); the others hold raw ids, keys or nothing.
 const CODEC_TABLES: &[Table] = &[
     Table::Merchants,
     Table::ApiKeys,
@@ -51,7 +51,7 @@ pub(super) fn decode_all(c: &mut Checker) -> Result<(), StoreError> {
         let mut n = 0;
         c.each(table, |k, v| {
             n += 1;
-            if let Err(e) = decode::<serde_json::Value>(v) {
+            if let Err(e) = decodes(table, v) {
                 bad.push(format!("{} key {}: {e}", table.name(), hex(k)));
             }
             Ok(())
@@ -62,6 +62,17 @@ pub(super) fn decode_all(c: &mut Checker) -> Result<(), StoreError> {
         }
     }
     counter_rows(c)
+}
+
+/// Whether `v` decodes as `table`'s type. Values in the compact format
+/// (postcard) carry no field names, so they are read as their own type;
+/// JSON values of any table read as a `Value`.
+fn decodes(table: Table, v: &[u8]) -> Result<(), kobo_storage::CodecError> {
+    match table {
+        Table::PaymentIntents => decode::<crate::payment_intent::PaymentIntent>(v).map(drop),
+        Table::Idempotency => decode::<crate::idempotency::IdempotencyRecord>(v).map(drop),
+        _ => decode::<serde_json::Value>(v).map(drop),
+    }
 }
 
 /// Tables of counter rows (big-endian `i64`s moved by `Batch::add`), not

@@ -159,7 +159,7 @@ pub fn load_balances(
     Ok(out)
 }
 
-type Submitted = (Vec<LedgerLine>, oneshot::Receiver<Result<(), CommitError>>);
+type Submitted = (Vec<LedgerLine>, kobo_storage::writer::Ack);
 
 impl LedgerActor {
     /// Checks and applies `entries` in memory, adds their lines and balances

@@ -435,7 +435,7 @@ fn insert(batch: &mut Batch, intent: &PaymentIntent) {
     let (id, seq, merchant, mode) = (intent.id, intent.seq, intent.merchant, intent.mode);
     let code = intent.checkout_code.as_bytes();
     batch
-        .put(Table::PaymentIntents, id.as_bytes().to_vec(), intent)
+        .put_compact(Table::PaymentIntents, id.as_bytes().to_vec(), intent)
         .put_raw(
             Table::PaymentIntentIndex,
             list_key(merchant, mode, seq),
@@ -523,7 +523,7 @@ pub async fn commit_decision_with(
     let view = after.view(None);
     let body = render(&view);
     if after != before {
-        batch.put(Table::PaymentIntents, after.id.as_bytes().to_vec(), after);
+        batch.put_compact(Table::PaymentIntents, after.id.as_bytes().to_vec(), after);
     }
     if after.status != before.status {
         let (merchant, mode, seq) = (after.merchant, after.mode, after.seq);

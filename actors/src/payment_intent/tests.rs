@@ -2109,3 +2109,101 @@ fn a_stored_intent_without_the_failure_count_reads_as_none_failed() {
     assert_eq!(back.failed_card_attempts, 0);
     assert_eq!(back, pi);
 }
+
+/// An intent with every optional part filled, for the storage tests.
+fn stored_example() -> PaymentIntent {
+    let mut p = created(Currency::NGN, FeeBearer::Customer, 250_000);
+    p.id = Uuid::from_u128(0x0196_0000_0000_7000_8000_0000_0000_0001);
+    p.merchant = Uuid::from_u128(2);
+    p.brand = Uuid::from_u128(3);
+    p.customer = Some(Uuid::from_u128(4));
+    p.metadata
+        .insert("order".into(), serde_json::json!({"n": [1, 2.5, null]}));
+    p.channel = Some(Channel::BankTransfer);
+    p.paid_at = Some(t(3));
+    p.client_secret = Some("pi_secret".into());
+    p.bank_transfer = Some(BankTransferAccount {
+        account_number: "9900000001".into(),
+        bank_name: "Kobo Sandbox Bank".into(),
+        account_name: "Ada Ltd".into(),
+        amount: 250_000,
+        expires_at: t(30),
+    });
+    p.next_action = Some(NextAction {
+        action_type: "redirect".into(),
+        message: None,
+        input: None,
+        url: Some("https://bank.example/3ds".into()),
+    });
+    p.bank_credit = Some(BankCredit {
+        virtual_account: Uuid::from_u128(5),
+        session_id: "S1".into(),
+        sender_name: None,
+        sender_account_number: Some("0123".into()),
+        account_deactivated: false,
+    });
+    p
+}
+
+#[test]
+fn a_payment_intent_round_trips_through_the_compact_format() {
+    let p = stored_example();
+    let bytes = kobo_storage::encode_compact(&p);
+    assert_eq!(bytes[0], kobo_storage::codec::FORMAT_V2);
+    let back: PaymentIntent = kobo_storage::decode(&bytes).unwrap();
+    assert_eq!(back, p);
+    // Far smaller than its JSON.
+    assert!(
+        bytes.len() * 2 < kobo_storage::encode(&p).len(),
+        "{}",
+        bytes.len()
+    );
+}
+
+#[test]
+fn a_payment_intent_stored_as_json_before_the_compact_format_still_reads() {
+    let p = stored_example();
+    let json = kobo_storage::encode(&p);
+    assert_eq!(json[0], kobo_storage::codec::FORMAT_V1);
+    // The JSON is what version 1 wrote: plain fields, no embedded strings.
+    let text = std::str::from_utf8(&json[1..]).unwrap();
+    assert!(
+        text.contains("\"metadata\":{\"order\":{\"n\":[1,2.5,null]}}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"next_action\":{\"type\":\"redirect\",\"url\":"),
+        "{text}"
+    );
+    let back: PaymentIntent = kobo_storage::decode(&json).unwrap();
+    assert_eq!(back, p);
+}
+
+/// postcard stores fields by position: adding, removing or reordering a
+/// field of `PaymentIntent` (or of a type inside it, or an enum's variants)
+/// changes how every stored intent reads. If this fails, the change needs
+/// a new format version in kobo_storage::codec (with a reader for the old
+/// layout), not a new pinned value.
+#[test]
+fn the_stored_layout_of_a_payment_intent_is_pinned() {
+    let bytes = kobo_storage::encode_compact(&stored_example());
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        hex, PINNED_LAYOUT,
+        "the compact layout of PaymentIntent changed"
+    );
+}
+
+const PINNED_LAYOUT: &str = concat!(
+    "02100196000000007000800000000000000110000000000000000000000000000000020007a0c21e",
+    "000001076f726465722d3100010f616461406578616d706c652e636f6d1000000000000000000000",
+    "000000000003011000000000000000000000000000000004001c7b226f72646572223a7b226e223a",
+    "5b312c322e352c6e756c6c5d7d7d010300ac02a09c01a0c21e0180b51801c801000001e0d40302ac",
+    "0200000180b51801010014323032352d30332d30335430393a30303a30305a14323032352d30332d",
+    "30335430393a30303a30305a0114323032352d30332d30335430393a30333a30305a000004686173",
+    "68010970695f73656372657404636f6465010a39393030303030303031114b6f626f2053616e6462",
+    "6f782042616e6b07416461204c7464a0c21e14323032352d30332d30335430393a33303a30305a34",
+    "7b2274797065223a227265646972656374222c2275726c223a2268747470733a2f2f62616e6b2e65",
+    "78616d706c652f336473227d00000000000110000000000000000000000000000000050253310001",
+    "0430313233000001",
+);

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# CPU profile of a release kobo under load (docs/performance.md): starts the
+# server on a fresh store, drives SCENARIO at CONNECTIONS with kobo-loadgen,
+# records `perf record -g` on the server for SECONDS, then writes the top of
+# `perf report` (self and children) and a flame graph (scripts/flamegraph.py).
+#
+#   scripts/profile.sh SCENARIO [CONNECTIONS] [SECONDS] [OUT_PREFIX] [BIN_DIR]
+#
+# OUT_PREFIX defaults to /tmp/kobo-profile-SCENARIO: writes PREFIX.txt and
+# PREFIX.svg. BIN_DIR holds a release `kobo` and `kobo-loadgen` (default
+# target/release, built first).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SCENARIO=${1:?scenario: healthz, create or flow}
+CONNECTIONS=${2:-64}
+SECONDS_PER_RUN=${3:-12}
+OUT=${4:-/tmp/kobo-profile-$SCENARIO}
+BIN=${5:-}
+if [ -z "$BIN" ]; then
+  cargo build --release --bin kobo --bin kobo-loadgen >&2
+  BIN=${CARGO_TARGET_DIR:-target}/release
+fi
+DATA=$(mktemp -d)
+TOKEN=prof-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
+RUST_LOG=warn "$BIN/kobo" serve --listen 127.0.0.1:0 --data "$DATA" --admin-token "$TOKEN" \
+  --ip-rate-limit 0 >"$DATA/stdout" 2>"$DATA/stderr" &
+PID=$!
+trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DATA"' EXIT
+for _ in $(seq 100); do grep -q "kobo listening on" "$DATA/stdout" 2>/dev/null && break; sleep 0.1; done
+BASE=$(grep -o 'http://[0-9.:]*' "$DATA/stdout" | head -1)
+KEY=$(curl -s -X POST "$BASE/admin/v1/merchants" -H "Authorization: Bearer $TOKEN" \
+  -d '{"name":"Profile Ltd","settings":{"rate_limits":{"test_per_second":100000,"live_per_second":100000}}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])')
+"$BIN/kobo-loadgen" --base "$BASE" --key "$KEY" --scenario "$SCENARIO" \
+  --connections "$CONNECTIONS" --seconds "$((SECONDS_PER_RUN + 3))" >"$DATA/load.json" &
+LOAD=$!
+sleep 2
+perf record -F 499 -g -p "$PID" -o "$DATA/perf.data" -- sleep "$SECONDS_PER_RUN" 2>/dev/null >&2
+wait $LOAD
+echo "load: $(cat "$DATA/load.json")" >"$OUT.txt"
+{
+  echo "== by thread (share of samples)"
+  perf report -i "$DATA/perf.data" --no-children --sort comm --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -15 || true
+  echo "== self (top 40)"
+  perf report -i "$DATA/perf.data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null | grep -E '^ +[0-9]' | head -40 || true
+  echo "== children (top 60)"
+  perf report -i "$DATA/perf.data" --children --sort comm,symbol --stdio -g none 2>/dev/null | grep -E '^ +[0-9]' | head -70 || true
+} | sed -E 's/[[:space:]]+-[[:space:]]+-[[:space:]]*$//; s/[[:space:]]+$//' | cut -c1-200 >>"$OUT.txt"
+perf script -i "$DATA/perf.data" 2>/dev/null | python3 scripts/flamegraph.py --title "kobo $SCENARIO @ $CONNECTIONS connections" >"$OUT.svg"
+echo "wrote $OUT.txt and $OUT.svg" >&2
