@@ -25,6 +25,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     checkout::link::configure(cfg);
     checkout::invoice::configure(cfg);
     api::invoices::configure(cfg);
+    api::plans::configure(cfg);
+    api::subscriptions::configure(cfg);
     checkout::mandate::configure(cfg);
     api::fx::configure(cfg);
     api::usdt::configure(cfg);
