@@ -38,6 +38,7 @@ mod settlement;
 mod simulation;
 mod simulation_fx;
 mod simulation_invoices;
+mod subscriptions;
 mod trust;
 mod usdt;
 mod virtual_account_transfers;
