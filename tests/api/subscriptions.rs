@@ -290,7 +290,7 @@ async fn a_mandate_subscription_is_incomplete_until_its_first_debit_then_renews_
         assert!(invs.iter().all(|i| i["status"] == "paid"));
         assert_eq!(intents_of(&app, k, &customer).await.len(), period);
     }
-    let events = app.get(k, &format!("/v1/events?limit=100")).await;
+    let events = app.get(k, "/v1/events?limit=100").await;
     assert!(events.body["data"]
         .as_array()
         .unwrap()
