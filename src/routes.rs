@@ -24,6 +24,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     api::payment_links::configure(cfg);
     checkout::link::configure(cfg);
     checkout::invoice::configure(cfg);
+    checkout::subscription::configure(cfg);
     api::invoices::configure(cfg);
     api::plans::configure(cfg);
     api::subscriptions::configure(cfg);

@@ -134,6 +134,7 @@ pub const CLIENT_SECRET: &str = "client_secret";
         super::subscriptions::retrieve,
         super::subscriptions::update,
         super::subscriptions::cancel,
+        super::subscriptions::manage_link,
         super::subscriptions::test_renew,
     ),
     components(

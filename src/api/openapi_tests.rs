@@ -121,6 +121,7 @@ const V1_ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/subscriptions/{id}"),
     ("post", "/v1/subscriptions/{id}"),
     ("post", "/v1/subscriptions/{id}/cancel"),
+    ("post", "/v1/subscriptions/{id}/manage_link"),
     ("post", "/v1/test_helpers/subscriptions/{id}/renew"),
     ("post", "/v1/virtual_accounts/{id}/deactivate"),
     (

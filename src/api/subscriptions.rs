@@ -46,6 +46,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(web::post().to(update)),
     )
     .service(resource("/v1/subscriptions/{id}/cancel").route(web::post().to(cancel)))
+    .service(resource("/v1/subscriptions/{id}/manage_link").route(web::post().to(manage_link)))
     .service(
         resource("/v1/test_helpers/subscriptions/{id}/renew").route(web::post().to(test_renew)),
     );
@@ -517,6 +518,76 @@ async fn cancel(
                 at_period_end: b.at_period_end.unwrap_or(false),
             };
             Ok(act(&c, &s, SubscriptionAction::Command(command)).await?)
+        })
+        .await
+}
+
+/// How long a manage link works.
+pub const MANAGE_LINK_SECONDS: i64 = 3600;
+
+/// A link to the customer's subscription page.
+#[derive(serde::Serialize, ToSchema)]
+#[schema(as = SubscriptionManageLink)]
+pub struct ManageLinkView {
+    /// Always `subscription_manage_link`.
+    #[schema(pattern = "^subscription_manage_link$")]
+    object: &'static str,
+    livemode: bool,
+    subscription: Uuid,
+    /// The page (`/s/<token>`): the plan, the next charge, cancel at the
+    /// period's end. Anyone with the URL can act on it until it expires.
+    url: String,
+    expires_at: DateTime<Utc>,
+}
+
+/// Make a link to the customer's subscription page
+///
+/// A capability URL valid for an hour (HMAC-signed, never stored): the
+/// customer sees the plan and the next charge and can cancel at the
+/// period's end. A `canceled` or `completed` subscription: 409
+/// `subscription_ended`.
+#[utoipa::path(
+    post,
+    path = "/v1/subscriptions/{id}/manage_link",
+    operation_id = "create_subscription_manage_link",
+    tag = "subscriptions",
+    params(SubscriptionId, IdempotencyKey),
+    request_body(content = Option<NoFields>, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The link and when it expires.", body = ManageLinkView),
+        (status = 404, response = NotFoundReplayable),
+        (status = 409, response = ConflictReplayable),
+    )
+)]
+async fn manage_link(
+    req: HttpRequest,
+    state: State,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> ApiResult {
+    Endpoint::secret_key(201)
+        .post(req, state, payload, |c, _: NoFields| async move {
+            let s = own(&c, &path)?;
+            if s.status.ended() {
+                return Err(DomainError::state(
+                    ErrorCode::SubscriptionEnded,
+                    format!("this subscription is {}", s.status.as_str()),
+                )
+                .into());
+            }
+            let now = c.kobo().clock.now();
+            let expires = now.timestamp() + MANAGE_LINK_SECONDS;
+            let expires_at = DateTime::<Utc>::from_timestamp(expires, 0).unwrap_or(now);
+            let token = c.state.checkout_key.manage_token(s.id, expires);
+            let url = format!("{}/s/{token}", c.kobo().config.base_url);
+            let view = ManageLinkView {
+                object: "subscription_manage_link",
+                livemode: s.mode.livemode(),
+                subscription: s.id,
+                url,
+                expires_at,
+            };
+            Ok(serde_json::to_value(view).expect("a link serializes"))
         })
         .await
 }

@@ -38,6 +38,7 @@ mod settlement;
 mod simulation;
 mod simulation_fx;
 mod simulation_invoices;
+mod subscription_page;
 mod subscriptions;
 mod trust;
 mod usdt;
