@@ -347,7 +347,7 @@ async fn a_trial_sends_trial_will_end_three_days_before_and_bills_at_its_end() {
 
 #[tokio::test]
 async fn a_failed_debit_is_retried_1_3_5_and_7_days_after_then_the_subscription_is_canceled() {
-    let app = spawn_app().await;
+    let mut app = spawn_app().await;
     let m = app.merchant().await;
     let k = &m.test_key;
     // Debits of amounts ending in 51 kobo fail in the sandbox.
@@ -392,6 +392,7 @@ async fn a_failed_debit_is_retried_1_3_5_and_7_days_after_then_the_subscription_
     app.post(k, &format!("/v1/subscriptions/{s}/cancel"), json!({}))
         .await
         .assert_error(409, "subscription_ended", None);
+    crate::operations::assert_check_clean(&mut app);
 }
 
 #[tokio::test]
@@ -483,7 +484,7 @@ async fn a_send_invoice_subscription_goes_past_due_after_the_due_date_and_is_can
 
 #[tokio::test]
 async fn an_incomplete_subscription_is_canceled_after_23_hours_and_its_invoice_voided() {
-    let app = spawn_app().await;
+    let mut app = spawn_app().await;
     let m = app.merchant().await;
     let k = &m.test_key;
     let p = plan(&app, k, json!({})).await;
@@ -513,6 +514,7 @@ async fn an_incomplete_subscription_is_canceled_after_23_hours_and_its_invoice_v
     )
     .await
     .assert_status(201);
+    crate::operations::assert_check_clean(&mut app);
 }
 
 #[tokio::test]
@@ -570,7 +572,7 @@ async fn cancel_now_or_at_the_period_end() {
 
 #[tokio::test]
 async fn a_plan_change_now_bills_the_new_amount_less_the_unused_time_and_at_period_end_waits() {
-    let app = spawn_app().await;
+    let mut app = spawn_app().await;
     let m = app.merchant().await;
     let k = &m.test_key;
     let gold = plan(
@@ -659,6 +661,7 @@ async fn a_plan_change_now_bills_the_new_amount_less_the_unused_time_and_at_peri
     )
     .await
     .assert_error(400, "parameter_missing", Some("plan"));
+    crate::operations::assert_check_clean(&mut app);
 }
 
 #[tokio::test]
@@ -696,7 +699,7 @@ async fn the_invoice_limit_completes_the_subscription() {
 
 #[tokio::test]
 async fn a_clock_jump_over_three_periods_bills_each_period_once_in_order() {
-    let app = spawn_app().await;
+    let mut app = spawn_app().await;
     let m = app.merchant().await;
     let k = &m.test_key;
     let p = plan(&app, k, json!({"interval": "week"})).await;
@@ -743,4 +746,5 @@ async fn a_clock_jump_over_three_periods_bills_each_period_once_in_order() {
     app.post(&m.live_key, &renew, json!({}))
         .await
         .assert_status(404);
+    crate::operations::assert_check_clean(&mut app);
 }
