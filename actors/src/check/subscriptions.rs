@@ -69,12 +69,12 @@ pub(super) fn subscriptions(c: &mut Checker) -> Result<(), StoreError> {
     periods(c)
 }
 
+/// An unfinished subscription: its id, open claim key and timer.
+type Unfinished = (Uuid, Vec<u8>, Option<chrono::DateTime<chrono::Utc>>);
+
 /// Each unfinished subscription holds its open claim and its timer; each
 /// claim names an unfinished subscription.
-fn open_claims(
-    c: &mut Checker,
-    unfinished: &[(Uuid, Vec<u8>, Option<chrono::DateTime<chrono::Utc>>)],
-) -> Result<(), StoreError> {
+fn open_claims(c: &mut Checker, unfinished: &[Unfinished]) -> Result<(), StoreError> {
     let mut claims: BTreeMap<Vec<u8>, Uuid> = BTreeMap::new();
     c.each(Table::SubscriptionOpen, |k, v| {
         if let Some(id) = uuid_of(v) {
