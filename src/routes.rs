@@ -32,7 +32,10 @@ fn declare(cfg: &mut Routes) {
     api::payment_links::configure(cfg);
     checkout::link::configure(cfg);
     checkout::invoice::configure(cfg);
+    checkout::subscription::configure(cfg);
     api::invoices::configure(cfg);
+    api::plans::configure(cfg);
+    api::subscriptions::configure(cfg);
     checkout::mandate::configure(cfg);
     api::fx::configure(cfg);
     api::usdt::configure(cfg);

@@ -68,9 +68,63 @@ impl CheckoutKey {
     }
 }
 
+/// What a subscription manage link's MAC covers besides the id and expiry.
+const MANAGE_LABEL: &[u8] = b"kobo subscription manage link v1\0";
+
+impl CheckoutKey {
+    fn manage_mac(&self, subscription: Uuid, expires: i64) -> Hmac<Sha256> {
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        mac.update(MANAGE_LABEL);
+        mac.update(subscription.as_bytes());
+        mac.update(&expires.to_be_bytes());
+        mac
+    }
+
+    /// The token of a subscription's manage page (`/s/<token>`):
+    /// `<id>.<expiry, unix seconds>.<HMAC>`, made when asked, never stored.
+    pub fn manage_token(&self, subscription: Uuid, expires: i64) -> String {
+        let tag = self
+            .manage_mac(subscription, expires)
+            .finalize()
+            .into_bytes();
+        format!("{}.{expires}.{}", subscription.simple(), hex::encode(tag))
+    }
+
+    /// The subscription of a manage token this key made, if it has not
+    /// expired by `now` (unix seconds; the MAC compared in constant time).
+    pub fn verify_manage(&self, token: &str, now: i64) -> Option<Uuid> {
+        let mut parts = token.split('.');
+        let (id, exp, tag) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() || id.len() != 32 {
+            return None;
+        }
+        let subscription = Uuid::try_parse(id).ok()?;
+        let expires: i64 = exp.parse().ok()?;
+        let tag = hex::decode(tag).ok()?;
+        self.manage_mac(subscription, expires)
+            .verify_slice(&tag)
+            .ok()?;
+        (now < expires).then_some(subscription)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_manage_token_verifies_until_it_expires_under_its_own_key_only() {
+        let key = CheckoutKey::new([7; 32]);
+        let id = Uuid::new_v4();
+        let t = key.manage_token(id, 1_000);
+        assert_eq!(key.verify_manage(&t, 999), Some(id));
+        assert_eq!(key.verify_manage(&t, 1_000), None);
+        assert_eq!(CheckoutKey::new([8; 32]).verify_manage(&t, 0), None);
+        let later = t.replace(".1000.", ".9000.");
+        assert_eq!(key.verify_manage(&later, 0), None);
+        assert_eq!(key.verify_manage(&key.credential(id), 0), None);
+    }
 
     #[test]
     fn a_credential_verifies_for_its_own_intent_under_its_own_key_only() {

@@ -12,7 +12,9 @@
 //! email ending `@decline.test` is rejected at the first check
 //! (`declined_by_bank`); Decline on the page fails it at the next check
 //! (`declined_by_customer`). Debits succeed unless the amount ends in 99
-//! kobo (`insufficient_funds`), answered at the first status query. The
+//! or 51 kobo (`insufficient_funds`), answered at the first status query;
+//! a debit whose amount ends in 52 kobo stays processing (every status
+//! query answers it is not done). The
 //! sandbox keeps the customer's answers and the debits it took in the store,
 //! as a real provider keeps them across our restarts.
 
@@ -225,12 +227,11 @@ impl MandateProvider for SandboxMandates {
                 .store
                 .read()?
                 .get_decoded(Table::SandboxDebits, reference.as_bytes())?;
-            Ok(d.map(|d| {
-                if d.amount % 100 == 99 {
-                    DebitStatus::Failed("insufficient_funds".into())
-                } else {
-                    DebitStatus::Successful
-                }
+            Ok(d.map(|d| match d.amount % 100 {
+                99 => DebitStatus::Failed("insufficient_funds".into()),
+                51 => DebitStatus::Failed("insufficient_funds".into()),
+                52 => DebitStatus::Processing,
+                _ => DebitStatus::Successful,
             }))
         })
     }

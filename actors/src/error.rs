@@ -141,6 +141,9 @@ error_codes! {
     InvoiceNotPayable = "invoice_not_payable" => State,
     InvoiceHasPayments = "invoice_has_payments" => State,
     AmountExceedsRemaining = "amount_exceeds_remaining" => State,
+    PlanArchived = "plan_archived" => State,
+    SubscriptionExists = "subscription_exists" => State,
+    SubscriptionEnded = "subscription_ended" => State,
     // 422
     IdempotencyKeyReused = "idempotency_key_reused" => Idempotency,
     // 429

@@ -30,6 +30,16 @@ pub const INVOICE_PARTIALLY_PAID: &str = "invoice.partially_paid";
 pub const INVOICE_OVERDUE: &str = "invoice.overdue";
 pub const INVOICE_MARKED_UNCOLLECTIBLE: &str = "invoice.marked_uncollectible";
 pub const INVOICE_VOIDED: &str = "invoice.voided";
+pub const PLAN_CREATED: &str = "plan.created";
+pub const PLAN_UPDATED: &str = "plan.updated";
+pub const PLAN_ARCHIVED: &str = "plan.archived";
+pub const SUBSCRIPTION_CREATED: &str = "subscription.created";
+pub const SUBSCRIPTION_ACTIVATED: &str = "subscription.activated";
+pub const SUBSCRIPTION_UPDATED: &str = "subscription.updated";
+pub const SUBSCRIPTION_PAST_DUE: &str = "subscription.past_due";
+pub const SUBSCRIPTION_CANCELED: &str = "subscription.canceled";
+pub const SUBSCRIPTION_COMPLETED: &str = "subscription.completed";
+pub const SUBSCRIPTION_TRIAL_WILL_END: &str = "subscription.trial_will_end";
 
 /// Every event type of the spec.
 pub const EVENT_TYPES: &[&str] = &[
@@ -61,6 +71,16 @@ pub const EVENT_TYPES: &[&str] = &[
     INVOICE_OVERDUE,
     INVOICE_MARKED_UNCOLLECTIBLE,
     INVOICE_VOIDED,
+    PLAN_CREATED,
+    PLAN_UPDATED,
+    PLAN_ARCHIVED,
+    SUBSCRIPTION_CREATED,
+    SUBSCRIPTION_ACTIVATED,
+    SUBSCRIPTION_UPDATED,
+    SUBSCRIPTION_PAST_DUE,
+    SUBSCRIPTION_CANCELED,
+    SUBSCRIPTION_COMPLETED,
+    SUBSCRIPTION_TRIAL_WILL_END,
 ];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

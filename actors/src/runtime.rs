@@ -28,9 +28,12 @@ use crate::payment_intent::provider::Providers;
 use crate::payment_link::actor::{PaymentLinkDeps, PaymentLinks};
 use crate::payout::actor::{PayoutActor, PayoutDeps};
 use crate::payout::rail::{Rails, SandboxRail, UnconfiguredRail};
+use crate::plan::actor::Plans;
 use crate::refund::actor::{AftercareActor, AftercareDeps};
 use crate::registry::{KindSnapshot, Registry, VirtualActor};
 use crate::settlement::Settlement;
+use crate::subscription::actor::Subscriptions;
+use crate::subscription::deps::SubscriptionDeps;
 use crate::usdt::actor::{CryptoPayoutActor, UsdtDeps, UsdtWalletsActor};
 use crate::usdt::partner::UsdtHub;
 use crate::virtual_account::actor::VirtualAccounts;
@@ -74,6 +77,8 @@ pub struct Kobo {
     pub payment_links: PaymentLinks,
     /// Invoice books, one per customer.
     pub invoices: Invoices,
+    pub plans: Plans,
+    pub subscriptions: Subscriptions,
 }
 
 impl std::ops::Deref for Kobo {
@@ -191,6 +196,15 @@ impl Kobo {
             }),
             sizing,
         );
+        let plans: Plans = registry(env.clone(), sizing);
+        let subscriptions: Subscriptions = registry(
+            Arc::new(SubscriptionDeps {
+                env: env.clone(),
+                invoices: invoices.clone(),
+                mandates: mandates.clone(),
+            }),
+            sizing,
+        );
         let fx = Arc::new(Fx {
             env: env.clone(),
             gate: RateGate::default(),
@@ -223,6 +237,8 @@ impl Kobo {
             virtual_accounts,
             payment_links,
             invoices,
+            plans,
+            subscriptions,
         }))
     }
 
@@ -240,6 +256,8 @@ impl Kobo {
             self.virtual_accounts.snapshot(),
             self.payment_links.snapshot(),
             self.invoices.snapshot(),
+            self.plans.snapshot(),
+            self.subscriptions.snapshot(),
         ]
     }
 }

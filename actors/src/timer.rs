@@ -55,6 +55,13 @@ pub enum TimerKind {
     PaymentLinkExpire,
     /// An open invoice's due date has passed (08:00 Lagos the next day).
     InvoiceOverdue,
+    /// A subscription's own next moment: a renewal (08:00 Lagos), a trial's
+    /// end or its `trial_will_end`, a retry, a due date passing, the
+    /// 23 hours of an incomplete subscription, a scheduled start.
+    SubscriptionDue,
+    /// News for a subscription: its invoice was paid, or a debit of it
+    /// failed (written in that change's batch, due at once).
+    SubscriptionWake,
 }
 
 impl TimerKind {
@@ -77,6 +84,8 @@ impl TimerKind {
             TimerKind::VirtualAccountCheck => 13,
             TimerKind::PaymentLinkExpire => 14,
             TimerKind::InvoiceOverdue => 15,
+            TimerKind::SubscriptionDue => 16,
+            TimerKind::SubscriptionWake => 17,
         }
     }
 }

@@ -28,6 +28,7 @@ use crate::payment_intent::actor::{Action, IntentMessage};
 use crate::payment_link::actor::{LinkAction, LinkMessage};
 use crate::payout::actor::{PayoutAction, PayoutMessage};
 use crate::runtime::Kobo;
+use crate::subscription::actor::{SubscriptionAction, SubscriptionMessage};
 use crate::timer::{due_of, next_due_group, Timer, TimerKind, PRUNE_MAX};
 use crate::usdt::actor::{CryptoAction, CryptoPayoutMessage};
 use crate::virtual_account::actor::{AccountAction, AccountMessage};
@@ -111,7 +112,24 @@ async fn deliver(kobo: &Arc<Kobo>, key: &[u8], timer: &Timer) -> DomainResult<()
         TimerKind::PaymentIntentAbandon => {
             intent(kobo, timer, Action::AbandonTimer { timer_key }).await
         }
+        TimerKind::SubscriptionDue => {
+            subscription(kobo, timer, SubscriptionAction::Due { timer_key }).await
+        }
+        TimerKind::SubscriptionWake => {
+            subscription(kobo, timer, SubscriptionAction::Wake { timer_key }).await
+        }
     }
+}
+
+async fn subscription(kobo: &Kobo, timer: &Timer, action: SubscriptionAction) -> DomainResult<()> {
+    let msg = SubscriptionMessage {
+        merchant: timer.merchant,
+        mode: timer.mode,
+        action,
+        idem: None,
+    };
+    let sent = kobo.subscriptions.send(timer.target, msg).await;
+    sent.and_then(|r| r.map(|_| ()))
 }
 
 /// A scheduled release: the ledger releases the row (and deletes this

@@ -373,7 +373,7 @@ pub struct ListInvoicesQuery {
     #[param(value_type = Option<String>, pattern = "^(draft|open|paid|uncollectible|void)$")]
     #[serde(deserialize_with = "status_filter")]
     status: Option<InvoiceStatus>,
-    /// Only this subscription's invoices (none yet: kobo has no subscriptions).
+    /// Only this subscription's invoices (one per billed period).
     #[serde(deserialize_with = "params::uuid")]
     subscription: Option<Uuid>,
     /// `true`: only open invoices past their due date (`invoice.overdue`
@@ -455,6 +455,7 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
                     memo: b.memo,
                     metadata: b.metadata,
                     finalize: b.finalize.unwrap_or(false),
+                    subscription: None,
                 };
                 Ok(send(&c, b.customer, InvoiceAction::Create(Box::new(new))).await?)
             },
@@ -839,6 +840,7 @@ async fn charge_mandate(
                     params,
                     invoice: Some(i.id),
                     idem: c.save.clone(),
+                    claim: None,
                 };
                 Ok(c.kobo().mandates.send(m.id, charge).await??)
             },

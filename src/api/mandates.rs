@@ -403,6 +403,7 @@ async fn charge(
                     params,
                     invoice: None,
                     idem: c.save,
+                    claim: None,
                 };
                 Ok(state.kobo.mandates.send(m.id, charge).await??)
             },

@@ -124,6 +124,18 @@ pub const CLIENT_SECRET: &str = "client_secret";
         super::invoices::record_payment,
         super::invoices::charge_mandate,
         super::invoices::test_pay,
+        super::plans::create,
+        super::plans::list,
+        super::plans::retrieve,
+        super::plans::update,
+        super::plans::archive,
+        super::subscriptions::create,
+        super::subscriptions::list,
+        super::subscriptions::retrieve,
+        super::subscriptions::update,
+        super::subscriptions::cancel,
+        super::subscriptions::manage_link,
+        super::subscriptions::test_renew,
     ),
     components(
         schemas(super::ErrorBody),
@@ -159,6 +171,7 @@ pub const CLIENT_SECRET: &str = "client_secret";
         (name = "virtual_accounts", description = "Dedicated virtual accounts: one permanent account number (NUBAN) per customer; every transfer into it becomes a successful payment intent."),
         (name = "payment_links", description = "Reusable payment pages (`/p/<slug>`): each visitor who pays makes one payment intent."),
         (name = "invoices", description = "Invoices with partial payments, a hosted invoice page, and reconciliation of the customer's payments and virtual-account credits."),
+        (name = "subscriptions", description = "Plans (a price billed every interval) and subscriptions: a customer billed each period through an invoice, collected by direct debit or by sending the invoice."),
         (name = "meta", description = "About the API itself."),
     )
 )]

@@ -111,6 +111,18 @@ const V1_ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/invoices/{id}/record_payment"),
     ("post", "/v1/invoices/{id}/charge_mandate"),
     ("post", "/v1/test_helpers/invoices/{id}/pay"),
+    ("post", "/v1/plans"),
+    ("get", "/v1/plans"),
+    ("get", "/v1/plans/{id}"),
+    ("post", "/v1/plans/{id}"),
+    ("post", "/v1/plans/{id}/archive"),
+    ("post", "/v1/subscriptions"),
+    ("get", "/v1/subscriptions"),
+    ("get", "/v1/subscriptions/{id}"),
+    ("post", "/v1/subscriptions/{id}"),
+    ("post", "/v1/subscriptions/{id}/cancel"),
+    ("post", "/v1/subscriptions/{id}/manage_link"),
+    ("post", "/v1/test_helpers/subscriptions/{id}/renew"),
     ("post", "/v1/virtual_accounts/{id}/deactivate"),
     (
         "post",
@@ -550,6 +562,14 @@ fn each_get_documents_the_query_it_parses() {
         (
             "/v1/invoices",
             parsed_params::<super::super::invoices::ListInvoicesQuery>(),
+        ),
+        (
+            "/v1/plans",
+            parsed_params::<super::super::plans::ListPlansQuery>(),
+        ),
+        (
+            "/v1/subscriptions",
+            parsed_params::<super::super::subscriptions::ListSubscriptionsQuery>(),
         ),
     ];
     let d = doc();

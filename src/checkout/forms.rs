@@ -41,6 +41,9 @@ pub enum Page {
     /// A hosted invoice page (`/i/<code>`); the reference is the invoice
     /// id and the form's nonce.
     Invoice,
+    /// The manage page's cancel form; the reference is the subscription
+    /// id and the form's nonce.
+    Manage,
 }
 
 impl Page {
@@ -50,6 +53,7 @@ impl Page {
             Page::Mandate => b"sandbox mandate",
             Page::Link => b"payment link",
             Page::Invoice => b"invoice",
+            Page::Manage => b"subscription manage form",
         }
     }
 }

@@ -40,6 +40,7 @@ pub mod forms;
 pub mod invoice;
 pub mod link;
 pub mod mandate;
+pub mod subscription;
 
 /// The file (in the data directory, beside the store) holding the key of
 /// checkout credentials.

@@ -225,6 +225,29 @@ tables! {
     // invoice id|page nonce -> payment intent id (one intent per hosted
     // invoice page form)
     InvoiceVisits => "invoice_visits",
+    // Plans (actors/src/plan). plan id -> Plan; merchant|mode|seq -> id
+    Plans => "plans",
+    PlanIndex => "plan_index",
+    // Subscriptions (actors/src/subscription). subscription id ->
+    // Subscription; merchant|mode|seq, merchant|mode|customer|seq,
+    // merchant|mode|plan|seq, merchant|mode|status|seq -> id
+    Subscriptions => "subscriptions",
+    SubscriptionIndex => "subscription_index",
+    SubscriptionCustomerIndex => "subscription_customer_index",
+    SubscriptionPlanIndex => "subscription_plan_index",
+    SubscriptionStatusIndex => "subscription_status_index",
+    // merchant|mode|customer|plan -> subscription id: the one unfinished
+    // subscription of a customer to a plan (claimed absent at create,
+    // deleted when it is canceled or completed)
+    SubscriptionOpen => "subscription_open",
+    // subscription|period -> invoice id: a period's invoice, claimed absent
+    // in the invoice's create batch (a period is billed once)
+    SubscriptionInvoices => "subscription_invoices",
+    // merchant|mode|subscription|seq -> invoice id (`GET /v1/invoices?subscription=`)
+    InvoiceSubscriptionIndex => "invoice_subscription_index",
+    // subscription|period|attempt -> payment intent id: a period's debit
+    // attempt, claimed absent in the charge's batch (never debited twice)
+    SubscriptionCharges => "subscription_charges",
 }
 
 /// Builds a composite key from fixed-width parts.
@@ -241,6 +264,10 @@ impl KeyBuf {
     }
     pub fn u8(mut self, v: u8) -> Self {
         self.0.push(v);
+        self
+    }
+    pub fn u32(mut self, v: u32) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
         self
     }
     pub fn u64(mut self, v: u64) -> Self {

@@ -43,6 +43,8 @@ const CODEC_TABLES: &[Table] = &[
     Table::AuditLog,
     Table::Invoices,
     Table::CustomerCredits,
+    Table::Plans,
+    Table::Subscriptions,
 ];
 
 pub(super) fn decode_all(c: &mut Checker) -> Result<(), StoreError> {

@@ -55,6 +55,7 @@ mod links;
 mod objects;
 mod payments;
 mod releases;
+mod subscriptions;
 mod table;
 mod timers;
 
@@ -125,6 +126,10 @@ const SECTIONS: &[(&str, &str)] = &[
     (
         "links",
         "link counters equal their payments; visits and outbox rows match",
+    ),
+    (
+        "subscriptions",
+        "open claims and timers of unfinished subscriptions; one invoice and at most one successful debit per period",
     ),
     ("timers", "no timer is orphaned"),
     ("idempotency", "saved responses decode; expiry rows match"),
@@ -215,6 +220,7 @@ pub fn check(store: &Store) -> Result<Report, StoreError> {
     customers::customers(&mut c)?;
     accounts::accounts(&mut c)?;
     links::links(&mut c, held)?;
+    subscriptions::subscriptions(&mut c)?;
     releases::releases(&mut c)?;
     timers::timers(&mut c)?;
     idempotency::idempotency(&mut c)?;

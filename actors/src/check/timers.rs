@@ -80,6 +80,9 @@ fn target(t: &Timer, due: chrono::DateTime<chrono::Utc>) -> Option<(Table, Vec<u
         }
         TimerKind::PaymentLinkExpire => Some((Table::PaymentLinks, t.target.as_bytes().to_vec())),
         TimerKind::InvoiceOverdue => Some((Table::Invoices, t.target.as_bytes().to_vec())),
+        TimerKind::SubscriptionDue | TimerKind::SubscriptionWake => {
+            Some((Table::Subscriptions, t.target.as_bytes().to_vec()))
+        }
         TimerKind::SettlementRun => None,
     }
 }

@@ -26,7 +26,7 @@ use kobo_storage::{Batch, CommitError, Table};
 
 use super::service::{
     customer_prefix, format_number, list_key, load_any, next_number, number_prefix, of_customer,
-    overdue_instant, status_prefix, to_api, view,
+    overdue_instant, status_prefix, subscription_prefix, to_api, view,
 };
 use super::{
     totals, DeletedInvoiceView, Invoice, InvoicePayment, InvoiceStatus, InvoiceView, LineItem,
@@ -101,6 +101,11 @@ pub struct NewInvoice {
     pub memo: Option<String>,
     pub metadata: Map<String, Value>,
     pub finalize: bool,
+    /// A subscription's period `(subscription, period)`: the invoice is
+    /// claimed under it (`subscription_invoices`, absent in the create's
+    /// batch), so a period makes one invoice; a second create of the same
+    /// period answers the first (`Existing`).
+    pub subscription: Option<(Uuid, u32)>,
 }
 
 /// A draft's update: only what is given changes (`memo: ""` clears;
@@ -286,6 +291,13 @@ async fn process(
         Some(id) => Some(load_own(k, customer, m, mode, id)?),
         None => None,
     };
+    if let InvoiceAction::Create(new) = &msg.action {
+        if let Some(period) = new.subscription {
+            if let Some(inv) = super::service::of_period(k, period)? {
+                return Ok(Answer::unsaved(Outcome::Existing(view(k, &inv)?)));
+            }
+        }
+    }
     // A finalize claims a number absent; a concurrent finalize of another
     // customer of the same brand may take it first: read again and retry.
     for _ in 0..16 {
@@ -297,6 +309,13 @@ async fn process(
         let (after, created) = match (&msg.action, &before) {
             (InvoiceAction::Create(new), _) => {
                 let mut inv = create(k, customer, m, mode, new, now)?;
+                if let Some(period) = new.subscription {
+                    let key = super::service::period_key(period);
+                    change
+                        .batch
+                        .require_absent(Table::SubscriptionInvoices, key.clone())
+                        .put_raw(Table::SubscriptionInvoices, key, inv.id.as_bytes().to_vec());
+                }
                 if new.finalize {
                     finalize(k, &mut inv, &mut change, &mut events, now)?;
                 }
@@ -493,6 +512,7 @@ fn create(
         paid_at: None,
         voided_at: None,
         marked_uncollectible_at: None,
+        subscription: n.subscription.map(|(s, _)| s),
     };
     check_terms(&inv)?;
     Ok(inv)
@@ -607,6 +627,22 @@ fn put_invoice(k: &Env, before: Option<&Invoice>, after: &Invoice, batch: &mut B
     let (m, mode, seq) = (after.merchant, after.mode, after.seq);
     let id = after.id.as_bytes().to_vec();
     batch.put(Table::Invoices, id.clone(), after);
+    if let Some(s) = after.subscription {
+        if before.is_none() {
+            batch.put_raw(
+                Table::InvoiceSubscriptionIndex,
+                subscription_prefix(m, mode, s).u64(seq).build(),
+                id.clone(),
+            );
+        }
+        // The subscription hears of its invoice's payment at once (its
+        // wake timer, in the payment's own batch).
+        let was_paid = before.is_some_and(|b| b.status == InvoiceStatus::Paid);
+        if after.status == InvoiceStatus::Paid && !was_paid {
+            Timer::new(TimerKind::SubscriptionWake, s, m, mode)
+                .schedule(batch, after.paid_at.unwrap_or(after.updated_at));
+        }
+    }
     match before {
         None => {
             batch

@@ -134,6 +134,9 @@ pub struct Invoice {
     pub paid_at: Option<DateTime<Utc>>,
     pub voided_at: Option<DateTime<Utc>>,
     pub marked_uncollectible_at: Option<DateTime<Utc>>,
+    /// The subscription whose period this invoice bills.
+    #[serde(default)]
+    pub subscription: Option<Uuid>,
 }
 
 /// Subtotal, tax (half up, as VAT is rounded) and total of `lines`.
@@ -247,7 +250,7 @@ impl Invoice {
             fee_bearer: self.fee_bearer,
             memo: self.memo.clone(),
             metadata: self.metadata.clone(),
-            subscription: None,
+            subscription: self.subscription,
             hosted_url: self.hosted_url(base_url),
             payment_instructions,
             payments: self.payments.clone(),
@@ -299,7 +302,7 @@ pub struct InvoiceView {
     pub memo: Option<String>,
     #[schema(value_type = Object)]
     pub metadata: Map<String, Value>,
-    /// Always null: kobo has no subscriptions yet.
+    /// The subscription whose period this invoice bills, if any.
     #[schema(required = true, value_type = Option<String>)]
     pub subscription: Option<Uuid>,
     /// The hosted invoice page; null until finalized.

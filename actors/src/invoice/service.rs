@@ -26,6 +26,27 @@ pub fn customer_prefix(merchant: Uuid, mode: Mode, customer: Uuid) -> KeyBuf {
     scope_key(merchant, mode).bytes(customer.as_bytes())
 }
 
+pub fn subscription_prefix(merchant: Uuid, mode: Mode, subscription: Uuid) -> KeyBuf {
+    scope_key(merchant, mode).bytes(subscription.as_bytes())
+}
+
+/// The key of a subscription's period's invoice claim.
+pub fn period_key((subscription, period): (Uuid, u32)) -> Vec<u8> {
+    KeyBuf::new()
+        .bytes(subscription.as_bytes())
+        .u32(period)
+        .build()
+}
+
+/// The invoice of a subscription's period, if made.
+pub fn of_period(kobo: &Env, period: (Uuid, u32)) -> DomainResult<Option<Invoice>> {
+    let read = kobo.store.read()?;
+    let Some(id) = read.get(Table::SubscriptionInvoices, &period_key(period))? else {
+        return Ok(None);
+    };
+    Ok(read.get_decoded(Table::Invoices, &id)?)
+}
+
 pub fn number_prefix(brand: Uuid, mode: Mode) -> KeyBuf {
     KeyBuf::new().bytes(brand.as_bytes()).u8(mode.byte())
 }
@@ -158,14 +179,11 @@ pub fn list(kobo: &Env, merchant: Uuid, mode: Mode, f: &InvoiceFilter) -> Domain
         },
         None => None,
     };
-    if f.subscription.is_some() {
-        // No invoice belongs to a subscription yet.
-        return Ok(Page {
-            data: Vec::new(),
-            has_more: false,
-        });
-    }
     let (index, prefix) = match (f.customer, f.status) {
+        _ if f.subscription.is_some() => (
+            Table::InvoiceSubscriptionIndex,
+            subscription_prefix(merchant, mode, f.subscription.unwrap_or_default()).build(),
+        ),
         (Some(c), _) => (
             Table::InvoiceCustomerIndex,
             customer_prefix(merchant, mode, c).build(),
@@ -185,6 +203,8 @@ pub fn list(kobo: &Env, merchant: Uuid, mode: Mode, f: &InvoiceFilter) -> Domain
     };
     let keeps = |i: &Invoice| {
         f.status.is_none_or(|s| i.status == s)
+            && f.customer.is_none_or(|c| i.customer == c)
+            && f.subscription.is_none_or(|s| i.subscription == Some(s))
             && f.overdue
                 .is_none_or(|o| (i.overdue && i.status == InvoiceStatus::Open) == o)
     };

@@ -62,6 +62,9 @@ pub struct ChargeMandate {
     /// caller: the mandate's customer's, payable, the amount allowed).
     pub invoice: Option<Uuid>,
     pub idem: Option<IdempotencySave>,
+    /// A row claimed absent with the payment (a subscription's debit
+    /// attempt, `subscription_charges`).
+    pub claim: Option<(Table, Vec<u8>)>,
 }
 
 impl Actor for MandateActor {
@@ -125,7 +128,8 @@ impl Handler<ChargeMandate> for MandateActor {
             params.customer_email = m.customer_email.clone();
             let idem = msg.idem.as_ref();
             let charge = (m.mode, m.id, params, msg.invoice);
-            let answer = create_mandate_charge(&kobo, &msg.merchant, charge, idem).await?;
+            let answer =
+                create_mandate_charge(&kobo, &msg.merchant, charge, idem, msg.claim).await?;
             Ok((m, answer))
         })
     }

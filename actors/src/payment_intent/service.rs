@@ -196,6 +196,7 @@ pub async fn create_mandate_charge(
     merchant: &Merchant,
     (mode, mandate, mut params, invoice): (Mode, Uuid, CreatePaymentIntent, Option<Uuid>),
     idem: Option<&IdempotencySave>,
+    claim: Option<(Table, Vec<u8>)>,
 ) -> DomainResult<Answer<PaymentIntentView>> {
     let now = kobo.clock.now();
     // The business bears the fee, at the direct-debit price.
@@ -204,6 +205,14 @@ pub async fn create_mandate_charge(
     intent.mandate = Some(mandate);
     // An invoice's charge (`charge_mandate`): applied to it on success.
     intent.invoice = invoice;
+    // A claim (a subscription's debit attempt): written absent with the
+    // intent, so the attempt makes one payment.
+    let mut extra = Batch::new();
+    if let Some((table, key)) = claim {
+        extra
+            .require_absent(table, key.clone())
+            .put_raw(table, key, intent.id.as_bytes().to_vec());
+    }
     let decision = decide(
         &intent,
         None,
@@ -218,7 +227,7 @@ pub async fn create_mandate_charge(
         &decision.effects,
         idem,
         now,
-        Batch::new(),
+        extra,
     )
     .await
 }
@@ -541,6 +550,7 @@ pub async fn commit_decision_with(
             );
     }
     super::link::on_transition(&mut batch, before, after);
+    wake_subscription(kobo, &mut batch, before, after, now)?;
     let mut capture = None;
     for effect in &decision.effects {
         match effect {
@@ -563,6 +573,30 @@ pub async fn commit_decision_with(
         None => {}
     }
     Ok(answer)
+}
+
+/// A failed debit of a subscription's invoice: the subscription hears of
+/// it at once (its wake timer, in the failure's batch). Its success
+/// reaches it through the invoice's payment (the invoice book's batch).
+fn wake_subscription(
+    kobo: &Env,
+    batch: &mut Batch,
+    before: &PaymentIntent,
+    after: &PaymentIntent,
+    now: DateTime<Utc>,
+) -> DomainResult<()> {
+    let failed = after.status == Status::Failed && before.status != Status::Failed;
+    let (Some(invoice), Some(_)) = (after.invoice, after.mandate) else {
+        return Ok(());
+    };
+    if !failed {
+        return Ok(());
+    }
+    if let Some(s) = crate::invoice::service::load_any(kobo, invoice)?.and_then(|i| i.subscription)
+    {
+        Timer::new(TimerKind::SubscriptionWake, s, after.merchant, after.mode).schedule(batch, now);
+    }
+    Ok(())
 }
 
 /// The rows of an effect that is neither an event nor the capture: a
