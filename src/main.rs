@@ -15,6 +15,7 @@ mod api;
 mod backup;
 mod checkout;
 mod cli;
+mod dashboard;
 mod keyfile;
 mod metrics;
 mod routes;

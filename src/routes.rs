@@ -1,11 +1,11 @@
 //! Every route of the server, registered in one place: the `/v1` API, the
-//! operator API, the hosted checkout and sandbox pages (which register
+//! operator API, the merchant dashboard, the hosted checkout and sandbox pages (which register
 //! their own), and the ops endpoints. Nothing imports this module but the
 //! server's start-up.
 
 use actix_web::web;
 
-use crate::{api, checkout};
+use crate::{api, checkout, dashboard};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(api::resource(api::openapi::PATH).route(web::get().to(api::openapi::serve)));
@@ -33,6 +33,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     api::events::configure(cfg);
     api::stream::configure(cfg);
     api::admin::configure(cfg);
+    api::dashboard_users::configure(cfg);
+    dashboard::configure(cfg);
     api::docs::configure(cfg);
     api::ops::configure(cfg);
 }

@@ -411,6 +411,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let limits = web::Data::new(api::limits::RateLimits::new(args.ip_rate_limit));
     api::limits::RateLimits::start_cleanup(limits.clone());
     let form_key = web::Data::new(crate::checkout::forms::FormKey::load(&args.data)?);
+    // One sign-in throttle for every worker.
+    let sign_in = web::Data::new(crate::dashboard::throttle::SignInThrottle::new());
 
     let mut server = HttpServer::new(move || {
         App::new()
@@ -418,6 +420,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             .app_data(limits.clone())
             .wrap(middleware::from_fn(api::limits::per_ip))
             .app_data(form_key.clone())
+            .app_data(sign_in.clone())
             .wrap(middleware::from_fn(telemetry::around_request))
             .configure(crate::routes::configure)
             .default_service(web::to(api::not_found))

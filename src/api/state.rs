@@ -36,6 +36,8 @@ pub struct AppState {
     pub backup_dir: std::path::PathBuf,
     /// One backup at a time.
     pub backup_lock: tokio::sync::Mutex<()>,
+    /// The last day's secret-key calls, for the dashboard's developers page.
+    pub request_log: super::request_log::RequestLog,
 }
 
 pub(super) type FlightKey = (Uuid, Mode, Caller, String);
@@ -57,6 +59,7 @@ impl AppState {
             checkout_key: CheckoutKey::random(),
             backup_dir: std::path::PathBuf::from("backups"),
             backup_lock: tokio::sync::Mutex::new(()),
+            request_log: Default::default(),
         }
     }
 }

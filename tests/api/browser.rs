@@ -27,8 +27,11 @@ const WAIT: Duration = Duration::from_secs(30);
 /// A phone: 390 x 844 CSS pixels.
 const WINDOW: (u32, u32) = (390, 844);
 
-fn screenshots() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/checkout-screenshots");
+/// `target/<folder>`, made if missing.
+fn screenshots_in(folder: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(folder);
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -275,12 +278,17 @@ impl Session<'_> {
     }
 
     pub(crate) async fn screenshot(&self, name: &str) -> PathBuf {
+        self.screenshot_in("checkout-screenshots", name).await
+    }
+
+    /// A screenshot saved as `target/<folder>/<name>.png`.
+    pub(crate) async fn screenshot_in(&self, folder: &str, name: &str) -> PathBuf {
         let b64 = self.cmd(reqwest::Method::GET, "/screenshot", None).await;
         let png = base64::engine::general_purpose::STANDARD
             .decode(b64.as_str().unwrap())
             .unwrap();
         assert!(png.starts_with(b"\x89PNG"));
-        let path = screenshots().join(format!("{name}.png"));
+        let path = screenshots_in(folder).join(format!("{name}.png"));
         std::fs::write(&path, png).unwrap();
         path
     }

@@ -12,6 +12,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
+pub mod dashboard;
 mod intents;
 pub mod pages;
 pub use intents::*;

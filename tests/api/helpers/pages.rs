@@ -30,7 +30,7 @@ pub(crate) struct Page {
 }
 
 impl Page {
-    async fn of(r: reqwest::Response) -> Page {
+    pub(crate) async fn of(r: reqwest::Response) -> Page {
         Page {
             status: r.status().as_u16(),
             headers: r.headers().clone(),
