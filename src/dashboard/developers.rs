@@ -116,7 +116,7 @@ async fn roll(req: HttpRequest, state: State, payload: web::Payload) -> HttpResp
         r#"<section class="card reveal" aria-labelledby="new-key-h" role="status">
 <h2 id="new-key-h">Your new {mode} secret key</h2>
 <p>Copy it now: it is not shown again. The old key no longer works.</p>
-<p><code id="new-key">{key}</code></p>
+<p><code id="new-key" class="wrap">{key}</code></p>
 </section>"#,
         mode = ctx.mode().as_str(),
         key = esc(&rolled.secret_key),

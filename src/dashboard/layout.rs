@@ -63,8 +63,14 @@ pub fn page(ctx: &Ctx, title: &str, current: &str, main: &str) -> HttpResponse {
 }
 
 pub fn frame(ctx: &Ctx, title: &str, current: &str, main: &str) -> String {
+    // Where the switches come back to: this page, or (when it answers a
+    // form's POST) its group's page.
     let path = ctx.req.path();
     let back = match ctx.req.query_string() {
+        _ if ctx.req.method() != actix_web::http::Method::GET => match current {
+            "" => "/dashboard".to_string(),
+            c => c.to_string(),
+        },
         "" => path.to_string(),
         q => format!("{path}?{q}"),
     };

@@ -34,7 +34,7 @@ async fn funded_account(app: &TestApp, key: &str) -> String {
 async fn the_operator_invites_the_first_owner_who_sets_a_password_once_and_signs_in() {
     let app = spawn_app().await;
     let m = app.merchant().await;
-    let link = invite(&app, &m, "Ada@Example.com", "owner").await;
+    let link = invite(&app, &m.id, "Ada@Example.com", "owner").await;
     assert!(link.starts_with(&format!("{}/dashboard/set-password/", app.base)));
     // Bad input changes nothing.
     let users = format!("/admin/v1/merchants/{}/users", m.id);
@@ -109,7 +109,7 @@ async fn the_operator_invites_the_first_owner_who_sets_a_password_once_and_signs
 async fn the_session_cookie_is_secure_when_the_request_came_over_https() {
     let app = spawn_app().await;
     let m = app.merchant().await;
-    let link = invite(&app, &m, "ada@example.com", "owner").await;
+    let link = invite(&app, &m.id, "ada@example.com", "owner").await;
     set_password(&app, &link, PASSWORD).await;
     let body = url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs([("email", "ada@example.com"), ("password", PASSWORD)])
@@ -207,7 +207,7 @@ async fn a_session_of_one_merchant_never_sees_or_touches_another_merchants_objec
     payout.assert_status(201);
     let payout_id = payout.body["id"].as_str().unwrap().to_string();
     let wallet_id = wallet(&app, &b, &trc20("b1")).await;
-    let link = invite(&app, &b, "chidi@example.com", "viewer").await;
+    let link = invite(&app, &b.id, "chidi@example.com", "viewer").await;
     set_password(&app, &link, PASSWORD).await;
     let chidi = sign_in(&app, "chidi@example.com", PASSWORD).await;
     let team = app
@@ -342,7 +342,7 @@ async fn a_session_of_one_merchant_never_sees_or_touches_another_merchants_objec
 async fn sign_in_is_throttled_per_email_and_per_ip() {
     let app = spawn_app().await;
     let m = app.merchant().await;
-    let link = invite(&app, &m, "ada@example.com", "owner").await;
+    let link = invite(&app, &m.id, "ada@example.com", "owner").await;
     set_password(&app, &link, PASSWORD).await;
     for _ in 0..5 {
         assert_eq!(
@@ -561,7 +561,8 @@ async fn an_owner_rolls_a_key_sends_a_payout_after_name_enquiry_and_manages_usdt
         )
         .await;
     assert_eq!(r.status, 200);
-    let at = r.html.find(r#"<code id="new-key">"#).unwrap() + r#"<code id="new-key">"#.len();
+    let at = r.html.find(r#"<code id="new-key" class="wrap">"#).unwrap()
+        + r#"<code id="new-key" class="wrap">"#.len();
     let key = r.html[at..].split('<').next().unwrap().to_string();
     assert!(key.starts_with("svc_test_"), "{key}");
     assert_eq!(app.get(&m.test_key, "/v1/balance").await.status, 401);

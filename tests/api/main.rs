@@ -15,6 +15,7 @@ mod crash_accounts;
 mod credentials;
 mod customer_identity;
 mod customers;
+mod dashboard_browser;
 mod dashboard_security;
 mod docs;
 mod fx;

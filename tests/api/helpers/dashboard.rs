@@ -17,12 +17,25 @@ pub struct Dash {
     pub cookie: String,
 }
 
-/// The operator invites `email` to `m`'s dashboard as `role`: the
-/// set-password link.
-pub async fn invite(app: &TestApp, m: &Merchant, email: &str, role: &str) -> String {
+/// `₦1,234.00` for 123400 kobo.
+pub fn naira(kobo: i64) -> String {
+    let units = (kobo / 100).to_string();
+    let mut grouped = String::new();
+    for (i, c) in units.chars().enumerate() {
+        if i > 0 && (units.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    format!("₦{grouped}.{:02}", kobo % 100)
+}
+
+/// The operator invites `email` to the dashboard of the merchant `m` (its
+/// id) as `role`: the set-password link.
+pub async fn invite(app: &TestApp, m: &str, email: &str, role: &str) -> String {
     let r = app
         .admin_post(
-            &format!("/admin/v1/merchants/{}/users", m.id),
+            &format!("/admin/v1/merchants/{m}/users"),
             json!({"email": email, "role": role}),
         )
         .await;
@@ -49,7 +62,7 @@ pub async fn sign_in_page(app: &TestApp, email: &str, password: &str) -> Page {
 
 /// A person of `m` with `role`, invited, with a password, signed in.
 pub async fn person(app: &TestApp, m: &Merchant, email: &str, role: &str) -> Dash {
-    let link = invite(app, m, email, role).await;
+    let link = invite(app, &m.id, email, role).await;
     let p = set_password(app, &link, PASSWORD).await;
     assert_eq!(p.status, 303, "{}", p.html);
     sign_in(app, email, PASSWORD).await
