@@ -23,6 +23,7 @@ const NAV: &[(&str, &str)] = &[
     ("/dashboard", "Home"),
     ("/dashboard/payments", "Payments"),
     ("/dashboard/payouts", "Payouts"),
+    ("/dashboard/balance", "Balance"),
     ("/dashboard/developers", "Developers"),
     ("/dashboard/settings", "Settings"),
 ];

@@ -5,7 +5,7 @@
 //! - The frame every page shares (the test/live switch, the brand switch,
 //!   the nav), forms and their CSRF token: [`layout`], this file.
 //! - Pages, one module per group: [`home`], [`payments`], [`payouts`],
-//!   [`developers`], [`settings`]; live updates (server-sent events from
+//!   [`balance`], [`developers`], [`settings`]; live updates (server-sent events from
 //!   the event stream): [`live`].
 //!
 //! Every action goes through the same domain path as the API: a form is
@@ -37,6 +37,7 @@ use crate::api::{error_body, read_body, State};
 use crate::checkout::esc;
 
 pub mod auth;
+pub mod balance;
 pub mod developers;
 pub mod home;
 pub mod layout;
@@ -60,6 +61,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/dashboard/switch", web::post().to(switch));
     auth::configure(cfg);
     home::configure(cfg);
+    balance::configure(cfg);
     payments::configure(cfg);
     payouts::configure(cfg);
     developers::configure(cfg);

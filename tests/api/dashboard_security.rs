@@ -231,6 +231,8 @@ async fn a_session_of_one_merchant_never_sees_or_touches_another_merchants_objec
         "/dashboard/payouts",
         "/dashboard/settings",
         "/dashboard/payments/rows",
+        "/dashboard/balance",
+        "/dashboard/balance/export.csv",
     ] {
         let r = dash_a.open(&app, path).await;
         assert_eq!(r.status, 200, "{path}");
@@ -708,4 +710,47 @@ async fn an_owner_rolls_a_key_sends_a_payout_after_name_enquiry_and_manages_usdt
         .await;
     assert_eq!(r.status, 303);
     assert!(!app.get(&key, "/v1/usdt").await.text.contains(&addr));
+}
+
+#[tokio::test]
+async fn balance_transactions_download_as_the_apis_csv_and_only_the_sessions_merchant_and_mode() {
+    let app = spawn_app().await;
+    let a = app.merchant().await;
+    let b = app.create_merchant(json!({})).await;
+    let dash = owner(&app, &a).await;
+    let pa = app.paid_intent(&a.test_key, 100_000).await;
+    let pb = app.paid_intent(&b.test_key, 200_000).await;
+    let page = dash.open(&app, "/dashboard/balance").await;
+    assert_eq!(page.status, 200);
+    assert!(page.html.contains(r#"<tbody id="balance-rows"><tr><td>"#));
+    let csv = dash.open(&app, "/dashboard/balance/export.csv").await;
+    assert_eq!(csv.status, 200);
+    assert!(csv.headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/csv"));
+    assert!(csv.headers["content-disposition"]
+        .to_str()
+        .unwrap()
+        .starts_with("attachment; filename=\"kobo-statement-test-"));
+    // The same rows the API's export writes for the same lines.
+    let api = app
+        .get(&a.test_key, "/v1/balance_transactions/export")
+        .await;
+    assert_eq!(csv.html, api.body["data"].as_str().unwrap());
+    let mut reader = csv::Reader::from_reader(csv.html.as_bytes());
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.unwrap()).collect();
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| &r[9] == pa["id"].as_str().unwrap()));
+    assert!(!csv.html.contains(pb["id"].as_str().unwrap()));
+    // Signed out: no download.
+    let gone = Dash {
+        cookie: "kobo_dashboard=nope".into(),
+    };
+    assert_eq!(
+        gone.open(&app, "/dashboard/balance/export.csv")
+            .await
+            .status,
+        303
+    );
 }
