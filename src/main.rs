@@ -17,6 +17,7 @@ mod backup;
 mod checkout;
 mod cli;
 mod console;
+mod dashboard;
 mod health;
 mod keyfile;
 mod metrics;

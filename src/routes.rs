@@ -1,13 +1,14 @@
 //! Every route of the server, declared in one place: the `/v1` API, the
-//! operator API, the hosted checkout and sandbox pages (which declare
-//! their own), and the ops endpoints, registered through the route table
-//! (`api::route_table`: one scope per static prefix). Nothing imports this
-//! module but the server's start-up.
+//! operator API, the merchant dashboard, the operator console, the hosted
+//! checkout and sandbox pages (which declare their own), and the ops
+//! endpoints, registered through the route table (`api::route_table`: one
+//! scope per static prefix). Nothing imports this module but the server's
+//! start-up.
 
 use actix_web::web;
 
 use crate::api::route_table::Routes;
-use crate::{api, checkout, console};
+use crate::{api, checkout, console, dashboard};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let mut routes = Routes::default();
@@ -44,6 +45,8 @@ fn declare(cfg: &mut Routes) {
     api::events::configure(cfg);
     api::stream::configure(cfg);
     api::admin::configure(cfg);
+    api::dashboard_users::configure(cfg);
+    dashboard::configure(cfg);
     api::docs::configure(cfg);
     api::ops::configure(cfg);
     console::configure(cfg);

@@ -416,6 +416,8 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     api::limits::RateLimits::start_cleanup(limits.clone());
     let form_key = web::Data::new(crate::checkout::forms::FormKey::load(&args.data)?);
     let console = web::Data::new(crate::console::Console::default());
+    // One sign-in throttle for every worker.
+    let sign_in = web::Data::new(crate::dashboard::throttle::SignInThrottle::new());
 
     let mut server = HttpServer::new(move || {
         App::new()
@@ -424,6 +426,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
             .wrap(middleware::from_fn(api::limits::per_ip))
             .app_data(form_key.clone())
             .app_data(console.clone())
+            .app_data(sign_in.clone())
             .wrap(middleware::from_fn(telemetry::around_request))
             .configure(crate::routes::configure)
             .default_service(web::to(api::not_found))

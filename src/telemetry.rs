@@ -45,9 +45,10 @@ pub async fn around_request<B: MessageBody>(
     req.extensions_mut()
         .insert(crate::api::request::RequestId(request_id.clone()));
     let method = method_label(req.method());
-    let metrics = req
+    let app = req
         .app_data::<actix_web::web::Data<crate::api::AppState>>()
-        .map(|s| s.metrics.clone());
+        .cloned();
+    let metrics = app.as_ref().map(|s| s.metrics.clone());
     let span = tracing::info_span!("request", request_id = %request_id, method = %method);
     async move {
         let mut res = next.call(req).await?;
@@ -58,6 +59,16 @@ pub async fn around_request<B: MessageBody>(
             .unwrap_or_else(|| "unmatched".to_string());
         if let Some(m) = metrics {
             m.observe(method, &route, status, started);
+        }
+        if let Some(app) = &app {
+            crate::api::request_log::observe(
+                res.request(),
+                &app.request_log,
+                app.kobo.clock.now(),
+                method,
+                status,
+                &request_id,
+            );
         }
         let headers = res.headers_mut();
         if let Ok(v) = HeaderValue::from_str(&request_id) {

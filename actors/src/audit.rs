@@ -1,7 +1,8 @@
 //! The operator audit log: one entry per operator action (merchant create
 //! and settings changes, live approval, key rolls, payout approval and
 //! rejection, FX rate publishes, USDT wallet adds and removals, clock moves,
-//! backups, restores), written in the SAME batch as the action's effect, so
+//! backups, restores, dashboard invitations; the same actions taken by a
+//! merchant's owner in the dashboard carry origin `dashboard`), written in the SAME batch as the action's effect, so
 //! there is never an effect without its entry or an entry without its
 //! effect. A core leaf: the resources call [`Audit::add_to`] with their own
 //! before and after views.
@@ -65,6 +66,7 @@ actions! {
     ClockSet => "clock.set" = 11,
     BackupCreated => "backup.created" = 12,
     StoreRestored => "store.restored" = 13,
+    DashboardUserInvited => "dashboard_user.invited" = 14,
 }
 
 impl AuditAction {
@@ -96,6 +98,14 @@ impl Audit {
         Audit {
             request_id: Some(request_id.into()),
             origin: "console",
+        }
+    }
+
+    /// A merchant's owner, from the dashboard (the request's id).
+    pub fn dashboard(request_id: impl Into<String>) -> Audit {
+        Audit {
+            request_id: Some(request_id.into()),
+            origin: "dashboard",
         }
     }
 

@@ -16,6 +16,9 @@ pub enum Caller {
     /// The hosted checkout page's credential
     /// ([`crate::credential::CheckoutKey`]): acts on that one intent only.
     Checkout(Uuid),
+    /// A merchant dashboard session (its forms' nonces are the
+    /// Idempotency-Keys, kept apart from the server's).
+    Dashboard,
 }
 
 impl Caller {
@@ -23,7 +26,7 @@ impl Caller {
     /// `None` for a secret key.
     pub fn intent(self) -> Option<Uuid> {
         match self {
-            Caller::SecretKey => None,
+            Caller::SecretKey | Caller::Dashboard => None,
             Caller::ClientSecret(id) | Caller::Checkout(id) => Some(id),
         }
     }

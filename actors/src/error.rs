@@ -134,6 +134,8 @@ error_codes! {
     CustomerIdentityUnverified = "customer_identity_unverified" => State,
     VirtualAccountUnexpectedState = "virtual_account_unexpected_state" => State,
     SlugTaken = "slug_taken" => State,
+    /// A dashboard user with this email exists already.
+    EmailTaken = "email_taken" => State,
     SlugLocked = "slug_locked" => State,
     PaymentLinkInactive = "payment_link_inactive" => State,
     PaymentLinkFull = "payment_link_full" => State,

@@ -277,17 +277,19 @@ impl IdempotencySave {
 
 /// The part of the store key between mode and Idempotency-Key: nothing for
 /// secret keys (their records are stored as they always were), a tag and
-/// the intent id for the one-intent credentials.
+/// the intent id for the one-intent credentials, a tag for the dashboard.
 fn caller_part(buf: KeyBuf, caller: Caller) -> KeyBuf {
     match caller {
         Caller::SecretKey => buf,
         Caller::ClientSecret(id) => buf.u8(CLIENT_SECRET_TAG).bytes(id.as_bytes()),
         Caller::Checkout(id) => buf.u8(CHECKOUT_TAG).bytes(id.as_bytes()),
+        Caller::Dashboard => buf.u8(DASHBOARD_TAG),
     }
 }
 
 const CLIENT_SECRET_TAG: u8 = 0x01;
 const CHECKOUT_TAG: u8 = 0x02;
+const DASHBOARD_TAG: u8 = 0x03;
 
 pub fn record_key(merchant: Uuid, mode: Mode, caller: Caller, key: &str) -> Vec<u8> {
     caller_part(scope_key(merchant, mode), caller)

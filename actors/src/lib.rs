@@ -18,6 +18,8 @@
 //! - [`admin`]: merchant creation, settings and key rolls.
 //! - [`customer`], [`virtual_account`]: customers (one per email) and
 //!   their dedicated virtual accounts.
+//! - [`dashboard_user`]: the merchant dashboard's users, invitations and
+//!   sessions.
 //! - [`audit`]: the operator audit log (written in each action's batch).
 //! - [`check`]: `kobo check`, the store's invariants verified offline.
 //! - [`credential`]: the hosted checkout's credential (HMAC, server key).
@@ -32,6 +34,7 @@ pub mod check;
 pub mod clock;
 pub mod credential;
 pub mod customer;
+pub mod dashboard_user;
 pub mod direct_debit;
 pub mod env;
 pub mod error;

@@ -54,6 +54,7 @@ const RESOURCES: &[&str] = &[
     "admin",
     "banks",
     "customer",
+    "dashboard_user",
     "direct_debit",
     "fx",
     "invoice",

@@ -243,46 +243,7 @@ async fn export(req: HttpRequest, state: State) -> ApiResult {
             let f = q.into_filter(&state, &p)?;
             let (lines, truncated) =
                 query::statement_lines(&state.kobo, p.merchant.id, p.mode, &f, EXPORT_MAX_LINES)?;
-            let mut w = csv::Writer::from_writer(Vec::new());
-            let csv_err = |e: csv::Error| DomainError::internal(format!("csv: {e}"));
-            w.write_record([
-                "id",
-                "created_at",
-                "type",
-                "currency",
-                "bucket",
-                "amount",
-                "balance_after",
-                "gross",
-                "fee",
-                "source",
-                "brand",
-                "description",
-            ])
-            .map_err(csv_err)?;
-            for l in &lines {
-                w.write_record([
-                    l.id.to_string(),
-                    l.created_at
-                        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-                    l.entry_type.as_str().to_string(),
-                    l.currency.as_str().to_string(),
-                    l.bucket.as_str().to_string(),
-                    l.amount.to_string(),
-                    l.balance_after.to_string(),
-                    l.gross.map(|g| g.to_string()).unwrap_or_default(),
-                    l.fee.map(|g| g.to_string()).unwrap_or_default(),
-                    l.source.to_string(),
-                    l.brand.to_string(),
-                    l.description.clone(),
-                ])
-                .map_err(csv_err)?;
-            }
-            let data = String::from_utf8(
-                w.into_inner()
-                    .map_err(|e| DomainError::internal(e.to_string()))?,
-            )
-            .map_err(|e| DomainError::internal(e.to_string()))?;
+            let data = statement_csv(&lines)?;
             let day = |d: Option<chrono::NaiveDate>| {
                 d.map(|d| d.to_string()).unwrap_or_else(|| "all".into())
             };
@@ -303,4 +264,49 @@ async fn export(req: HttpRequest, state: State) -> ApiResult {
             Ok(serde_json::to_value(view).map_err(|e| DomainError::internal(e.to_string()))?)
         })
         .await
+}
+
+/// The CSV of statement lines (the export's `data`; the dashboard's
+/// download too).
+pub fn statement_csv(lines: &[kobo_actors::ledger::LedgerLine]) -> Result<String, DomainError> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let csv_err = |e: csv::Error| DomainError::internal(format!("csv: {e}"));
+    w.write_record([
+        "id",
+        "created_at",
+        "type",
+        "currency",
+        "bucket",
+        "amount",
+        "balance_after",
+        "gross",
+        "fee",
+        "source",
+        "brand",
+        "description",
+    ])
+    .map_err(csv_err)?;
+    for l in lines {
+        w.write_record([
+            l.id.to_string(),
+            l.created_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            l.entry_type.as_str().to_string(),
+            l.currency.as_str().to_string(),
+            l.bucket.as_str().to_string(),
+            l.amount.to_string(),
+            l.balance_after.to_string(),
+            l.gross.map(|g| g.to_string()).unwrap_or_default(),
+            l.fee.map(|g| g.to_string()).unwrap_or_default(),
+            l.source.to_string(),
+            l.brand.to_string(),
+            l.description.clone(),
+        ])
+        .map_err(csv_err)?;
+    }
+    String::from_utf8(
+        w.into_inner()
+            .map_err(|e| DomainError::internal(e.to_string()))?,
+    )
+    .map_err(|e| DomainError::internal(e.to_string()))
 }

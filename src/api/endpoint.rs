@@ -37,11 +37,9 @@ use kobo_actors::query::Principal;
 use kobo_actors::{DomainError, DomainResult, Env, ErrorCode, Kobo, Mode};
 
 use super::body;
-use super::idempotent::Body;
+use super::idempotent::{idempotent_keyed, Body};
 use super::params::{self, PageQuery};
-use super::{
-    authenticate_for, idempotent, json_response, read_body, ApiError, ApiResult, Reply, State,
-};
+use super::{authenticate_for, json_response, read_body, ApiError, ApiResult, Reply, State};
 
 /// Who may call an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,15 +346,41 @@ impl Endpoint {
     {
         let p = self.authenticate(&req, &state)?;
         let bytes = read_body(payload).await?;
+        let key = super::components::IdempotencyKey::read(&req)?.key;
+        self.post_as(req, state, p, key, &bytes, run).await
+    }
+
+    /// A POST for a principal authenticated elsewhere (the dashboard: a
+    /// session's merchant and mode, [`kobo_actors::auth::Caller::Dashboard`])
+    /// with its Idempotency-Key given (the form's nonce): the gate, then
+    /// the same idempotency, parse, `run` and rendering as [`Endpoint::post`]
+    /// on `bytes` (the JSON body the API would take).
+    pub async fn post_as<B, F, Fut, O>(
+        &self,
+        req: HttpRequest,
+        state: State,
+        p: Principal,
+        key: String,
+        bytes: &[u8],
+        run: F,
+    ) -> ApiResult
+    where
+        B: DeserializeOwned,
+        F: FnOnce(Call, B) -> Fut,
+        Fut: Future<Output = ApiResult<O>>,
+        O: IntoReply,
+    {
+        (self.gate)(&p)?;
         let fingerprint: Cow<[u8]> = match self.fingerprint {
-            Fingerprint::Plain => Cow::Borrowed(&bytes),
-            Fingerprint::Keyed => Cow::Owned(keyed(&state.card_key, &bytes)),
+            Fingerprint::Plain => Cow::Borrowed(bytes),
+            Fingerprint::Keyed => Cow::Owned(keyed(&state.card_key, bytes)),
         };
-        let (req2, state2, p2, bytes) = (req.clone(), state.clone(), p.clone(), &bytes);
-        let resp = idempotent(
+        let (req2, state2, p2) = (req.clone(), state.clone(), p.clone());
+        let resp = idempotent_keyed(
             &req,
             &state,
             &p,
+            key,
             &fingerprint,
             self.statuses(),
             |save| async move {

@@ -14,7 +14,6 @@ use kobo_actors::query::Principal;
 use kobo_actors::{DomainError, ErrorCode};
 use kobo_storage::Batch;
 
-use super::components::IdempotencyKey;
 use super::error::{error_body, json_response, status_of, ApiError, ApiResult};
 use super::state::{AppState, FlightKey};
 
@@ -65,10 +64,13 @@ fn rendered(status: u16, body: String) -> HttpResponse {
 /// request is still running 409. 2xx and 4xx answers are saved (an effect's
 /// answer in the effect's own batch, with the status `statuses` gives its
 /// kind of outcome); 5xx saves nothing.
-pub async fn idempotent<F, Fut>(
+/// The key is the request's `Idempotency-Key` (read by the endpoint), or
+/// the dashboard form's nonce.
+pub async fn idempotent_keyed<F, Fut>(
     req: &HttpRequest,
     state: &AppState,
     principal: &Principal,
+    key: String,
     body: &[u8],
     statuses: Statuses,
     run: F,
@@ -77,7 +79,6 @@ where
     F: FnOnce(IdempotencySave) -> Fut,
     Fut: Future<Output = ApiResult<Reply>>,
 {
-    let IdempotencyKey { key } = IdempotencyKey::read(req)?;
     let mut h = Sha256::new();
     h.update(req.method().as_str().as_bytes());
     h.update(b" ");

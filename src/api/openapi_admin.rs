@@ -23,6 +23,7 @@ use utoipa::openapi::{
 use utoipa::{IntoParams, ToSchema};
 
 use kobo_actors::audit::AuditEntryView;
+use kobo_actors::dashboard_user::DashboardUserView;
 use kobo_actors::fx::FxRateView;
 use kobo_actors::merchant::{MerchantView, Settings};
 use kobo_actors::payout::PayoutView;
@@ -239,6 +240,20 @@ fn operations() -> Vec<Op> {
                 ),
             ),
             errors: &["400", "404"],
+            query: Vec::new(),
+        },
+        Op {
+            method: HttpMethod::Post,
+            path: "/admin/v1/merchants/{id}/users",
+            id: "invite_dashboard_user",
+            summary: "Invite a dashboard user",
+            description: "Invites a person to the merchant's dashboard (`/dashboard`) with a role (`owner` by default; `developer` or `viewer`). The answer carries the one-time `set_password_url` (valid 72 hours, shown this once) to hand to the person. An email another dashboard user has (any merchant): 409 `email_taken`.",
+            body: Some(id_body(vec![
+                ("email", string("The person's email address (at most 254 characters; stored lowercased).").max_length(Some(254)), true),
+                ("role", string("`owner` (default), `developer` or `viewer`.").enum_values(Some(["owner", "developer", "viewer"])), false),
+            ])),
+            ok: ("201", "The invited user, with the set-password link.", schema_ref::<DashboardUserView>()),
+            errors: &["400", "404", "409", "413"],
             query: Vec::new(),
         },
         Op {
@@ -492,6 +507,7 @@ pub fn document() -> OpenApi {
     add::<DeletedWalletView>(&mut schemas);
     add::<FxRateView>(&mut schemas);
     add::<AuditEntryView>(&mut schemas);
+    add::<DashboardUserView>(&mut schemas);
     let components = ComponentsBuilder::new()
         .schemas_from_iter(schemas)
         .security_scheme(
@@ -553,6 +569,7 @@ mod tests {
     fn registered() -> BTreeSet<(String, String)> {
         let sources = [
             include_str!("admin.rs"),
+            include_str!("dashboard_users.rs"),
             include_str!("fx.rs"),
             include_str!("payouts.rs"),
             include_str!("usdt.rs"),

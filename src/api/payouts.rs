@@ -120,29 +120,32 @@ pub struct AddBankAccountRequest {
 )]
 
 async fn add_bank_account(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    Endpoint::secret_key(201)
-        .existing(200)
-        .post(
-            req,
-            state,
-            payload,
-            |c, body: AddBankAccountRequest| async move {
-                let (state, p) = (&c.state, &c.p);
-                let (bank_code, number) = (body.bank_code, body.account_number);
-                let answer = banks::add(
-                    &state.kobo,
-                    &state.kobo.rails,
-                    p.merchant.id,
-                    p.mode,
-                    &bank_code,
-                    &number,
-                    c.save(),
-                )
-                .await?;
-                Ok(answer)
-            },
-        )
+    ADD_BANK_ACCOUNT
+        .post(req, state, payload, add_bank_account_run)
         .await
+}
+
+/// `POST /v1/bank_accounts`' declaration (the dashboard's name enquiry
+/// posts through it too).
+pub const ADD_BANK_ACCOUNT: Endpoint = Endpoint::secret_key(201).existing(200);
+
+/// `POST /v1/bank_accounts`' run: name enquiry, then the account is saved.
+pub async fn add_bank_account_run(
+    c: Call,
+    body: AddBankAccountRequest,
+) -> ApiResult<Answer<BankAccountView>> {
+    let (state, p) = (&c.state, &c.p);
+    let (bank_code, number) = (body.bank_code, body.account_number);
+    Ok(banks::add(
+        &state.kobo,
+        &state.kobo.rails,
+        p.merchant.id,
+        p.mode,
+        &bank_code,
+        &number,
+        c.save(),
+    )
+    .await?)
 }
 
 /// List bank accounts
@@ -213,30 +216,30 @@ pub struct CreatePayoutRequest {
 )]
 
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    Endpoint::secret_key(201)
-        .post(
-            req,
-            state,
-            payload,
-            |c, body: CreatePayoutRequest| async move {
-                let (state, p) = (&c.state, &c.p);
-                let CreatePayoutRequest {
-                    amount,
-                    bank_account_id: bank_account,
-                    brand,
-                    currency: PayoutCurrency::NGN,
-                } = body;
-                let create = CreatePayout {
-                    amount,
-                    bank_account,
-                    brand,
-                    automatic: false,
-                };
-                let deps = state.kobo.payouts.deps();
-                Ok(service::create(deps, &p.merchant, p.mode, create, c.save()).await?)
-            },
-        )
-        .await
+    CREATE_PAYOUT.post(req, state, payload, create_run).await
+}
+
+/// `POST /v1/payouts`' declaration (the dashboard's payout form posts
+/// through it too).
+pub const CREATE_PAYOUT: Endpoint = Endpoint::secret_key(201);
+
+/// `POST /v1/payouts`' run.
+pub async fn create_run(c: Call, body: CreatePayoutRequest) -> ApiResult<Answer<PayoutView>> {
+    let (state, p) = (&c.state, &c.p);
+    let CreatePayoutRequest {
+        amount,
+        bank_account_id: bank_account,
+        brand,
+        currency: PayoutCurrency::NGN,
+    } = body;
+    let create = CreatePayout {
+        amount,
+        bank_account,
+        brand,
+        automatic: false,
+    };
+    let deps = state.kobo.payouts.deps();
+    Ok(service::create(deps, &p.merchant, p.mode, create, c.save()).await?)
 }
 
 page_query!(
@@ -416,15 +419,23 @@ async fn cancel(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    Endpoint::secret_key(200)
+    CANCEL_PAYOUT
         .post(req, state, payload, |c, _: NoFields| async move {
-            let (state, p) = (&c.state, &c.p);
-            let raw = path.as_str();
-            let po = own(state, p, raw)?;
-            let cancel = PayoutAction::Cancel;
-            Ok(send(state, po.merchant, po.mode, po.id, cancel, c.save).await?)
+            cancel_run(c, path.as_str()).await
         })
         .await
+}
+
+/// `POST /v1/payouts/{id}/cancel`'s declaration (the dashboard's cancel
+/// button posts through it too).
+pub const CANCEL_PAYOUT: Endpoint = Endpoint::secret_key(200);
+
+/// `POST /v1/payouts/{id}/cancel`'s run on the payout `raw` names.
+pub async fn cancel_run(c: Call, raw: &str) -> ApiResult<Answer<PayoutView>> {
+    let (state, p) = (&c.state, &c.p);
+    let po = own(state, p, raw)?;
+    let cancel = PayoutAction::Cancel;
+    Ok(send(state, po.merchant, po.mode, po.id, cancel, c.save).await?)
 }
 
 /// The operator's approval (`APPROVE`) or rejection of a payout awaiting

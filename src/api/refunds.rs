@@ -150,30 +150,30 @@ pub struct CreateRefundRequest {
 )]
 
 async fn create_refund(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    let create = Endpoint::secret_key(201);
-    aftercare_action(
-        create,
-        req,
-        state,
-        payload,
-        |state, p, body: CreateRefundRequest| {
-            let CreateRefundRequest {
-                payment_intent: payment,
-                amount,
-                reason,
-                metadata,
-            } = body;
-            query::payment_intent(&state.kobo, p.merchant.id, p.mode, payment)
-                .map_err(|e| e.with_param("payment_intent"))?;
-            let refund = AftercareAction::CreateRefund {
-                amount,
-                reason,
-                metadata,
-            };
-            Ok((payment, refund))
-        },
-    )
-    .await
+    CREATE_REFUND.post(req, state, payload, refund).await
+}
+
+/// `POST /v1/refunds`' declaration (the dashboard's refund button posts
+/// through it too).
+pub const CREATE_REFUND: Endpoint = Endpoint::secret_key(201);
+
+/// `POST /v1/refunds`' run: the payment must be the caller's, then the
+/// refund goes to the payment's aftercare actor.
+pub async fn refund(c: Call, body: CreateRefundRequest) -> ApiResult<Answer<AftercareView>> {
+    let CreateRefundRequest {
+        payment_intent: payment,
+        amount,
+        reason,
+        metadata,
+    } = body;
+    query::payment_intent(&c.state.kobo, c.p.merchant.id, c.p.mode, payment)
+        .map_err(|e| e.with_param("payment_intent"))?;
+    let refund = AftercareAction::CreateRefund {
+        amount,
+        reason,
+        metadata,
+    };
+    Ok(send(&c.state, &c.p, payment, refund, c.save.clone()).await?)
 }
 
 /// The query of `GET /v1/refunds`.

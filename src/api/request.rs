@@ -101,6 +101,13 @@ pub fn authenticate_for(
         }
     }
     limits::check_caller(req, &principal)?;
+    if principal.caller == kobo_actors::auth::Caller::SecretKey {
+        use actix_web::HttpMessage;
+        req.extensions_mut().insert(super::request_log::LogScope(
+            principal.merchant.id,
+            principal.mode,
+        ));
+    }
     Ok(principal)
 }
 

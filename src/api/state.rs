@@ -39,6 +39,8 @@ pub struct AppState {
     pub backup_lock: tokio::sync::Mutex<()>,
     /// The ring of health samples (`/admin/v1/health/history`).
     pub health: Arc<Health>,
+    /// The last day's secret-key calls, for the dashboard's developers page.
+    pub request_log: super::request_log::RequestLog,
 }
 
 pub(super) type FlightKey = (Uuid, Mode, Caller, String);
@@ -62,6 +64,7 @@ impl AppState {
             backup_dir: std::path::PathBuf::from("backups"),
             backup_lock: tokio::sync::Mutex::new(()),
             health,
+            request_log: Default::default(),
         }
     }
 }

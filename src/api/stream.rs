@@ -366,24 +366,35 @@ async fn stream(req: HttpRequest, state: State) -> ApiResult {
                         })?,
                 ),
             };
-            let scope = (p.merchant.id, p.mode);
-            let slot = Slot::take(&state.kobo, scope)?;
-            let live = state.kobo.webhooks.subscribe();
-            let (tx, rx) = mpsc::channel::<Bytes>(CONNECTION_BUFFER);
-            // First frame: the connection is open (and tells clients how long to
-            // wait before reconnecting).
-            let _ = tx.try_send(Bytes::from_static(OPENER));
-            actix_web::rt::spawn(pump(state.kobo.clone(), scope, resume, live, tx, slot));
-            let body = futures_util::stream::unfold(rx, |mut rx| async move {
-                rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
-            });
-            Ok(HttpResponse::Ok()
-                .insert_header(("Content-Type", "text/event-stream"))
-                .insert_header(("Cache-Control", "no-cache"))
-                .insert_header(("X-Accel-Buffering", "no"))
-                .streaming(body))
+            Ok(open(&state.kobo, (p.merchant.id, p.mode), resume)?)
         })
         .await
+}
+
+/// The event stream of `scope` (a merchant and mode), resumed after
+/// `resume` when given: what `GET /v1/stream` answers, and what the
+/// dashboard's live updates read (`/dashboard/live`, a session's merchant
+/// and mode).
+pub fn open(
+    kobo: &Arc<Kobo>,
+    scope: (Uuid, Mode),
+    resume: Option<u64>,
+) -> Result<HttpResponse, DomainError> {
+    let slot = Slot::take(kobo, scope)?;
+    let live = kobo.webhooks.subscribe();
+    let (tx, rx) = mpsc::channel::<Bytes>(CONNECTION_BUFFER);
+    // First frame: the connection is open (and tells clients how long to
+    // wait before reconnecting).
+    let _ = tx.try_send(Bytes::from_static(OPENER));
+    actix_web::rt::spawn(pump(kobo.clone(), scope, resume, live, tx, slot));
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    });
+    Ok(HttpResponse::Ok()
+        .insert_header(("Content-Type", "text/event-stream"))
+        .insert_header(("Cache-Control", "no-cache"))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .streaming(body))
 }
 
 #[cfg(test)]

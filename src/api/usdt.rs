@@ -7,13 +7,16 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use kobo_actors::idempotency::render;
+use kobo_actors::audit::Audit;
+use kobo_actors::idempotency::{render, Outcome};
 use kobo_actors::query::{ListView, Principal};
 use kobo_actors::usdt::actor::{self as wallets, DeleteWallet};
 use kobo_actors::usdt::service::{
     self, CreateCryptoPayout, UsdtPreviewView, UsdtView, MAX_LABEL_LEN,
 };
-use kobo_actors::usdt::{settings_of, CryptoPayoutView, Network, SANDBOX_OTP};
+use kobo_actors::usdt::{
+    settings_of, CryptoPayoutView, DeletedWalletView, Network, UsdtWalletView, SANDBOX_OTP,
+};
 use kobo_actors::{DomainError, ErrorCode, Mode};
 
 use super::body::{self as body, NoFields};
@@ -264,7 +267,7 @@ async fn retrieve_payout(req: HttpRequest, state: State, path: web::Path<String>
 /// The body of `POST /admin/v1/merchants/{id}/usdt_wallets`. `label` and
 /// `mode` are checked after the address (as they always were).
 #[derive(Deserialize)]
-struct AddWallet {
+pub struct AddWallet {
     #[serde(deserialize_with = "body::required_text::<_, 128>")]
     address: String,
     #[serde(deserialize_with = "body::required_text::<_, 8>")]
@@ -293,29 +296,41 @@ async fn add_wallet(
     Endpoint::operator(201)
         .existing(200)
         .operate_with(req, state, payload, |state, b: AddWallet| async move {
-            let address = b.address.trim().to_string();
-            let network = Network::parse(&b.network)
-                .ok_or_else(|| DomainError::invalid("network", "network must be TRC20 or ERC20"))?;
-            network
-                .normalize(&address)
-                .map_err(|m| DomainError::invalid("address", m))?;
-            let label = body::text_of("label", b.label, MAX_LABEL_LEN)?;
-            let mode = match body::text_of("mode", b.mode, 8)?.as_deref() {
-                None => Mode::Test,
-                Some(m) => Mode::parse(m)
-                    .ok_or_else(|| DomainError::invalid("mode", "mode must be test or live"))?,
-            };
             let merchant = merchant_of(&state, &path)?;
-            let add = wallets::AddWallet {
-                mode,
-                network,
-                address,
-                label,
-                audit,
-            };
-            Ok(state.kobo.usdt_wallets.send(merchant, add).await??)
+            add_wallet_for(&state, merchant, b, audit).await
         })
         .await
+}
+
+/// Adds the wallet of `b` (validated here) to `merchant`'s: what the
+/// operator's `POST /admin/v1/merchants/{id}/usdt_wallets` and the
+/// dashboard's settings page both do.
+pub async fn add_wallet_for(
+    state: &State,
+    merchant: Uuid,
+    b: AddWallet,
+    audit: Audit,
+) -> ApiResult<Outcome<UsdtWalletView>> {
+    let address = b.address.trim().to_string();
+    let network = Network::parse(&b.network)
+        .ok_or_else(|| DomainError::invalid("network", "network must be TRC20 or ERC20"))?;
+    network
+        .normalize(&address)
+        .map_err(|m| DomainError::invalid("address", m))?;
+    let label = body::text_of("label", b.label, MAX_LABEL_LEN)?;
+    let mode = match body::text_of("mode", b.mode, 8)?.as_deref() {
+        None => Mode::Test,
+        Some(m) => Mode::parse(m)
+            .ok_or_else(|| DomainError::invalid("mode", "mode must be test or live"))?,
+    };
+    let add = wallets::AddWallet {
+        mode,
+        network,
+        address,
+        label,
+        audit,
+    };
+    Ok(state.kobo.usdt_wallets.send(merchant, add).await??)
 }
 
 /// Clears a wallet: 200 `{id, object: "usdt_wallet", livemode, deleted:
@@ -331,11 +346,22 @@ async fn delete_wallet(
             let (merchant, wallet) = path.into_inner();
             let wallet = parse_id(&wallet, "usdt_wallet")?;
             let merchant = merchant_of(&state, &merchant)?;
-            let deleted = DeleteWallet { wallet, audit };
-            let view = state.kobo.usdt_wallets.send(merchant, deleted).await??;
-            Ok(render(&view))
+            Ok(render(
+                &delete_wallet_for(&state, merchant, wallet, audit).await?,
+            ))
         })
         .await
+}
+
+/// Clears `merchant`'s wallet `wallet` (operator API and dashboard).
+pub async fn delete_wallet_for(
+    state: &State,
+    merchant: Uuid,
+    wallet: Uuid,
+    audit: Audit,
+) -> ApiResult<DeletedWalletView> {
+    let deleted = DeleteWallet { wallet, audit };
+    Ok(state.kobo.usdt_wallets.send(merchant, deleted).await??)
 }
 
 #[cfg(test)]

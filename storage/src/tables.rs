@@ -248,6 +248,18 @@ tables! {
     // subscription|period|attempt -> payment intent id: a period's debit
     // attempt, claimed absent in the charge's batch (never debited twice)
     SubscriptionCharges => "subscription_charges",
+    // The merchant dashboard's people (actors/src/dashboard_user): user id ->
+    // DashboardUser; lowercased email -> user id (claimed absent: one
+    // account per email); merchant|user id -> () (a merchant's team).
+    DashboardUsers => "dashboard_users",
+    DashboardUserEmails => "dashboard_user_emails",
+    DashboardTeam => "dashboard_team",
+    // SHA-256 of a set-password token -> Invitation (one use, expires)
+    DashboardInvitations => "dashboard_invitations",
+    // SHA-256 of a session token -> DashboardSession; user id|session hash
+    // -> () (what "sign out everywhere" revokes)
+    DashboardSessions => "dashboard_sessions",
+    DashboardUserSessions => "dashboard_user_sessions",
 }
 
 /// Builds a composite key from fixed-width parts.

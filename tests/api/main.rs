@@ -19,6 +19,8 @@ mod crash_subscriptions;
 mod credentials;
 mod customer_identity;
 mod customers;
+mod dashboard_browser;
+mod dashboard_security;
 mod docs;
 mod fx;
 mod health;

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use tempfile::TempDir;
 
 pub mod console;
+pub mod dashboard;
 mod intents;
 pub mod pages;
 pub use intents::*;

@@ -1,0 +1,235 @@
+//! The merchant dashboard in a real browser (the headless Chromium harness
+//! of `browser.rs`), on a desktop window and a 360-px phone: an owner signs
+//! in, sees a payment made through the API arrive on the payments page
+//! without a reload (the page's script reading `/dashboard/live`), refunds
+//! it, sends a payout after the name enquiry is shown, adds a USDT wallet,
+//! rolls the test key (shown once); a viewer signs in and is refused the
+//! key roll with the 403 page. Every page fits its window, labels every
+//! input, and weighs under 200 KB with its script and style sheet.
+//! Screenshots: `target/dashboard-screenshots/<width>-<step>.png`.
+
+use serde_json::json;
+
+use crate::browser::{Driver, Session};
+use crate::helpers::dashboard::{invite, set_password, PASSWORD};
+use crate::helpers::{spawn_app, TestApp};
+use crate::payment_link_browser::fits;
+use crate::usdt::trc20;
+
+const SHOTS: &str = "dashboard-screenshots";
+/// Largest page, with its script and style sheet.
+const PAGE_MAX_BYTES: i64 = 200 * 1024;
+
+/// Accepts the `confirm()` a dangerous form asks.
+async fn accept(s: &Session<'_>) {
+    s.cmd(reqwest::Method::POST, "/alert/accept", Some(json!({})))
+        .await;
+}
+
+/// The page fits its window, every visible input and select has a label,
+/// and the page with its assets is under [`PAGE_MAX_BYTES`]; then a
+/// screenshot.
+async fn check(s: &Session<'_>, app: &TestApp, shot: &str) {
+    fits(s).await;
+    // A phone's layout viewport is not widened by content.
+    let widths = s
+        .script("return [window.innerWidth, screen.width];", json!([]))
+        .await;
+    let (inner, screen) = (widths[0].as_i64().unwrap(), widths[1].as_i64().unwrap());
+    assert!(
+        screen > 500 || inner <= screen,
+        "{shot}: {inner}px wide on a {screen}px phone"
+    );
+    let unlabelled = s
+        .script(
+            "return Array.from(document.querySelectorAll('input:not([type=hidden]), select'))
+               .filter(e => !e.labels || e.labels.length === 0).map(e => e.outerHTML);",
+            json!([]),
+        )
+        .await;
+    assert_eq!(unlabelled, json!([]), "inputs without labels");
+    let html = s
+        .script(
+            "return document.documentElement.outerHTML.length;",
+            json!([]),
+        )
+        .await
+        .as_i64()
+        .unwrap();
+    let mut total = html;
+    for asset in [
+        "/dashboard/assets/dashboard.js",
+        "/dashboard/assets/dashboard.css",
+    ] {
+        let r = reqwest::get(format!("{}{asset}", app.base)).await.unwrap();
+        total += r.bytes().await.unwrap().len() as i64;
+    }
+    assert!(total < PAGE_MAX_BYTES, "{shot}: {total} bytes");
+    s.screenshot_to(SHOTS, shot).await;
+}
+
+async fn sign_in(s: &Session<'_>, app: &TestApp, email: &str) {
+    s.goto(&format!("{}/dashboard/sign-in", app.base)).await;
+    s.type_into("#email", email).await;
+    s.type_into("#password", PASSWORD).await;
+    s.click("main button[type=submit]").await;
+    s.wait_text("h1", |t| t == "Home").await;
+}
+
+/// One run of the owner's day at one window size.
+/// Answers the secret key the owner rolled.
+async fn owner_day(s: &Session<'_>, app: &TestApp, key: &str, tag: &str, amount: i64) -> String {
+    s.goto(&format!("{}/dashboard/sign-in", app.base)).await;
+    s.wait_text("h1", |t| t == "Sign in").await;
+    check(s, app, &format!("{tag}-01-sign-in")).await;
+    sign_in(s, app, "ada@example.com").await;
+    s.wait_text(".merchant", |t| t == "Ada <Foods> & Co").await;
+    check(s, app, &format!("{tag}-02-home")).await;
+    // A payment arrives while the payments page is open.
+    s.goto(&format!("{}/dashboard/payments", app.base)).await;
+    s.wait_text("h1", |t| t == "Payments").await;
+    s.wait_shown("body[data-live=open]").await;
+    let shown = crate::helpers::dashboard::naira(amount);
+    let pi = app.paid_intent(key, amount).await;
+    let id = pi["id"].as_str().unwrap().to_string();
+    s.wait_text("#payment-rows", |t| t.contains(&shown)).await;
+    check(s, app, &format!("{tag}-03-payment-arrived")).await;
+    // Refund part of it.
+    s.click(&format!("#payment-rows a[href='/dashboard/payments/{id}']"))
+        .await;
+    s.wait_text("h2#sum-h", |t| t.contains(&shown)).await;
+    check(s, app, &format!("{tag}-04-payment")).await;
+    s.type_into("#r-amount", "100").await;
+    s.type_into("#r-reason", "Broken on arrival").await;
+    s.click("form[action$='/refund'] button").await;
+    accept(s).await;
+    s.wait_text("#refund-rows", |t| t.contains("₦100.00")).await;
+    check(s, app, &format!("{tag}-05-refunded")).await;
+    let refunds = app
+        .get(key, &format!("/v1/refunds?payment_intent={id}"))
+        .await;
+    assert_eq!(refunds.body["data"][0]["amount"], 10_000);
+    // A payout: the name enquiry, then the confirmation.
+    s.goto(&format!("{}/dashboard/payouts", app.base)).await;
+    s.wait_text("h1", |t| t == "Payouts").await;
+    check(s, app, &format!("{tag}-06-payouts")).await;
+    s.script(
+        "document.querySelector('#p-bank').value = '058';",
+        json!([]),
+    )
+    .await;
+    s.type_into("#p-account", "0123456789").await;
+    s.type_into("#p-amount", "250").await;
+    s.click("form[action='/dashboard/payouts/enquire'] button")
+        .await;
+    let name = s.wait_text("#account-name", |t| !t.is_empty()).await;
+    check(s, app, &format!("{tag}-07-name-enquiry")).await;
+    s.click("form[action='/dashboard/payouts/create'] button")
+        .await;
+    s.wait_text("h1", |t| t == "Payouts").await;
+    s.wait_text("tbody", |t| t.contains("₦250.00")).await;
+    check(s, app, &format!("{tag}-08-payout-sent")).await;
+    assert!(!name.is_empty());
+    // A USDT wallet.
+    s.goto(&format!("{}/dashboard/settings", app.base)).await;
+    s.wait_text("h1", |t| t == "Settings").await;
+    let address = trc20(&format!("{}w", tag.len()));
+    s.type_into("#w-address", &address).await;
+    s.type_into("#w-label", "Cold <wallet>").await;
+    s.click("form[action='/dashboard/settings/wallets'] button")
+        .await;
+    s.wait_text("#wallet-rows", |t| t.contains(&address)).await;
+    s.wait_text("#wallet-rows", |t| t.contains("Cold <wallet>"))
+        .await;
+    check(s, app, &format!("{tag}-09-settings-wallet")).await;
+    // Roll the test key: confirmed, shown once.
+    s.goto(&format!("{}/dashboard/developers", app.base)).await;
+    s.wait_text("h1", |t| t == "Developers").await;
+    check(s, app, &format!("{tag}-10-developers")).await;
+    s.click("label[for=k-confirm]").await;
+    s.click("form[action='/dashboard/developers/roll-key'] button")
+        .await;
+    accept(s).await;
+    let rolled = s
+        .wait_text("#new-key", |t| t.starts_with("svc_test_"))
+        .await;
+    check(s, app, &format!("{tag}-11-key-rolled")).await;
+    app.get(&rolled, "/v1/balance").await.assert_status(200);
+    assert_eq!(app.get(key, "/v1/balance").await.status, 401);
+    // The brand switch and the mode switch are on every page.
+    s.wait_shown("#brand-switch").await;
+    s.click(".switch button[aria-describedby=mode-label]").await;
+    s.wait_text("#mode-label", |t| t == "Live mode").await;
+    check(s, app, &format!("{tag}-12-live-mode")).await;
+    s.click(".switch button[aria-describedby=mode-label]").await;
+    s.wait_text("#mode-label", |t| t == "Test mode").await;
+    s.click(".signout button").await;
+    s.wait_text("h1", |t| t == "Sign in").await;
+    rolled
+}
+
+/// A viewer sees the developers page without the roll form, and a roll
+/// posted anyway is refused with the 403 page.
+async fn viewer_refused(s: &Session<'_>, app: &TestApp, tag: &str) {
+    sign_in(s, app, "vee@example.com").await;
+    s.goto(&format!("{}/dashboard/developers", app.base)).await;
+    s.wait_text("h1", |t| t == "Developers").await;
+    let forms = s
+        .script(
+            "return document.querySelectorAll(\"form[action='/dashboard/developers/roll-key']\").length",
+            json!([]),
+        )
+        .await;
+    assert_eq!(forms, 0);
+    // The form an owner would have, posted by hand with this session's
+    // token.
+    s.script(
+        "var f = document.createElement('form'); f.method = 'post'; f.action = '/dashboard/developers/roll-key';
+         var c = document.querySelector('input[name=csrf]').cloneNode(); f.appendChild(c);
+         var k = document.createElement('input'); k.name = 'confirm'; k.value = 'yes'; f.appendChild(k);
+         document.body.appendChild(f); f.submit();",
+        json!([]),
+    )
+    .await;
+    s.wait_text("h1", |t| t == "Not allowed").await;
+    s.wait_text(".error", |t| t == "Only an owner can roll keys.")
+        .await;
+    check(s, app, &format!("{tag}-13-viewer-refused")).await;
+    s.click(".signout button").await;
+    s.wait_text("h1", |t| t == "Sign in").await;
+}
+
+#[tokio::test]
+async fn an_owner_works_the_dashboard_in_a_real_browser_and_a_viewer_is_refused_on_desktop_and_a_360_px_phone(
+) {
+    let driver = Driver::start().await;
+    let app = spawn_app().await;
+    // A merchant-controlled name with markup: shown as text.
+    let r = app
+        .admin_post(
+            "/admin/v1/merchants",
+            json!({"name": "Ada <Foods> & Co", "settings": {"usdt": {"enabled": true}}}),
+        )
+        .await;
+    r.assert_status(201);
+    let m = r.body["id"].as_str().unwrap().to_string();
+    let mut key = r.body["test_secret_key"].as_str().unwrap().to_string();
+    app.paid_intent(&key, 5_000_000).await;
+    app.post(&key, "/v1/test_helpers/balance/release_pending", json!({}))
+        .await
+        .assert_status(200);
+    for (email, role) in [("ada@example.com", "owner"), ("vee@example.com", "viewer")] {
+        let link = invite(&app, &m, email, role).await;
+        assert_eq!(set_password(&app, &link, PASSWORD).await.status, 303);
+    }
+    for (tag, window, mobile, amount) in [
+        ("desktop", (1280, 900), false, 123_400),
+        ("phone", (360, 780), true, 234_500),
+    ] {
+        let s = driver.session_sized(window, mobile).await;
+        // The owner rolls the test key: the API calls go on with the new one.
+        key = owner_day(&s, &app, &key, tag, amount).await;
+        viewer_refused(&s, &app, tag).await;
+        s.close().await;
+    }
+}
