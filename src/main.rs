@@ -21,6 +21,7 @@ mod dashboard;
 mod health;
 mod keyfile;
 mod metrics;
+mod page_headers;
 mod routes;
 mod server;
 mod telemetry;

@@ -19,6 +19,7 @@
 //! and `Referrer-Policy: no-referrer`, and the script calls the API with the
 //! credential only, never a merchant key.
 
+use crate::page_headers;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
@@ -60,19 +61,11 @@ pub fn configure(cfg: &mut crate::api::route_table::Routes) {
 }
 
 async fn script() -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/javascript; charset=utf-8")
-        .insert_header((header::CACHE_CONTROL, "public, max-age=300"))
-        .insert_header(("X-Content-Type-Options", "nosniff"))
-        .body(CHECKOUT_JS)
+    page_headers::script(CHECKOUT_JS)
 }
 
 async fn style() -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/css; charset=utf-8")
-        .insert_header((header::CACHE_CONTROL, "public, max-age=300"))
-        .insert_header(("X-Content-Type-Options", "nosniff"))
-        .body(CHECKOUT_CSS)
+    page_headers::stylesheet(CHECKOUT_CSS)
 }
 
 /// Escapes text for HTML content and attribute values.
@@ -124,16 +117,7 @@ pub(crate) fn html(status: u16, body: String, script_allowed: bool) -> HttpRespo
     } else {
         "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
     };
-    HttpResponse::build(
-        actix_web::http::StatusCode::from_u16(status).unwrap_or(actix_web::http::StatusCode::OK),
-    )
-    .content_type("text/html; charset=utf-8")
-    .insert_header((header::CACHE_CONTROL, "no-store"))
-    .insert_header(("Referrer-Policy", "no-referrer"))
-    .insert_header(("X-Content-Type-Options", "nosniff"))
-    .insert_header(("X-Frame-Options", "DENY"))
-    .insert_header(("Content-Security-Policy", csp))
-    .body(body)
+    page_headers::html_page(status, body, csp, "no-referrer")
 }
 
 /// A page's frame: head, the merchant bar, `main`, the footer.

@@ -12,6 +12,7 @@
 //! session's CSRF token, checked on every POST (403 page otherwise).
 
 use crate::api::route_table::Routes;
+use crate::page_headers;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{Map, Value};
@@ -63,19 +64,11 @@ pub fn configure(cfg: &mut Routes) {
 }
 
 async fn script() -> HttpResponse {
-    asset("text/javascript; charset=utf-8", CONSOLE_JS)
+    page_headers::script(CONSOLE_JS)
 }
 
 async fn style() -> HttpResponse {
-    asset("text/css; charset=utf-8", CONSOLE_CSS)
-}
-
-fn asset(content_type: &str, body: &'static str) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type(content_type.to_string())
-        .insert_header((header::CACHE_CONTROL, "public, max-age=300"))
-        .insert_header(("X-Content-Type-Options", "nosniff"))
-        .body(body)
+    page_headers::stylesheet(CONSOLE_CSS)
 }
 
 async fn home(req: HttpRequest, state: State, console: ConsoleData) -> HttpResponse {
@@ -187,16 +180,7 @@ pub fn see_other(location: &str) -> HttpResponse {
 
 /// Headers every console page carries.
 pub fn html(status: u16, body: String) -> HttpResponse {
-    HttpResponse::build(
-        actix_web::http::StatusCode::from_u16(status).unwrap_or(actix_web::http::StatusCode::OK),
-    )
-    .content_type("text/html; charset=utf-8")
-    .insert_header((header::CACHE_CONTROL, "no-store"))
-    .insert_header(("Referrer-Policy", "no-referrer"))
-    .insert_header(("X-Content-Type-Options", "nosniff"))
-    .insert_header(("X-Frame-Options", "DENY"))
-    .insert_header(("Content-Security-Policy", CSP))
-    .body(body)
+    page_headers::html_page(status, body, CSP, "no-referrer")
 }
 
 /// The navigation's pages: (path, label).

@@ -3,7 +3,6 @@
 //! test/live switch and the brand switch, the nav, and the footer; the
 //! message, 403 and error pages; money and time formatting.
 
-use actix_web::http::header;
 use actix_web::HttpResponse;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -30,16 +29,7 @@ const NAV: &[(&str, &str)] = &[
 
 /// An HTML response with the dashboard's headers.
 pub fn html(status: u16, body: String) -> HttpResponse {
-    HttpResponse::build(
-        actix_web::http::StatusCode::from_u16(status).unwrap_or(actix_web::http::StatusCode::OK),
-    )
-    .content_type("text/html; charset=utf-8")
-    .insert_header((header::CACHE_CONTROL, "no-store"))
-    .insert_header(("Referrer-Policy", "same-origin"))
-    .insert_header(("X-Content-Type-Options", "nosniff"))
-    .insert_header(("X-Frame-Options", "DENY"))
-    .insert_header(("Content-Security-Policy", CSP))
-    .body(body)
+    crate::page_headers::html_page(status, body, CSP, "same-origin")
 }
 
 fn head(title: &str) -> String {

@@ -22,6 +22,7 @@
 //! this origin only, no inline ones); the one script and one style sheet are
 //! built into the binary.
 
+use crate::page_headers;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::Value;
@@ -70,19 +71,11 @@ pub fn configure(cfg: &mut crate::api::route_table::Routes) {
 }
 
 async fn script() -> HttpResponse {
-    asset("text/javascript; charset=utf-8", JS)
+    page_headers::script(JS)
 }
 
 async fn style() -> HttpResponse {
-    asset("text/css; charset=utf-8", CSS)
-}
-
-fn asset(content_type: &str, body: &'static str) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type(content_type.to_string())
-        .insert_header((header::CACHE_CONTROL, "public, max-age=300"))
-        .insert_header(("X-Content-Type-Options", "nosniff"))
-        .body(body)
+    page_headers::stylesheet(CSS)
 }
 
 /// A signed-in request: the session, its user, the merchant, the brands of
