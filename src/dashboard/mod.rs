@@ -39,6 +39,7 @@ use crate::checkout::esc;
 pub mod auth;
 pub mod balance;
 pub mod developers;
+pub mod disputes;
 pub mod home;
 pub mod layout;
 pub mod live;
@@ -46,6 +47,7 @@ pub mod payments;
 pub mod payouts;
 pub mod settings;
 pub mod throttle;
+pub mod webhooks;
 
 const JS: &str = include_str!("dashboard.js");
 const CSS: &str = include_str!("dashboard.css");
@@ -66,6 +68,8 @@ pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     payouts::configure(cfg);
     developers::configure(cfg);
     settings::configure(cfg);
+    disputes::configure(cfg);
+    webhooks::configure(cfg);
     live::configure(cfg);
 }
 
