@@ -7,6 +7,7 @@
 //! - Pages, one module per group: [`home`], [`payments`], [`payouts`],
 //!   [`balance`], [`developers`], [`settings`]; live updates (server-sent events from
 //!   the event stream): [`live`].
+//! - More pages: [`disputes`], [`webhooks`].
 //!
 //! Every action goes through the same domain path as the API: a form is
 //! turned into the JSON body the API takes and posted through that
