@@ -7,9 +7,10 @@ use utoipa::IntoParams;
 use uuid::Uuid;
 
 use kobo_actors::event::EVENT_TYPES;
+use kobo_actors::idempotency::Answer;
 use kobo_actors::query::ListView;
 use kobo_actors::webhook::query::{self as webhook_query, EventFilter};
-use kobo_actors::webhook::{Command, RedeliveryView};
+use kobo_actors::webhook::{Command, RedeliveryView, WebhookView};
 use kobo_actors::DomainError;
 
 use super::body::{self, NoFields};
@@ -117,22 +118,31 @@ async fn redeliver(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    Endpoint::secret_key(200)
+    REDELIVER_EVENT
         .post(req, state, payload, |c, _: NoFields| async move {
-            let (state, p) = (&c.state, &c.p);
-            let raw_id = path.as_str();
-            let event = EventId::parse(raw_id)?.id;
-            let answer = state
-                .kobo
-                .webhooks
-                .command(Command::Redeliver {
-                    merchant: p.merchant.id,
-                    mode: p.mode,
-                    event,
-                    idem: c.save.clone(),
-                })
-                .await?;
-            Ok(answer)
+            redeliver_run(c, &path).await
         })
         .await
+}
+
+/// `POST /v1/events/{id}/redeliver`' declaration (the dashboard's
+/// redeliver button posts through it too).
+pub const REDELIVER_EVENT: Endpoint = Endpoint::secret_key(200);
+
+/// `POST /v1/events/{id}/redeliver`' run: the webhook supervisor queues the
+/// event again for every matching enabled endpoint.
+pub async fn redeliver_run(c: Call, raw_id: &str) -> ApiResult<Answer<WebhookView>> {
+    let event = EventId::parse(raw_id)?.id;
+    let answer = c
+        .state
+        .kobo
+        .webhooks
+        .command(Command::Redeliver {
+            merchant: c.p.merchant.id,
+            mode: c.p.mode,
+            event,
+            idem: c.save.clone(),
+        })
+        .await?;
+    Ok(answer)
 }

@@ -378,26 +378,38 @@ async fn evidence(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    let submit = Endpoint::secret_key(200);
-    aftercare_action(
-        submit,
-        req,
-        state,
-        payload,
-        |state, p, body: SubmitEvidenceRequest| {
-            let evidence = body.into_map();
-            if evidence.is_empty() {
-                return Err(DomainError::missing("text").into());
-            }
-            let d = own_dispute(state, p, &path)?;
-            let evidence = AftercareAction::SubmitEvidence {
-                dispute: d.id,
-                evidence: Value::Object(evidence),
-            };
-            Ok((d.payment_intent, evidence))
-        },
-    )
-    .await
+    SUBMIT_EVIDENCE
+        .post(
+            req,
+            state,
+            payload,
+            |c, body: SubmitEvidenceRequest| async move { evidence_run(c, &path, body).await },
+        )
+        .await
+}
+
+/// `POST /v1/disputes/{id}/evidence`' declaration (the dashboard's evidence
+/// form posts through it too).
+pub const SUBMIT_EVIDENCE: Endpoint = Endpoint::secret_key(200);
+
+/// `POST /v1/disputes/{id}/evidence`' run: at least one field, the dispute
+/// must be the caller's, then the evidence goes to the payment's aftercare
+/// actor.
+pub async fn evidence_run(
+    c: Call,
+    raw_id: &str,
+    body: SubmitEvidenceRequest,
+) -> ApiResult<Answer<AftercareView>> {
+    let evidence = body.into_map();
+    if evidence.is_empty() {
+        return Err(DomainError::missing("text").into());
+    }
+    let d = own_dispute(&c.state, &c.p, raw_id)?;
+    let action = AftercareAction::SubmitEvidence {
+        dispute: d.id,
+        evidence: Value::Object(evidence),
+    };
+    Ok(send(&c.state, &c.p, d.payment_intent, action, c.save.clone()).await?)
 }
 
 // The body of `POST /v1/test_helpers/payment_intents/{id}/dispute`, for the

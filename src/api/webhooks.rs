@@ -7,15 +7,17 @@ use serde::Deserialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use kobo_actors::idempotency::Answer;
 use kobo_actors::query::ListView;
 use kobo_actors::webhook::{
-    self, query as webhook_query, Command, DeletedEndpointView, EndpointChange, WebhookEndpointView,
+    self, query as webhook_query, Command, DeletedEndpointView, EndpointChange,
+    WebhookEndpointView, WebhookView,
 };
 use kobo_actors::DomainError;
 
 use super::body::{self as body, NoFields};
 use super::components::{path_id, IdempotencyKey, NotFoundReplayable, WebhookEndpointRef};
-use super::endpoint::Endpoint;
+use super::endpoint::{Call, Endpoint};
 use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut crate::api::route_table::Routes) {
@@ -113,29 +115,35 @@ impl CreateWebhookEndpointRequest {
     )
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    Endpoint::secret_key(201)
-        .post(
-            req,
-            state,
-            payload,
-            |c, body: CreateWebhookEndpointRequest| async move {
-                let (state, p) = (&c.state, &c.p);
-                let (url, events) = body.into_parts()?;
-                let answer = state
-                    .kobo
-                    .webhooks
-                    .command(Command::Create {
-                        merchant: p.merchant.id,
-                        mode: p.mode,
-                        url,
-                        events,
-                        idem: c.save.clone(),
-                    })
-                    .await?;
-                Ok(answer)
-            },
-        )
+    CREATE_WEBHOOK_ENDPOINT
+        .post(req, state, payload, create_run)
         .await
+}
+
+/// `POST /v1/webhook_endpoints`' declaration (the dashboard's form posts
+/// through it too).
+pub const CREATE_WEBHOOK_ENDPOINT: Endpoint = Endpoint::secret_key(201);
+
+/// `POST /v1/webhook_endpoints`' run: the checked URL and event types go to
+/// the webhook supervisor.
+pub async fn create_run(
+    c: Call,
+    body: CreateWebhookEndpointRequest,
+) -> ApiResult<Answer<WebhookView>> {
+    let (url, events) = body.into_parts()?;
+    let answer = c
+        .state
+        .kobo
+        .webhooks
+        .command(Command::Create {
+            merchant: c.p.merchant.id,
+            mode: c.p.mode,
+            url,
+            events,
+            idem: c.save.clone(),
+        })
+        .await?;
+    Ok(answer)
 }
 
 /// List webhook endpoints
@@ -167,24 +175,38 @@ async fn change(
     payload: web::Payload,
     change: EndpointChange,
 ) -> ApiResult {
-    Endpoint::secret_key(200)
+    CHANGE_WEBHOOK_ENDPOINT
         .post(req, state, payload, |c, _: NoFields| async move {
-            let (state, p) = (&c.state, &c.p);
-            let id = WebhookEndpointId::parse(raw_id)?.id;
-            let answer = state
-                .kobo
-                .webhooks
-                .command(Command::Change {
-                    merchant: p.merchant.id,
-                    mode: p.mode,
-                    id,
-                    change,
-                    idem: c.save.clone(),
-                })
-                .await?;
-            Ok(answer)
+            change_run(c, raw_id, change).await
         })
         .await
+}
+
+/// The declaration of disable, enable and delete (the dashboard's buttons
+/// post through it too).
+pub const CHANGE_WEBHOOK_ENDPOINT: Endpoint = Endpoint::secret_key(200);
+
+/// The run of disable, enable and delete: the change goes to the webhook
+/// supervisor (unknown, deleted or another merchant's endpoint: 404).
+pub async fn change_run(
+    c: Call,
+    raw_id: &str,
+    change: EndpointChange,
+) -> ApiResult<Answer<WebhookView>> {
+    let id = WebhookEndpointId::parse(raw_id)?.id;
+    let answer = c
+        .state
+        .kobo
+        .webhooks
+        .command(Command::Change {
+            merchant: c.p.merchant.id,
+            mode: c.p.mode,
+            id,
+            change,
+            idem: c.save.clone(),
+        })
+        .await?;
+    Ok(answer)
 }
 
 /// Disable a webhook endpoint

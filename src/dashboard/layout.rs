@@ -23,6 +23,8 @@ const NAV: &[(&str, &str)] = &[
     ("/dashboard/payments", "Payments"),
     ("/dashboard/payouts", "Payouts"),
     ("/dashboard/balance", "Balance"),
+    ("/dashboard/disputes", "Disputes"),
+    ("/dashboard/webhooks", "Webhooks"),
     ("/dashboard/developers", "Developers"),
     ("/dashboard/settings", "Settings"),
 ];

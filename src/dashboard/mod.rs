@@ -7,6 +7,7 @@
 //! - Pages, one module per group: [`home`], [`payments`], [`payouts`],
 //!   [`balance`], [`developers`], [`settings`]; live updates (server-sent events from
 //!   the event stream): [`live`].
+//! - More pages: [`disputes`], [`webhooks`].
 //!
 //! Every action goes through the same domain path as the API: a form is
 //! turned into the JSON body the API takes and posted through that
@@ -40,6 +41,7 @@ use crate::checkout::esc;
 pub mod auth;
 pub mod balance;
 pub mod developers;
+pub mod disputes;
 pub mod home;
 pub mod layout;
 pub mod live;
@@ -47,6 +49,7 @@ pub mod payments;
 pub mod payouts;
 pub mod settings;
 pub mod throttle;
+pub mod webhooks;
 
 const JS: &str = include_str!("dashboard.js");
 const CSS: &str = include_str!("dashboard.css");
@@ -67,6 +70,8 @@ pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     payouts::configure(cfg);
     developers::configure(cfg);
     settings::configure(cfg);
+    disputes::configure(cfg);
+    webhooks::configure(cfg);
     live::configure(cfg);
 }
 

@@ -6,6 +6,7 @@
 //! rolls the test key (shown once); a viewer signs in and is refused the
 //! key roll with the 403 page. Every page fits its window, labels every
 //! input, and weighs under 200 KB with its script and style sheet.
+//! Also the webhooks page (an endpoint, its secret revealed) and the disputes page (evidence).
 //! Screenshots: `target/dashboard-screenshots/<width>-<step>.png`.
 
 use serde_json::json;
@@ -230,6 +231,83 @@ async fn an_owner_works_the_dashboard_in_a_real_browser_and_a_viewer_is_refused_
         // The owner rolls the test key: the API calls go on with the new one.
         key = owner_day(&s, &app, &key, tag, amount).await;
         viewer_refused(&s, &app, tag).await;
+        s.close().await;
+    }
+}
+
+/// The webhooks and disputes pages in the browser on both windows: an
+/// owner opens an endpoint, reveals its signing secret after confirming,
+/// and submits evidence on a dispute (shown as text).
+#[tokio::test]
+async fn the_webhooks_and_disputes_pages_work_in_a_real_browser_on_desktop_and_a_360_px_phone() {
+    let driver = Driver::start().await;
+    let app = spawn_app().await;
+    let m = app.merchant().await;
+    let key = m.test_key.clone();
+    let made = app
+        .post(
+            &key,
+            "/v1/webhook_endpoints",
+            json!({"url": "https://hooks.example.com/kobo/a-rather-long-path-for-a-phone"}),
+        )
+        .await;
+    made.assert_status(201);
+    let ep = made.body["id"].as_str().unwrap().to_string();
+    let secret = made.body["secret"].as_str().unwrap().to_string();
+    app.paid_intent(&key, 50_000).await;
+    app.post(&key, "/v1/test_helpers/balance/release_pending", json!({}))
+        .await
+        .assert_status(200);
+    let paid = app.paid_intent(&key, 100_000).await;
+    let d = app
+        .post(
+            &key,
+            &format!(
+                "/v1/test_helpers/payment_intents/{}/dispute",
+                paid["id"].as_str().unwrap()
+            ),
+            json!({"amount": 60_000, "reason": "fraudulent"}),
+        )
+        .await;
+    d.assert_status(200);
+    let dispute = d.body["id"].as_str().unwrap().to_string();
+    let link = invite(&app, &m.id, "ada@example.com", "owner").await;
+    assert_eq!(set_password(&app, &link, PASSWORD).await.status, 303);
+    for (tag, window, mobile) in [("desktop", (1280, 900), false), ("phone", (360, 780), true)] {
+        let s = driver.session_sized(window, mobile).await;
+        sign_in(&s, &app, "ada@example.com").await;
+        s.goto(&format!("{}/dashboard/webhooks", app.base)).await;
+        s.wait_text("h1", |t| t == "Webhooks").await;
+        check(&s, &app, &format!("{tag}-20-webhooks")).await;
+        s.click(&format!("a[href='/dashboard/webhooks/{ep}']"))
+            .await;
+        s.wait_text("h1", |t| t == "Webhook endpoint").await;
+        check(&s, &app, &format!("{tag}-21-webhook-endpoint")).await;
+        s.click("form[action$='/secret'] label").await;
+        s.click("form[action$='/secret'] button").await;
+        accept(&s).await;
+        let shown = s
+            .wait_text("#signing-secret", |t| t.starts_with("whsec_"))
+            .await;
+        assert_eq!(shown, secret);
+        check(&s, &app, &format!("{tag}-22-webhook-secret")).await;
+        s.goto(&format!("{}/dashboard/disputes", app.base)).await;
+        s.wait_text("h1", |t| t == "Disputes").await;
+        check(&s, &app, &format!("{tag}-23-disputes")).await;
+        s.click(&format!("a[href='/dashboard/disputes/{dispute}']"))
+            .await;
+        s.wait_text("h1", |t| t == "Dispute").await;
+        let said = format!("Delivered <signed> ({tag})");
+        s.script("document.querySelector('#e-text').value = '';", json!([]))
+            .await;
+        s.type_into("#e-text", &said).await;
+        s.click("form[action$='/evidence'] button").await;
+        s.wait_text("#evidence-h + dl", |t| t.contains(&said)).await;
+        check(&s, &app, &format!("{tag}-24-dispute-evidence")).await;
+        let api = app.get(&key, &format!("/v1/disputes/{dispute}")).await;
+        assert_eq!(api.body["evidence"]["text"], said.as_str());
+        s.click(".signout button").await;
+        s.wait_text("h1", |t| t == "Sign in").await;
         s.close().await;
     }
 }
