@@ -24,6 +24,12 @@ const NAV: &[(&str, &str)] = &[
     ("/dashboard/payments", "Payments"),
     ("/dashboard/payouts", "Payouts"),
     ("/dashboard/balance", "Balance"),
+    ("/dashboard/customers", "Customers"),
+    ("/dashboard/mandates", "Mandates"),
+    ("/dashboard/payment_links", "Payment links"),
+    ("/dashboard/invoices", "Invoices"),
+    ("/dashboard/subscriptions", "Subscriptions"),
+    ("/dashboard/plans", "Plans"),
     ("/dashboard/developers", "Developers"),
     ("/dashboard/settings", "Settings"),
 ];
