@@ -17,16 +17,16 @@ use crate::subscriptions::{get_sub, id, mandated, plan, subscribe};
 /// What one merchant made through the API: a customer with a mandate (its
 /// name edited to hold markup), a plan, a send_invoice subscription (and
 /// its first invoice), another open invoice, a payment link.
-struct Made {
-    customer: String,
-    mandate: String,
-    plan: Value,
-    subscription: String,
-    invoice: Value,
-    link: Value,
+pub(crate) struct Made {
+    pub customer: String,
+    pub mandate: String,
+    pub plan: Value,
+    pub subscription: String,
+    pub invoice: Value,
+    pub link: Value,
 }
 
-async fn make(app: &TestApp, m: &Merchant) -> Made {
+pub(crate) async fn make(app: &TestApp, m: &Merchant) -> Made {
     let k = &m.test_key;
     let (customer, mandate) = mandated(app, k).await;
     app.post(
@@ -58,7 +58,7 @@ async fn make(app: &TestApp, m: &Merchant) -> Made {
 }
 
 /// Every page of `made` a session opens.
-fn pages(made: &Made) -> Vec<String> {
+pub(crate) fn pages(made: &Made) -> Vec<String> {
     vec![
         format!("/dashboard/customers/{}", made.customer),
         format!("/dashboard/mandates/{}", made.mandate),
