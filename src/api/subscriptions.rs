@@ -511,15 +511,29 @@ async fn cancel(
     path: web::Path<String>,
     payload: web::Payload,
 ) -> ApiResult {
-    Endpoint::secret_key(200)
+    CANCEL_SUBSCRIPTION
         .post(req, state, payload, |c, b: CancelRequest| async move {
-            let s = own(&c, &path)?;
-            let command = Command::Cancel {
-                at_period_end: b.at_period_end.unwrap_or(false),
-            };
-            Ok(act(&c, &s, SubscriptionAction::Command(command)).await?)
+            cancel_run(c, path.as_str(), b).await
         })
         .await
+}
+
+/// `POST /v1/subscriptions/{id}/cancel`'s declaration (the dashboard's
+/// cancel button posts through it too).
+pub const CANCEL_SUBSCRIPTION: Endpoint = Endpoint::secret_key(200);
+
+/// `POST /v1/subscriptions/{id}/cancel`'s run on the subscription `raw`
+/// names.
+pub async fn cancel_run(
+    c: Call,
+    raw: &str,
+    b: CancelRequest,
+) -> ApiResult<Answer<SubscriptionView>> {
+    let s = own(&c, raw)?;
+    let command = Command::Cancel {
+        at_period_end: b.at_period_end.unwrap_or(false),
+    };
+    Ok(act(&c, &s, SubscriptionAction::Command(command)).await?)
 }
 
 /// How long a manage link works.

@@ -40,6 +40,8 @@ use crate::checkout::esc;
 
 pub mod auth;
 pub mod balance;
+pub mod billing;
+pub mod customers;
 pub mod developers;
 pub mod disputes;
 pub mod home;
@@ -68,6 +70,8 @@ pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     balance::configure(cfg);
     payments::configure(cfg);
     payouts::configure(cfg);
+    customers::configure(cfg);
+    billing::configure(cfg);
     developers::configure(cfg);
     settings::configure(cfg);
     disputes::configure(cfg);

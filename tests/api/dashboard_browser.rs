@@ -311,3 +311,53 @@ async fn the_webhooks_and_disputes_pages_work_in_a_real_browser_on_desktop_and_a
         s.close().await;
     }
 }
+
+#[tokio::test]
+async fn the_customer_and_billing_pages_fit_a_desktop_and_a_360_px_phone_and_an_owner_cancels_a_subscription_at_period_end(
+) {
+    let driver = Driver::start().await;
+    let app = spawn_app().await;
+    let m = app.merchant().await;
+    let made = crate::dashboard_pages_billing::make(&app, &m).await;
+    let link = invite(&app, &m.id, "ada@example.com", "owner").await;
+    assert_eq!(set_password(&app, &link, PASSWORD).await.status, 303);
+    let details = crate::dashboard_pages_billing::pages(&made);
+    for (tag, window, mobile) in [("desktop", (1280, 900), false), ("phone", (360, 780), true)] {
+        let s = driver.session_sized(window, mobile).await;
+        sign_in(&s, &app, "ada@example.com").await;
+        let lists = [
+            ("customers", "Customers"),
+            ("mandates", "Mandates"),
+            ("payment_links", "Payment links"),
+            ("invoices", "Invoices"),
+            ("subscriptions", "Subscriptions"),
+            ("plans", "Plans"),
+        ];
+        for (i, (path, title)) in lists.iter().enumerate() {
+            s.goto(&format!("{}/dashboard/{path}", app.base)).await;
+            s.wait_text("h1", |t| t == *title).await;
+            check(&s, &app, &format!("{tag}-2{i}-{path}")).await;
+        }
+        for (i, path) in details.iter().enumerate() {
+            s.goto(&format!("{}{path}", app.base)).await;
+            s.wait_shown("h2#sum-h").await;
+            check(&s, &app, &format!("{tag}-3{i}-detail")).await;
+        }
+        // The customer's name with markup is shown as text.
+        s.goto(&format!("{}{}", app.base, details[0])).await;
+        s.wait_text("h2#sum-h", |t| t == "Ada <b>Obi</b> & Sons")
+            .await;
+        if tag == "phone" {
+            // Cancel at period end, confirmed.
+            s.goto(&format!("{}{}", app.base, details[4])).await;
+            s.click("form[action$='/cancel'] button[type=submit]").await;
+            accept(&s).await;
+            s.wait_text("main dl", |t| t.contains("Cancels at period endyes"))
+                .await;
+            check(&s, &app, &format!("{tag}-40-subscription-canceling")).await;
+        }
+        s.close().await;
+    }
+    let s = crate::subscriptions::get_sub(&app, &m.test_key, &made.subscription).await;
+    assert_eq!(s["cancel_at_period_end"], true);
+}

@@ -20,6 +20,7 @@ mod credentials;
 mod customer_identity;
 mod customers;
 mod dashboard_browser;
+mod dashboard_pages_billing;
 mod dashboard_pages_webhooks;
 mod dashboard_security;
 mod docs;
