@@ -12,6 +12,7 @@ mod cards;
 mod conventions;
 mod crash;
 mod crash_accounts;
+mod crash_subscriptions;
 mod credentials;
 mod customer_identity;
 mod customers;
