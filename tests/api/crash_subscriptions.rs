@@ -284,13 +284,11 @@ async fn app_invoices_on_disk(app: &mut TestApp, k: &str) -> usize {
     app.all_pages(k, "/v1/invoices").await.len()
 }
 
-/// Fails about one run in three (found by this test, not fixed yet): a
-/// renewal resumed after the restart whose invoice create meets "invoice
-/// numbers are contended" is retried by its timer, but the retry never
-/// makes the period's invoice (the subscription stays at the new period
-/// with no invoice and no debit).
+/// Found that a renewal whose invoice create failed (invoice numbers
+/// contended) after a restart was never invoiced: the actor fell back to
+/// the state before its committed decision (fixed in the actor).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a renewal interrupted by invoice-number contention after a restart is never invoiced"]
+
 async fn subscription_renewals_charge_each_period_once_across_sigkill() {
     renewals_survive_sigkill(10, 20, 3, 10..250).await;
 }
