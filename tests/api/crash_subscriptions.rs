@@ -288,7 +288,6 @@ async fn app_invoices_on_disk(app: &mut TestApp, k: &str) -> usize {
 /// contended) after a restart was never invoiced: the actor fell back to
 /// the state before its committed decision (fixed in the actor).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-
 async fn subscription_renewals_charge_each_period_once_across_sigkill() {
     renewals_survive_sigkill(10, 20, 3, 10..250).await;
 }
