@@ -151,7 +151,11 @@ async fn process(
     cur = match perform(k, cur.clone(), now).await {
         Ok(s) => s,
         Err((s, e)) if matches!(e.kind, ErrorKind::Internal | ErrorKind::Overloaded) => {
-            return Err(e).inspect_err(|_| drop(s));
+            // The state is committed: answer it (the actor must not fall
+            // back to the state before the command) and retry the work in
+            // a minute.
+            tracing::warn!(error = %e, subscription = %s.id, "subscription work failed; retrying");
+            retry_later(k, s, now + chrono::Duration::seconds(60)).await?
         }
         Err((s, e)) => {
             // Refused for good (not our failure): retried in an hour
