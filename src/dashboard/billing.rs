@@ -95,9 +95,34 @@ pub fn more_link(path: &str, page: &Page, extra: &str, label: &str) -> String {
     }
 }
 
-/// A list page in the frame.
-pub fn list_page(ctx: &Ctx, title: &str, current: &str, main: &str) -> HttpResponse {
-    layout::page(ctx, title, current, main)
+/// A list page with a status filter (invoices, subscriptions, mandates):
+/// the filter, the table of rows and the link to older rows (keeping the
+/// status), in the page frame.
+pub struct StatusList<'a> {
+    pub path: &'a str,
+    pub title: &'a str,
+    pub statuses: &'a [&'a str],
+    pub current: Option<&'a str>,
+    pub class: &'a str,
+    pub head: &'a [&'a str],
+    pub empty: &'a str,
+    pub older: &'a str,
+}
+
+impl StatusList<'_> {
+    pub fn page(&self, ctx: &Ctx, page: &Page, rows: &str) -> HttpResponse {
+        let extra = self
+            .current
+            .map(|s| format!("&status={s}"))
+            .unwrap_or_default();
+        let main = format!(
+            "{}{}{}",
+            status_filter(self.path, self.statuses, self.current),
+            table(self.class, self.head, rows, self.empty),
+            more_link(self.path, page, &extra, self.older),
+        );
+        layout::page(ctx, self.title, self.path, &main)
+    }
 }
 
 /// The status filter of a list.
@@ -166,7 +191,7 @@ async fn link_list(req: HttpRequest, state: State) -> HttpResponse {
         ),
         more_link("/dashboard/payment_links", &page, "", "Older links"),
     );
-    list_page(&ctx, "Payment links", "/dashboard/payment_links", &main)
+    layout::page(&ctx, "Payment links", "/dashboard/payment_links", &main)
 }
 
 async fn link_detail(req: HttpRequest, state: State, path: web::Path<String>) -> HttpResponse {
@@ -260,19 +285,17 @@ async fn invoice_list(req: HttpRequest, state: State) -> HttpResponse {
     };
     let rows: String = page.data.iter().map(invoice_row).collect();
     let names: Vec<&str> = InvoiceStatus::ALL.iter().map(|s| s.as_str()).collect();
-    let main = format!(
-        "{}{}{}",
-        status_filter("/dashboard/invoices", &names, st.map(|s| s.as_str())),
-        table("invoices", INVOICE_HEAD, &rows, "No invoices yet."),
-        more_link(
-            "/dashboard/invoices",
-            &page,
-            &st.map(|s| format!("&status={}", s.as_str()))
-                .unwrap_or_default(),
-            "Older invoices"
-        ),
-    );
-    list_page(&ctx, "Invoices", "/dashboard/invoices", &main)
+    StatusList {
+        path: "/dashboard/invoices",
+        title: "Invoices",
+        statuses: &names,
+        current: st.map(|s| s.as_str()),
+        class: "invoices",
+        head: INVOICE_HEAD,
+        empty: "No invoices yet.",
+        older: "Older invoices",
+    }
+    .page(&ctx, &page, &rows)
 }
 
 async fn invoice_detail(req: HttpRequest, state: State, path: web::Path<String>) -> HttpResponse {
@@ -421,24 +444,17 @@ async fn subscription_list(req: HttpRequest, state: State) -> HttpResponse {
         .map(|v| subscription_row(&state.kobo, m, mode, v))
         .collect();
     let names: Vec<&str> = SubscriptionStatus::ALL.iter().map(|s| s.as_str()).collect();
-    let main = format!(
-        "{}{}{}",
-        status_filter("/dashboard/subscriptions", &names, st.map(|s| s.as_str())),
-        table(
-            "subscriptions",
-            SUBSCRIPTION_HEAD,
-            &rows,
-            "No subscriptions yet."
-        ),
-        more_link(
-            "/dashboard/subscriptions",
-            &page,
-            &st.map(|s| format!("&status={}", s.as_str()))
-                .unwrap_or_default(),
-            "Older subscriptions"
-        ),
-    );
-    list_page(&ctx, "Subscriptions", "/dashboard/subscriptions", &main)
+    StatusList {
+        path: "/dashboard/subscriptions",
+        title: "Subscriptions",
+        statuses: &names,
+        current: st.map(|s| s.as_str()),
+        class: "subscriptions",
+        head: SUBSCRIPTION_HEAD,
+        empty: "No subscriptions yet.",
+        older: "Older subscriptions",
+    }
+    .page(&ctx, &page, &rows)
 }
 
 fn own_subscription(ctx: &Ctx, raw: &str) -> Option<kobo_actors::subscription::Subscription> {
@@ -634,5 +650,5 @@ async fn plan_list(req: HttpRequest, state: State) -> HttpResponse {
         ),
         more_link("/dashboard/plans", &page, "", "Older plans"),
     );
-    list_page(&ctx, "Plans", "/dashboard/plans", &main)
+    layout::page(&ctx, "Plans", "/dashboard/plans", &main)
 }

@@ -16,7 +16,7 @@ use kobo_actors::mandate::MandateStatus;
 use kobo_actors::subscription::service::{self as subs, SubscriptionFilter};
 use kobo_actors::virtual_account::service::{self as accounts, AccountFilter};
 
-use super::billing::{list_page, more_link, query, table, PAGE_SIZE};
+use super::billing::{more_link, query, table, StatusList, PAGE_SIZE};
 use super::layout::{self, money, status, text, time};
 use super::{signed_in, Ctx};
 use crate::api::State;
@@ -91,7 +91,7 @@ async fn list(req: HttpRequest, state: State) -> HttpResponse {
         ),
         more = more_link("/dashboard/customers", &page, &extra, "Older customers"),
     );
-    list_page(&ctx, "Customers", "/dashboard/customers", &main)
+    layout::page(&ctx, "Customers", "/dashboard/customers", &main)
 }
 
 /// `s` for a query string.
@@ -275,19 +275,17 @@ async fn mandate_list(req: HttpRequest, state: State) -> HttpResponse {
     };
     let rows: String = page.data.iter().map(mandate_row).collect();
     let names: Vec<&str> = MandateStatus::ALL.iter().map(|s| s.as_str()).collect();
-    let main = format!(
-        "{}{}{}",
-        super::billing::status_filter("/dashboard/mandates", &names, st.map(|s| s.as_str())),
-        table("mandates", MANDATE_HEAD, &rows, "No mandates yet."),
-        more_link(
-            "/dashboard/mandates",
-            &page,
-            &st.map(|s| format!("&status={}", s.as_str()))
-                .unwrap_or_default(),
-            "Older mandates"
-        ),
-    );
-    list_page(&ctx, "Mandates", "/dashboard/mandates", &main)
+    StatusList {
+        path: "/dashboard/mandates",
+        title: "Mandates",
+        statuses: &names,
+        current: st.map(|s| s.as_str()),
+        class: "mandates",
+        head: MANDATE_HEAD,
+        empty: "No mandates yet.",
+        older: "Older mandates",
+    }
+    .page(&ctx, &page, &rows)
 }
 
 async fn mandate_detail(req: HttpRequest, state: State, path: web::Path<String>) -> HttpResponse {
