@@ -144,6 +144,7 @@ impl Kobo {
                 env: env.clone(),
                 ledgers: ledgers.clone(),
                 payment_processing: crate::payment_intent::query::invoice_payment_processing,
+                numbers: Default::default(),
             }),
             sizing,
         );

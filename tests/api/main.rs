@@ -28,6 +28,7 @@ mod fx;
 mod health;
 mod idempotency;
 mod invoice_browser;
+mod invoice_numbers;
 mod invoice_page;
 mod invoices;
 mod listen;

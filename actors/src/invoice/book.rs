@@ -22,10 +22,11 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use kobo_storage::{Batch, CommitError, Table};
+use kobo_storage::{Batch, Table};
 
+use super::numbers::{Build, InvoiceNumbers};
 use super::service::{
-    customer_prefix, format_number, list_key, load_any, next_number, number_prefix, of_customer,
+    customer_prefix, format_number, list_key, load_any, number_prefix, of_customer,
     overdue_instant, status_prefix, subscription_prefix, to_api, view,
 };
 use super::{
@@ -51,6 +52,8 @@ pub struct InvoiceDeps {
     /// invoice) is still `processing` (payment intents' reader, given at
     /// assembly: payment intents import the books, not the other way).
     pub payment_processing: PaymentProcessing,
+    /// The brands' number lanes (every finalize takes its number there).
+    pub numbers: Arc<InvoiceNumbers>,
 }
 
 /// See [`InvoiceDeps::payment_processing`].
@@ -208,7 +211,7 @@ impl InvoiceBook {
 impl Handler<InvoiceMessage> for InvoiceBook {
     type Result = AtomicResponse<Self, DomainResult<Answer<InvoiceView>>>;
     fn handle(&mut self, msg: InvoiceMessage, _: &mut Context<Self>) -> Self::Result {
-        self.run(|k, customer| async move { process(&k, customer, msg).await })
+        self.run(|k, customer| async move { process(k, customer, msg).await })
     }
 }
 
@@ -271,12 +274,11 @@ fn load_own(
 }
 
 async fn process(
-    k: &InvoiceDeps,
+    k: Arc<InvoiceDeps>,
     customer: Uuid,
     msg: InvoiceMessage,
 ) -> DomainResult<Answer<InvoiceView>> {
     let (m, mode) = (msg.merchant, msg.mode);
-    let idem = msg.idem.as_ref();
     let now = k.clock.now();
     let id = match &msg.action {
         InvoiceAction::Create(_) => None,
@@ -288,135 +290,148 @@ async fn process(
         | InvoiceAction::RecordPayment { id, .. } => Some(*id),
     };
     let before = match id {
-        Some(id) => Some(load_own(k, customer, m, mode, id)?),
+        Some(id) => Some(load_own(&k, customer, m, mode, id)?),
         None => None,
     };
     if let InvoiceAction::Create(new) = &msg.action {
         if let Some(period) = new.subscription {
-            if let Some(inv) = super::service::of_period(k, period)? {
-                return Ok(Answer::unsaved(Outcome::Existing(view(k, &inv)?)));
+            if let Some(inv) = super::service::of_period(&k, period)? {
+                return Ok(Answer::unsaved(Outcome::Existing(view(&k, &inv)?)));
             }
         }
     }
-    // A finalize claims a number absent; a concurrent finalize of another
-    // customer of the same brand may take it first: read again and retry.
-    for _ in 0..16 {
-        let mut change = Change {
-            batch: Batch::new(),
-            credit: None,
-        };
-        let mut events = Vec::new();
-        let (after, created) = match (&msg.action, &before) {
-            (InvoiceAction::Create(new), _) => {
-                let mut inv = create(k, customer, m, mode, new, now)?;
-                if let Some(period) = new.subscription {
-                    let key = super::service::period_key(period);
-                    change
-                        .batch
-                        .require_absent(Table::SubscriptionInvoices, key.clone())
-                        .put_raw(Table::SubscriptionInvoices, key, inv.id.as_bytes().to_vec());
-                }
-                if new.finalize {
-                    finalize(k, &mut inv, &mut change, &mut events, now)?;
-                }
-                (inv, true)
-            }
-            (InvoiceAction::Update { patch, .. }, Some(b)) => (update(b, patch, now)?, false),
-            (InvoiceAction::Finalize { .. }, Some(b)) => {
-                b.require_draft()?;
-                let mut inv = b.clone();
-                finalize(k, &mut inv, &mut change, &mut events, now)?;
-                (inv, false)
-            }
-            (InvoiceAction::Send { .. }, Some(b)) => {
-                b.require_payable()?;
-                let mut inv = b.clone();
-                inv.sent_at = Some(now);
-                inv.updated_at = now;
-                (inv, false)
-            }
-            (InvoiceAction::Void { .. }, Some(b)) => {
-                b.require_payable()?;
-                if b.amount_paid > 0 {
-                    return Err(DomainError::state(
-                        ErrorCode::InvoiceHasPayments,
-                        "this invoice has payments; it cannot be voided",
-                    ));
-                }
-                if (k.payment_processing)(k, (m, mode), customer, b.id)? {
-                    return Err(DomainError::state(
-                        ErrorCode::InvoiceHasPayments,
-                        "a payment for this invoice is processing; it cannot be voided until it ends",
-                    ));
-                }
-                let mut inv = b.clone();
-                inv.status = InvoiceStatus::Void;
-                inv.voided_at = Some(now);
-                inv.updated_at = now;
-                events.push(event::INVOICE_VOIDED);
-                (inv, false)
-            }
-            (InvoiceAction::MarkUncollectible { .. }, Some(b)) => {
-                if b.status != InvoiceStatus::Open {
-                    return Err(DomainError::state(
-                        ErrorCode::InvoiceNotPayable,
-                        format!(
-                            "this invoice is {}; only an open invoice can be marked uncollectible",
-                            b.status.as_str()
-                        ),
-                    ));
-                }
-                let mut inv = b.clone();
-                inv.status = InvoiceStatus::Uncollectible;
-                inv.marked_uncollectible_at = Some(now);
-                inv.updated_at = now;
-                events.push(event::INVOICE_MARKED_UNCOLLECTIBLE);
-                (inv, false)
-            }
-            (InvoiceAction::RecordPayment { amount, note, .. }, Some(b)) => {
-                check_amount(b, Some(*amount))?;
-                let mut inv = b.clone();
-                events.push(inv.apply(InvoicePayment {
-                    payment_intent: None,
-                    amount: *amount,
-                    method: PaymentMethod::OutOfBand,
-                    note: note.clone(),
-                    paid_at: now,
-                }));
-                (inv, false)
-            }
-            _ => unreachable!("an action on an invoice loads it"),
-        };
-        put_invoice(
-            k,
-            before.as_ref().filter(|_| !created),
-            &after,
-            &mut change.batch,
-        );
-        for t in events {
-            Event::record(k, (m, mode), t, to_api(k, &after)?, now, &mut change.batch);
-        }
-        if let Some(c) = change.credit {
-            change
-                .batch
-                .put(Table::CustomerCredits, customer.as_bytes().to_vec(), &c);
-        }
-        let outcome = match created {
-            true => Outcome::Created(view(k, &after)?),
-            false => Outcome::Updated(view(k, &after)?),
-        };
-        let answer = Answer::save(outcome, idem, &mut change.batch, now);
-        match k.writer.commit(change.batch).await {
-            Ok(()) => return Ok(answer),
-            Err(CommitError::Conflict { .. }) => continue,
-            Err(CommitError::Closed) => {
-                return Err(DomainError::internal("the store writer stopped"))
-            }
-        }
+    // A finalize takes its number in its brand's lane, which commits it.
+    let brand = match (&msg.action, &before) {
+        (InvoiceAction::Create(new), _) if new.finalize => Some(new.brand),
+        (InvoiceAction::Finalize { .. }, Some(b)) => Some(b.brand),
+        _ => None,
+    };
+    if let Some(brand) = brand {
+        let numbers = k.numbers.clone();
+        let env = k.env.clone();
+        let build: Build =
+            Arc::new(move |n| change(&k, customer, &msg, before.as_ref(), Some(n), now));
+        return numbers.claim(&env, (brand, mode), build).await;
     }
-    Err(DomainError::internal(
-        "invoice numbers are contended; retry with the same Idempotency-Key",
-    ))
+    let (batch, answer) = change(&k, customer, &msg, before.as_ref(), None, now)?;
+    match k.writer.commit(batch).await {
+        Ok(()) => Ok(answer),
+        Err(e) => Err(DomainError::internal(e.to_string())),
+    }
+}
+
+/// A command's batch and answer (`number`: a finalize's, from its lane).
+fn change(
+    k: &InvoiceDeps,
+    customer: Uuid,
+    msg: &InvoiceMessage,
+    before: Option<&Invoice>,
+    number: Option<u64>,
+    now: DateTime<Utc>,
+) -> DomainResult<(Batch, Answer<InvoiceView>)> {
+    let (m, mode) = (msg.merchant, msg.mode);
+    let mut change = Change {
+        batch: Batch::new(),
+        credit: None,
+    };
+    let mut events = Vec::new();
+    let (after, created) = match (&msg.action, before) {
+        (InvoiceAction::Create(new), _) => {
+            let mut inv = create(k, customer, m, mode, new, now)?;
+            if let Some(period) = new.subscription {
+                let key = super::service::period_key(period);
+                change
+                    .batch
+                    .require_absent(Table::SubscriptionInvoices, key.clone())
+                    .put_raw(Table::SubscriptionInvoices, key, inv.id.as_bytes().to_vec());
+            }
+            if let (true, Some(n)) = (new.finalize, number) {
+                finalize(k, &mut inv, n, &mut change, &mut events, now)?;
+            }
+            (inv, true)
+        }
+        (InvoiceAction::Update { patch, .. }, Some(b)) => (update(b, patch, now)?, false),
+        (InvoiceAction::Finalize { .. }, Some(b)) => {
+            b.require_draft()?;
+            let mut inv = b.clone();
+            let n = number.ok_or_else(|| DomainError::internal("a finalize without a number"))?;
+            finalize(k, &mut inv, n, &mut change, &mut events, now)?;
+            (inv, false)
+        }
+        (InvoiceAction::Send { .. }, Some(b)) => {
+            b.require_payable()?;
+            let mut inv = b.clone();
+            inv.sent_at = Some(now);
+            inv.updated_at = now;
+            (inv, false)
+        }
+        (InvoiceAction::Void { .. }, Some(b)) => {
+            b.require_payable()?;
+            if b.amount_paid > 0 {
+                return Err(DomainError::state(
+                    ErrorCode::InvoiceHasPayments,
+                    "this invoice has payments; it cannot be voided",
+                ));
+            }
+            if (k.payment_processing)(k, (m, mode), customer, b.id)? {
+                return Err(DomainError::state(
+                    ErrorCode::InvoiceHasPayments,
+                    "a payment for this invoice is processing; it cannot be voided until it ends",
+                ));
+            }
+            let mut inv = b.clone();
+            inv.status = InvoiceStatus::Void;
+            inv.voided_at = Some(now);
+            inv.updated_at = now;
+            events.push(event::INVOICE_VOIDED);
+            (inv, false)
+        }
+        (InvoiceAction::MarkUncollectible { .. }, Some(b)) => {
+            if b.status != InvoiceStatus::Open {
+                return Err(DomainError::state(
+                    ErrorCode::InvoiceNotPayable,
+                    format!(
+                        "this invoice is {}; only an open invoice can be marked uncollectible",
+                        b.status.as_str()
+                    ),
+                ));
+            }
+            let mut inv = b.clone();
+            inv.status = InvoiceStatus::Uncollectible;
+            inv.marked_uncollectible_at = Some(now);
+            inv.updated_at = now;
+            events.push(event::INVOICE_MARKED_UNCOLLECTIBLE);
+            (inv, false)
+        }
+        (InvoiceAction::RecordPayment { amount, note, .. }, Some(b)) => {
+            check_amount(b, Some(*amount))?;
+            let mut inv = b.clone();
+            events.push(inv.apply(InvoicePayment {
+                payment_intent: None,
+                amount: *amount,
+                method: PaymentMethod::OutOfBand,
+                note: note.clone(),
+                paid_at: now,
+            }));
+            (inv, false)
+        }
+        _ => unreachable!("an action on an invoice loads it"),
+    };
+    put_invoice(k, before.filter(|_| !created), &after, &mut change.batch);
+    for t in events {
+        Event::record(k, (m, mode), t, to_api(k, &after)?, now, &mut change.batch);
+    }
+    if let Some(c) = change.credit {
+        change
+            .batch
+            .put(Table::CustomerCredits, customer.as_bytes().to_vec(), &c);
+    }
+    let outcome = match created {
+        true => Outcome::Created(view(k, &after)?),
+        false => Outcome::Updated(view(k, &after)?),
+    };
+    let answer = Answer::save(outcome, msg.idem.as_ref(), &mut change.batch, now);
+    Ok((change.batch, answer))
 }
 
 fn check_terms(i: &Invoice) -> DomainResult<()> {
@@ -564,17 +579,17 @@ fn update(b: &Invoice, p: &InvoicePatch, now: DateTime<Utc>) -> DomainResult<Inv
     Ok(i)
 }
 
-/// draft -> open: the number (claimed absent), the hosted page's code,
+/// draft -> open: the number `n` (its lane's; claimed absent), the hosted page's code,
 /// the overdue timer, and the customer's credit balance applied.
 fn finalize(
     k: &InvoiceDeps,
     inv: &mut Invoice,
+    n: u64,
     change: &mut Change,
     events: &mut Vec<&'static str>,
     now: DateTime<Utc>,
 ) -> DomainResult<()> {
     check_terms(inv)?;
-    let n = next_number(k, inv.brand, inv.mode)?;
     let key = number_prefix(inv.brand, inv.mode).u64(n).build();
     change
         .batch

@@ -10,10 +10,12 @@
 //! capture batch (see `book.rs`).
 //!
 //! Files: this one holds the stored object, its pure rules and view;
-//! `book.rs` the actor and its commands; `service.rs` reads, lists,
+//! `book.rs` the actor and its commands; `numbers.rs` the brands' number
+//! lanes (every finalize commits there); `service.rs` reads, lists,
 //! numbers and keys.
 
 pub mod book;
+pub mod numbers;
 pub mod service;
 
 use chrono::{DateTime, NaiveDate, Utc};

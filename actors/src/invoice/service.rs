@@ -51,9 +51,8 @@ pub fn number_prefix(brand: Uuid, mode: Mode) -> KeyBuf {
     KeyBuf::new().bytes(brand.as_bytes()).u8(mode.byte())
 }
 
-/// The number the next finalize of `brand` takes: one more than the
-/// highest claimed (rows are claimed absent in the finalize batch, so a
-/// number is never skipped nor given twice).
+/// The number after the highest stored for `brand` (read by its number
+/// lane when it starts; see `numbers.rs`).
 pub fn next_number(kobo: &Env, brand: Uuid, mode: Mode) -> DomainResult<u64> {
     let prefix = number_prefix(brand, mode).build();
     let mut last = 0;
