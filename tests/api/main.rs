@@ -49,6 +49,7 @@ mod settlement;
 mod simulation;
 mod simulation_fx;
 mod simulation_invoices;
+mod simulation_subscriptions;
 mod subscription_page;
 mod subscriptions;
 mod trust;
