@@ -43,6 +43,7 @@ mod payment_links;
 mod payouts;
 mod rate_limits;
 mod refunds;
+mod renewal_bench;
 mod server;
 mod settings;
 mod settlement;
