@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-use kobo_actors::idempotency::Answer;
+use kobo_actors::idempotency::{Answer, Outcome};
 use kobo_actors::mandate::MandateStatus;
 use kobo_actors::money::Currency;
 use kobo_actors::payment_intent::metadata_schema;
@@ -23,6 +23,7 @@ use kobo_actors::subscription::{
     CollectionMethod, Subscription, SubscriptionStatus, SubscriptionView, Terms,
 };
 use kobo_actors::{DomainError, ErrorCode};
+use kobo_storage::Batch;
 
 use super::body::{self, tunnel, NoFields, FIELD};
 use super::components::{
@@ -356,8 +357,24 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
                     idem: None,
                 };
                 let id = answer.view().id;
-                if let Err(e) = c.kobo().subscriptions.send(id, work).await.and_then(|r| r) {
-                    tracing::warn!(error = %e, subscription = %id, "first bill deferred to the timer");
+                match c.kobo().subscriptions.send(id, work).await.and_then(|r| r) {
+                    // The first invoice made: the answer carries it, and
+                    // the saved response becomes this one (a replay
+                    // answers the same).
+                    Ok(after) if after.view().latest_invoice.is_some() => {
+                        let mut batch = Batch::new();
+                        let view = after.view().clone();
+                        let now = c.kobo().clock.now();
+                        let again =
+                            Answer::save(Outcome::Created(view), c.save.as_ref(), &mut batch, now);
+                        if c.kobo().writer.commit(batch).await.is_ok() {
+                            return Ok(again);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, subscription = %id, "first bill deferred to the timer");
+                    }
                 }
                 Ok(answer)
             },

@@ -748,3 +748,38 @@ async fn a_clock_jump_over_three_periods_bills_each_period_once_in_order() {
         .assert_status(404);
     crate::operations::assert_check_clean(&mut app);
 }
+
+/// Found that the create answered `latest_invoice: null` though its first
+/// invoice was made before the answer.
+#[tokio::test]
+async fn the_create_answer_carries_the_first_invoice_and_a_replay_answers_the_same() {
+    let app = spawn_app().await;
+    let m = app.merchant().await;
+    let k = &m.test_key;
+    let (customer, mandate) = mandated(&app, k).await;
+    let p = plan(&app, k, json!({})).await;
+    let body = json!({"customer": customer, "plan": id(&p), "collection_method": "mandate", "mandate": mandate});
+    let r = app
+        .post_with_key(k, "/v1/subscriptions", "first-bill", body.clone())
+        .await;
+    r.assert_status(201);
+    let invoices = invoices_of(&app, k, &id(&r.body)).await;
+    assert_eq!(invoices.len(), 1);
+    assert_eq!(r.body["latest_invoice"], invoices[0]["id"], "{}", r.text);
+    assert_eq!(get_sub(&app, k, &id(&r.body)).await, r.body);
+    let again = app
+        .post_with_key(k, "/v1/subscriptions", "first-bill", body)
+        .await;
+    again.assert_status(201);
+    assert_eq!(again.body, r.body);
+    // A trial bills nothing at create.
+    let t = plan(&app, k, json!({"trial_days": 7})).await;
+    let r = subscribe(
+        &app,
+        k,
+        json!({"customer": customer, "plan": id(&t), "collection_method": "send_invoice"}),
+    )
+    .await;
+    r.assert_status(201);
+    assert_eq!(r.body["latest_invoice"], Value::Null);
+}
