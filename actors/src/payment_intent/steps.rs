@@ -359,8 +359,8 @@ impl Step<'_> {
     }
 
     pub(super) fn ask_about_debit(mut self) -> DomainResult<Decision> {
-        pending_debit(self.intent, self.pending)?;
-        let due = self.now + debit_status_interval();
+        let attempt = pending_debit(self.intent, self.pending)?;
+        let due = self.now + debit_status_interval(self.now - attempt.created_at);
         self.effects.push(Effect::ScheduleDebitStatus(due));
         self.unchanged()
     }

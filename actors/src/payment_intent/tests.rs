@@ -1941,7 +1941,35 @@ fn debit_sent_and_pending_schedule_the_status_query_and_change_nothing() {
         assert_eq!(d.intent, pi, "{c:?}");
         assert_eq!(
             d.effects,
-            vec![Effect::ScheduleDebitStatus(now() + debit_status_interval())]
+            vec![Effect::ScheduleDebitStatus(
+                now() + debit_status_interval(now() - a.created_at)
+            )]
+        );
+    }
+}
+
+/// Found that a debit stuck `processing` (52 kobo) was asked about every
+/// clock minute for as long as it stayed so.
+#[test]
+fn a_debit_that_stays_processing_is_asked_about_ever_more_rarely() {
+    let (pi, a) = debiting(AMOUNT);
+    let at = |mins: i64| a.created_at + Duration::minutes(mins);
+    for (age, next) in [
+        (0, 1),
+        (1, 1),
+        (2, 1),
+        (10, 5),
+        (60, 30),
+        (12 * 60, 6 * 60),
+        (30 * 24 * 60, 6 * 60),
+    ] {
+        let d = decide(&pi, Some(&a), &Command::DebitPending, at(age)).unwrap();
+        assert_eq!(
+            d.effects,
+            vec![Effect::ScheduleDebitStatus(
+                at(age) + Duration::minutes(next)
+            )],
+            "asked at age {age} minutes"
         );
     }
 }
