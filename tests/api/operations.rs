@@ -1046,3 +1046,84 @@ async fn every_operator_action_is_in_the_audit_log_and_no_secret_is() {
     assert_eq!(again, log);
     assert_check_clean(&mut app);
 }
+
+/// Two subscriptions of one customer debited for their first period; then
+/// the store is changed behind kobo's back: subscription `a`'s open claim
+/// deleted, `b`'s timer row deleted, and a second debit claim of `b`'s
+/// first period naming its successful debit (a period debited twice).
+#[tokio::test]
+async fn kobo_check_names_planted_subscription_breaches() {
+    use kobo_storage::{Batch, Store, Table};
+    let mut app = spawn_app().await;
+    let k = app.merchant().await.test_key;
+    let (customer, mandate) = crate::subscriptions::mandated(&app, &k).await;
+    let mut subs = Vec::new();
+    for amount in [100_000, 200_000] {
+        let p = crate::subscriptions::plan(&app, &k, json!({"interval": "day", "amount": amount}))
+            .await;
+        let r = app
+            .post(
+                &k,
+                "/v1/subscriptions",
+                json!({"customer": customer, "plan": p["id"], "collection_method": "mandate", "mandate": mandate}),
+            )
+            .await;
+        r.assert_status(201);
+        subs.push(uuid::Uuid::parse_str(r.body["id"].as_str().unwrap()).unwrap());
+    }
+    app.advance(60).await;
+    for s in &subs {
+        let r = app.get(&k, &format!("/v1/subscriptions/{s}")).await;
+        assert_eq!(r.body["status"], "active", "{}", r.text);
+    }
+    app.kill();
+    let (code, text) = check_data(&app.data_dir());
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("subscriptions"), "{text}");
+
+    let (a, b) = (subs[0], subs[1]);
+    let store = Store::open(&app.data_dir()).unwrap();
+    let rows = |table: Table, keep: &dyn Fn(&[u8], &[u8]) -> bool| {
+        let mut found = Vec::new();
+        store
+            .read()
+            .unwrap()
+            .scan_prefix(table, &[], None, |k, v| {
+                if keep(k, v) {
+                    found.push((k.to_vec(), v.to_vec()));
+                }
+                Ok(true)
+            })
+            .unwrap();
+        found
+    };
+    let claim = rows(Table::SubscriptionOpen, &|_, v| v == a.as_bytes());
+    let timer = rows(Table::Timers, &|k, _| k.ends_with(b.as_bytes()));
+    let charge = rows(Table::SubscriptionCharges, &|k, _| {
+        k.starts_with(b.as_bytes())
+    });
+    assert_eq!((claim.len(), timer.len(), charge.len()), (1, 1, 1));
+    let mut again = charge[0].0.clone();
+    *again.last_mut().unwrap() ^= 0x40;
+    let mut batch = Batch::new();
+    batch
+        .delete(Table::SubscriptionOpen, claim[0].0.clone())
+        .delete(Table::Timers, timer[0].0.clone())
+        .put_raw(Table::SubscriptionCharges, again, charge[0].1.clone());
+    store.apply(&batch).unwrap();
+    drop(store);
+
+    let (code, text) = check_data(&app.data_dir());
+    assert_eq!(code, 1, "{text}");
+    let breaches: Vec<&str> = text.lines().filter(|l| l.starts_with("BREACH ")).collect();
+    let named = |what: &[&str]| {
+        breaches
+            .iter()
+            .any(|l| l.starts_with("BREACH subscriptions:") && what.iter().all(|w| l.contains(w)))
+    };
+    let (a, b) = (a.to_string(), b.to_string());
+    assert!(named(&[&a, "without its open claim"]), "{text}");
+    assert!(named(&[&b, "timer row is missing"]), "{text}");
+    assert!(named(&["debited successfully 2 times"]), "{text}");
+    assert_eq!(breaches.len(), 3, "{text}");
+}
