@@ -54,4 +54,5 @@ mod trust;
 mod usdt;
 mod virtual_account_transfers;
 mod virtual_accounts;
+mod webhook_attempts;
 mod webhooks;

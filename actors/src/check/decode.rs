@@ -24,6 +24,7 @@ const CODEC_TABLES: &[Table] = &[
     Table::SandboxTransfers,
     Table::WebhookEndpoints,
     Table::Deliveries,
+    Table::DeliveryAttempts,
     Table::Refunds,
     Table::Disputes,
     Table::PaymentAftercare,
