@@ -19,6 +19,7 @@ mod crash_subscriptions;
 mod credentials;
 mod customer_identity;
 mod customers;
+mod dashboard_brands;
 mod dashboard_browser;
 mod dashboard_pages_billing;
 mod dashboard_pages_webhooks;
