@@ -268,6 +268,10 @@ tables! {
     // endpoint id|seq -> event id: the endpoint's test events (they are in
     // no event list; the dashboard shows their deliveries).
     WebhookTestEvents => "webhook_test_events",
+    // Operator console sessions (src/console/session.rs): SHA-256 of the
+    // session token -> ConsoleSession (with the SHA-256 of the admin token
+    // it was opened with: a session outlives a restart, not a new token).
+    ConsoleSessions => "console_sessions",
 }
 
 /// Builds a composite key from fixed-width parts.

@@ -25,6 +25,7 @@ const CODEC_TABLES: &[Table] = &[
     Table::WebhookEndpoints,
     Table::Deliveries,
     Table::DeliveryAttempts,
+    Table::ConsoleSessions,
     Table::Refunds,
     Table::Disputes,
     Table::PaymentAftercare,
