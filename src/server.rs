@@ -402,6 +402,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let metrics = Metrics::new(&writer_metrics);
     let health = crate::health::Health::new(writer_metrics.clone());
     health.start(kobo.clone());
+    let admin_token_kept = admin_token.clone();
     let mut app_state = AppState::new(kobo.clone(), admin_token, timers, metrics, health);
     app_state.card_key = api::cards::fingerprint_key(&args.data)?;
     app_state.checkout_key = kobo_actors::credential::CheckoutKey::new(
@@ -415,7 +416,11 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     let limits = web::Data::new(api::limits::RateLimits::new(args.ip_rate_limit));
     api::limits::RateLimits::start_cleanup(limits.clone());
     let form_key = web::Data::new(crate::checkout::forms::FormKey::load(&args.data)?);
-    let console = web::Data::new(crate::console::Console::default());
+    let console = web::Data::new(crate::console::Console {
+        sessions: crate::console::session::Sessions::durable(kobo.clone(), &admin_token_kept)
+            .await
+            .map_err(|e| anyhow::anyhow!("loading console sessions: {e}"))?,
+    });
     // One sign-in throttle for every worker.
     let sign_in = web::Data::new(crate::dashboard::throttle::SignInThrottle::new());
 

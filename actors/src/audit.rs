@@ -1,7 +1,8 @@
 //! The operator audit log: one entry per operator action (merchant create
 //! and settings changes, live approval, key rolls, payout approval and
 //! rejection, FX rate publishes, USDT wallet adds and removals, clock moves,
-//! backups, restores, dashboard invitations; the same actions taken by a
+//! backups, restores, dashboard invitations, a webhook signing secret shown
+//! in the dashboard; the same actions taken by a
 //! merchant's owner in the dashboard carry origin `dashboard`), written in the SAME batch as the action's effect, so
 //! there is never an effect without its entry or an entry without its
 //! effect. A core leaf: the resources call [`Audit::add_to`] with their own
@@ -67,6 +68,7 @@ actions! {
     BackupCreated => "backup.created" = 12,
     StoreRestored => "store.restored" = 13,
     DashboardUserInvited => "dashboard_user.invited" = 14,
+    WebhookSecretRevealed => "webhook_endpoint.secret_revealed" = 15,
 }
 
 impl AuditAction {
@@ -237,8 +239,8 @@ pub enum AuditEntryObject {
 /// What an action was done to.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct AuditTarget {
-    /// `merchant`, `payout`, `fx_rate`, `usdt_wallet`, `clock`, `backup`
-    /// or `store`.
+    /// `merchant`, `payout`, `fx_rate`, `usdt_wallet`, `clock`, `backup`,
+    /// `store`, `dashboard_user` or `webhook_endpoint`.
     #[serde(rename = "type")]
     pub target_type: String,
     /// The object's id (a backup: its file name).

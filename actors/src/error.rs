@@ -146,6 +146,8 @@ error_codes! {
     PlanArchived = "plan_archived" => State,
     SubscriptionExists = "subscription_exists" => State,
     SubscriptionEnded = "subscription_ended" => State,
+    /// A test event for a disabled webhook endpoint.
+    WebhookEndpointDisabled = "webhook_endpoint_disabled" => State,
     // 422
     IdempotencyKeyReused = "idempotency_key_reused" => Idempotency,
     // 429

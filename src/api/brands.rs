@@ -4,6 +4,7 @@ use actix_web::{web, HttpRequest};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
+use kobo_actors::idempotency::Answer;
 use kobo_actors::merchant::BrandView;
 use kobo_actors::query::ListView;
 use kobo_actors::{admin, query};
@@ -69,18 +70,18 @@ path_id!(
     )
 )]
 async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiResult {
-    Endpoint::secret_key(201)
-        .post(
-            req,
-            state,
-            payload,
-            |c, body: CreateBrandRequest| async move {
-                let (state, p) = (&c.state, &c.p);
-                let name = body.name;
-                Ok(admin::create_brand(&state.kobo, p.merchant.id, p.mode, name, c.save()).await?)
-            },
-        )
-        .await
+    CREATE_BRAND.post(req, state, payload, create_run).await
+}
+
+/// `POST /v1/brands`' declaration (the dashboard's settings form posts
+/// through it too).
+pub const CREATE_BRAND: Endpoint = Endpoint::secret_key(201);
+
+/// `POST /v1/brands`' run: the checked name becomes a brand of the
+/// caller's merchant and mode.
+pub async fn create_run(c: Call, body: CreateBrandRequest) -> ApiResult<Answer<BrandView>> {
+    let (state, p) = (&c.state, &c.p);
+    Ok(admin::create_brand(&state.kobo, p.merchant.id, p.mode, body.name, c.save()).await?)
 }
 
 /// List brands

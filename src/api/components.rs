@@ -199,3 +199,4 @@ pub type ChargeAttemptRef = ByRef<ChargeAttemptView>;
 pub type BalanceTransactionRef = ByRef<BalanceTransactionView>;
 pub type WebhookEndpointRef = ByRef<kobo_actors::webhook::WebhookEndpointView>;
 pub type EventRef = ByRef<kobo_actors::webhook::query::EventListView>;
+pub type DeliveryAttemptRef = ByRef<kobo_actors::webhook::DeliveryAttemptView>;

@@ -1,5 +1,5 @@
-//! `/v1/events`: the event history with each event's deliveries, and
-//! redelivery.
+//! `/v1/events`: the event history with each event's deliveries, each
+//! delivery's attempts, and redelivery.
 
 use actix_web::{web, HttpRequest};
 use serde::{Deserialize, Deserializer};
@@ -9,19 +9,24 @@ use uuid::Uuid;
 use kobo_actors::event::EVENT_TYPES;
 use kobo_actors::idempotency::Answer;
 use kobo_actors::query::ListView;
-use kobo_actors::webhook::query::{self as webhook_query, EventFilter};
+use kobo_actors::webhook::query::{self as webhook_query, AttemptFilter, EventFilter};
 use kobo_actors::webhook::{Command, RedeliveryView, WebhookView};
 use kobo_actors::DomainError;
 
 use super::body::{self, NoFields};
-use super::components::{path_id, BadRequest, EventRef, IdempotencyKey, NotFoundReplayable};
+use super::components::{
+    path_id, BadRequest, DeliveryAttemptRef, EventRef, IdempotencyKey, NotFound, NotFoundReplayable,
+};
 use super::endpoint::{Call, Endpoint};
 use super::params;
 use super::{resource, ApiResult, State};
 
 pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.service(resource("/v1/events").route(web::get().to(list)))
-        .service(resource("/v1/events/{id}/redeliver").route(web::post().to(redeliver)));
+        .service(resource("/v1/events/{id}/redeliver").route(web::post().to(redeliver)))
+        .service(
+            resource("/v1/events/{id}/delivery_attempts").route(web::get().to(delivery_attempts)),
+        );
 }
 
 /// The query of `GET /v1/events`.
@@ -90,6 +95,56 @@ async fn list(req: HttpRequest, state: State) -> ApiResult {
                 event_type: q.event_type,
             };
             let page = webhook_query::list_events(&state.kobo, p.merchant.id, p.mode, &filter)?;
+            Ok(page.to_api())
+        })
+        .await
+}
+
+/// The query of `GET /v1/events/{id}/delivery_attempts`.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListAttemptsQuery {
+    /// Page size, 1 to 100.
+    #[param(value_type = Option<u8>, minimum = 1, maximum = 100, default = 20)]
+    #[serde(deserialize_with = "params::limit")]
+    limit: usize,
+    /// The id of the last attempt of the previous page.
+    #[serde(deserialize_with = "params::uuid")]
+    starting_after: Option<Uuid>,
+    /// Only the attempts of the delivery to this endpoint.
+    #[serde(deserialize_with = "params::uuid")]
+    endpoint: Option<Uuid>,
+}
+
+/// List an event's delivery attempts
+///
+/// Every attempt of the event's deliveries (or of its delivery to one
+/// `endpoint`), oldest first: when it was made, the endpoint's response
+/// status or why there was none, how long it took. The newest 50 attempts
+/// of each delivery are kept.
+#[utoipa::path(
+    get,
+    path = "/v1/events/{id}/delivery_attempts",
+    operation_id = "list_delivery_attempts",
+    tag = "webhooks",
+    params(EventId, ListAttemptsQuery),
+    responses(
+        (status = 200, description = "A page of attempts, oldest first.", body = ListView<DeliveryAttemptRef>),
+        (status = 400, response = BadRequest),
+        (status = 404, response = NotFound),
+    )
+)]
+async fn delivery_attempts(req: HttpRequest, state: State, path: web::Path<String>) -> ApiResult {
+    Endpoint::secret_key(200)
+        .get_with(req, state, |c, q: ListAttemptsQuery| async move {
+            let event = EventId::parse(&path)?.id;
+            let filter = AttemptFilter {
+                limit: q.limit,
+                starting_after: q.starting_after,
+                endpoint: q.endpoint,
+            };
+            let page =
+                webhook_query::list_attempts(c.kobo(), c.p.merchant.id, c.p.mode, event, &filter)?;
             Ok(page.to_api())
         })
         .await

@@ -73,6 +73,8 @@ const V1_ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/webhook_endpoints/{id}/delete"),
     ("get", "/v1/events"),
     ("post", "/v1/events/{id}/redeliver"),
+    ("get", "/v1/events/{id}/delivery_attempts"),
+    ("post", "/v1/webhook_endpoints/{id}/test"),
     ("get", "/v1/stream"),
     ("get", "/v1/fx"),
     ("get", "/v1/fx/conversions"),

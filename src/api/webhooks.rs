@@ -1,4 +1,5 @@
-//! `/v1/webhook_endpoints`: create, list, disable, enable, delete. Every
+//! `/v1/webhook_endpoints`: create, list, disable, enable, delete, and a
+//! test event to one endpoint (kobo's own, beyond the spec). Every
 //! change goes to the webhook supervisor (the single owner of endpoints and
 //! deliveries), which saves the response with the change.
 
@@ -11,12 +12,14 @@ use kobo_actors::idempotency::Answer;
 use kobo_actors::query::ListView;
 use kobo_actors::webhook::{
     self, query as webhook_query, Command, DeletedEndpointView, EndpointChange,
-    WebhookEndpointView, WebhookView,
+    WebhookEndpointView, WebhookTestView, WebhookView,
 };
 use kobo_actors::DomainError;
 
 use super::body::{self as body, NoFields};
-use super::components::{path_id, IdempotencyKey, NotFoundReplayable, WebhookEndpointRef};
+use super::components::{
+    path_id, ConflictReplayable, IdempotencyKey, NotFoundReplayable, WebhookEndpointRef,
+};
 use super::endpoint::{Call, Endpoint};
 use super::{resource, ApiResult, State};
 
@@ -28,7 +31,8 @@ pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     )
     .service(resource("/v1/webhook_endpoints/{id}/disable").route(web::post().to(disable)))
     .service(resource("/v1/webhook_endpoints/{id}/enable").route(web::post().to(enable)))
-    .service(resource("/v1/webhook_endpoints/{id}/delete").route(web::post().to(delete)));
+    .service(resource("/v1/webhook_endpoints/{id}/delete").route(web::post().to(delete)))
+    .service(resource("/v1/webhook_endpoints/{id}/test").route(web::post().to(test)));
 }
 
 // The body of `POST /v1/webhook_endpoints`, for the OpenAPI document; a unit
@@ -282,6 +286,61 @@ async fn delete(
     payload: web::Payload,
 ) -> ApiResult {
     change(req, state, &path, payload, EndpointChange::Delete).await
+}
+
+/// Send a test event to a webhook endpoint
+///
+/// Queues a `webhook_endpoint.test` event (kobo's own type; `data.object`
+/// is the endpoint, without its secret) to this endpoint only, signed and
+/// retried like any delivery. The event is in no event list and no
+/// stream; its attempts are at `GET /v1/events/{event_id}/delivery_attempts`.
+/// A disabled endpoint: 409 `webhook_endpoint_disabled`.
+#[utoipa::path(
+    post,
+    path = "/v1/webhook_endpoints/{id}/test",
+    operation_id = "test_webhook_endpoint",
+    tag = "webhooks",
+    params(WebhookEndpointId, IdempotencyKey),
+    request_body(content = Option<NoFields>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The test event, queued.", body = WebhookTestView),
+        (status = 404, response = NotFoundReplayable),
+        (status = 409, response = ConflictReplayable),
+    )
+)]
+async fn test(
+    req: HttpRequest,
+    state: State,
+    path: web::Path<String>,
+    payload: web::Payload,
+) -> ApiResult {
+    TEST_WEBHOOK_ENDPOINT
+        .post(req, state, payload, |c, _: NoFields| async move {
+            test_run(c, &path).await
+        })
+        .await
+}
+
+/// `POST /v1/webhook_endpoints/{id}/test`' declaration (the dashboard's
+/// "Send test event" button posts through it too).
+pub const TEST_WEBHOOK_ENDPOINT: Endpoint = Endpoint::secret_key(200);
+
+/// `POST /v1/webhook_endpoints/{id}/test`' run: the webhook supervisor
+/// makes the test event and queues it to the endpoint.
+pub async fn test_run(c: Call, raw_id: &str) -> ApiResult<Answer<WebhookView>> {
+    let id = WebhookEndpointId::parse(raw_id)?.id;
+    let answer = c
+        .state
+        .kobo
+        .webhooks
+        .command(Command::Test {
+            merchant: c.p.merchant.id,
+            mode: c.p.mode,
+            id,
+            idem: c.save.clone(),
+        })
+        .await?;
+    Ok(answer)
 }
 
 #[cfg(test)]

@@ -62,7 +62,7 @@ fn clock_page(op: &Operator, state: &State, banner: &str, seconds: &str) -> Stri
 }
 
 async fn show(req: HttpRequest, state: State, console: ConsoleData) -> HttpResponse {
-    let op = match operator(&req, &state, &console) {
+    let op = match operator(&req, &state, &console).await {
         Ok(op) => op,
         Err(r) => return r,
     };
@@ -94,7 +94,7 @@ async fn advance(
     .await;
     match done {
         Ok(now) => {
-            console.sessions.shift(&op.token, now - before);
+            console.sessions.shift(&op.token, now - before).await;
             see_other("/console/clock?done=advanced")
         }
         Err(ApiError(e)) => html(

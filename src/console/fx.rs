@@ -88,7 +88,7 @@ fn fx_page(op: &Operator, state: &State, banner: &str, rate: &str) -> String {
 }
 
 async fn show(req: HttpRequest, state: State, console: ConsoleData) -> HttpResponse {
-    let op = match operator(&req, &state, &console) {
+    let op = match operator(&req, &state, &console).await {
         Ok(op) => op,
         Err(r) => return r,
     };

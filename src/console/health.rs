@@ -23,7 +23,7 @@ pub fn configure(cfg: &mut Routes) {
 }
 
 async fn show(req: HttpRequest, state: State, console: ConsoleData) -> HttpResponse {
-    let op = match operator(&req, &state, &console) {
+    let op = match operator(&req, &state, &console).await {
         Ok(op) => op,
         Err(r) => return r,
     };
@@ -41,7 +41,7 @@ async fn show(req: HttpRequest, state: State, console: ConsoleData) -> HttpRespo
 
 /// The live part alone (polled by the page's script).
 async fn live(req: HttpRequest, state: State, console: ConsoleData) -> HttpResponse {
-    match operator(&req, &state, &console) {
+    match operator(&req, &state, &console).await {
         Ok(_) => html(200, fragment(&state)),
         Err(_) => HttpResponse::Unauthorized()
             .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))

@@ -91,7 +91,7 @@ fn tier_name(m: &Merchant) -> String {
 }
 
 async fn list(req: HttpRequest, state: State, console: ConsoleData) -> HttpResponse {
-    let op = match operator(&req, &state, &console) {
+    let op = match operator(&req, &state, &console).await {
         Ok(op) => op,
         Err(r) => return r,
     };
@@ -201,7 +201,7 @@ async fn show(
     console: ConsoleData,
     path: web::Path<String>,
 ) -> HttpResponse {
-    let op = match operator(&req, &state, &console) {
+    let op = match operator(&req, &state, &console).await {
         Ok(op) => op,
         Err(r) => return r,
     };

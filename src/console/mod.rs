@@ -72,7 +72,7 @@ async fn style() -> HttpResponse {
 }
 
 async fn home(req: HttpRequest, state: State, console: ConsoleData) -> HttpResponse {
-    match operator(&req, &state, &console) {
+    match operator(&req, &state, &console).await {
         Ok(_) => see_other("/console/health"),
         Err(r) => r,
     }
@@ -97,13 +97,13 @@ impl Operator {
 /// The signed-in operator, or a redirect to the sign-in page.
 // The error is the response a handler sends at once, never carried further.
 #[allow(clippy::result_large_err)]
-pub fn operator(
+pub async fn operator(
     req: &HttpRequest,
     state: &State,
     console: &Console,
 ) -> Result<Operator, HttpResponse> {
     let token = session::cookie_value(req, session::COOKIE).unwrap_or_default();
-    match console.sessions.get(&token, state.kobo.clock.now()) {
+    match console.sessions.get(&token, state.kobo.clock.now()).await {
         Some(session) => Ok(Operator { token, session }),
         None => Err(see_other("/console/sign-in")),
     }
@@ -143,7 +143,7 @@ pub async fn post(
     console: &Console,
     payload: web::Payload,
 ) -> Result<(Operator, Form), HttpResponse> {
-    let op = operator(req, state, console)?;
+    let op = operator(req, state, console).await?;
     let form = read_form(payload).await?;
     if !session::same_secret(form.text("csrf"), &op.session.csrf) {
         return Err(forbidden());

@@ -73,7 +73,7 @@ fn list_page(op: &Operator, state: &State, banner: &str) -> String {
 }
 
 async fn list(req: HttpRequest, state: State, console: ConsoleData) -> HttpResponse {
-    let op = match operator(&req, &state, &console) {
+    let op = match operator(&req, &state, &console).await {
         Ok(op) => op,
         Err(r) => return r,
     };

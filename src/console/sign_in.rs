@@ -55,7 +55,7 @@ fn sign_in_page(req: &HttpRequest, status: u16, problem: Option<&str>) -> HttpRe
 }
 
 async fn form(req: HttpRequest, state: State, console: ConsoleData) -> HttpResponse {
-    if operator(&req, &state, &console).is_ok() {
+    if operator(&req, &state, &console).await.is_ok() {
         return see_other("/console/health");
     }
     sign_in_page(&req, 200, None)
@@ -94,7 +94,7 @@ async fn sign_in(
     if !admin_token_matches(form.text("token").trim(), &state.admin_token) {
         return sign_in_page(&req, 401, Some("That is not the admin token."));
     }
-    let token = console.sessions.create(state.kobo.clock.now());
+    let token = console.sessions.create(state.kobo.clock.now()).await;
     let mut r = see_other("/console/health");
     let max_age = Duration::hours(session::MAX_AGE_HOURS);
     let _ = r.add_cookie(&cookie(&req, session::COOKIE, &token, Some(max_age)));
@@ -112,7 +112,7 @@ async fn sign_out(
         Ok(x) => x,
         Err(r) => return r,
     };
-    console.sessions.remove(&op.token);
+    console.sessions.remove(&op.token).await;
     let mut r = see_other("/console/sign-in");
     let _ = r.add_cookie(&cookie(&req, session::COOKIE, "", None));
     r

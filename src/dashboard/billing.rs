@@ -97,8 +97,11 @@ pub fn more_link(path: &str, page: &Page, extra: &str, label: &str) -> String {
 
 /// A list page with a status filter (invoices, subscriptions, mandates):
 /// the filter, the table of rows and the link to older rows (keeping the
-/// status), in the page frame.
+/// status and the list's other filters, `keep`), in the page frame.
 pub struct StatusList<'a> {
+    /// The list's other filters (name, value), kept by the older link and
+    /// the status filter's form.
+    pub keep: &'a [(&'a str, String)],
     pub path: &'a str,
     pub title: &'a str,
     pub statuses: &'a [&'a str],
@@ -111,13 +114,22 @@ pub struct StatusList<'a> {
 
 impl StatusList<'_> {
     pub fn page(&self, ctx: &Ctx, page: &Page, rows: &str) -> HttpResponse {
-        let extra = self
+        let mut kept: Vec<(&str, String)> = self
             .current
-            .map(|s| format!("&status={s}"))
-            .unwrap_or_default();
+            .map(|s| ("status", s.to_string()))
+            .into_iter()
+            .collect();
+        kept.extend(self.keep.iter().cloned());
+        let extra: String = kept
+            .iter()
+            .map(|(k, v)| {
+                let v: String = url::form_urlencoded::byte_serialize(v.as_bytes()).collect();
+                format!("&{k}={v}")
+            })
+            .collect();
         let main = format!(
             "{}{}{}",
-            status_filter(self.path, self.statuses, self.current),
+            status_filter(self.path, self.statuses, self.current, self.keep),
             table(self.class, self.head, rows, self.empty),
             more_link(self.path, page, &extra, self.older),
         );
@@ -126,7 +138,16 @@ impl StatusList<'_> {
 }
 
 /// The status filter of a list.
-pub fn status_filter(action: &str, statuses: &[&str], current: Option<&str>) -> String {
+pub fn status_filter(
+    action: &str,
+    statuses: &[&str],
+    current: Option<&str>,
+    keep: &[(&str, String)],
+) -> String {
+    let kept: String = keep
+        .iter()
+        .map(|(k, v)| format!(r#"<input type="hidden" name="{k}" value="{}">"#, esc(v)))
+        .collect();
     let options: String = std::iter::once(("", "Any status"))
         .chain(statuses.iter().map(|s| (*s, *s)))
         .map(|(v, l)| {
@@ -140,7 +161,7 @@ pub fn status_filter(action: &str, statuses: &[&str], current: Option<&str>) -> 
         .collect();
     format!(
         r#"<form method="get" action="{action}" class="filters" role="search">
-  <label for="f-status">Status</label>
+  {kept}<label for="f-status">Status</label>
   <select id="f-status" name="status">{options}</select>
   <button type="submit">Show</button>
 </form>"#
@@ -286,6 +307,7 @@ async fn invoice_list(req: HttpRequest, state: State) -> HttpResponse {
     let rows: String = page.data.iter().map(invoice_row).collect();
     let names: Vec<&str> = InvoiceStatus::ALL.iter().map(|s| s.as_str()).collect();
     StatusList {
+        keep: &[],
         path: "/dashboard/invoices",
         title: "Invoices",
         statuses: &names,
@@ -444,7 +466,13 @@ async fn subscription_list(req: HttpRequest, state: State) -> HttpResponse {
         .map(|v| subscription_row(&state.kobo, m, mode, v))
         .collect();
     let names: Vec<&str> = SubscriptionStatus::ALL.iter().map(|s| s.as_str()).collect();
+    let keep: Vec<(&str, String)> = filter
+        .plan
+        .map(|p| ("plan", p.to_string()))
+        .into_iter()
+        .collect();
     StatusList {
+        keep: &keep,
         path: "/dashboard/subscriptions",
         title: "Subscriptions",
         statuses: &names,

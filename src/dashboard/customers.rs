@@ -276,6 +276,7 @@ async fn mandate_list(req: HttpRequest, state: State) -> HttpResponse {
     let rows: String = page.data.iter().map(mandate_row).collect();
     let names: Vec<&str> = MandateStatus::ALL.iter().map(|s| s.as_str()).collect();
     StatusList {
+        keep: &[],
         path: "/dashboard/mandates",
         title: "Mandates",
         statuses: &names,

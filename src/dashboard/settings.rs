@@ -1,6 +1,7 @@
 //! Settings (owners change them; everyone reads them): automatic
 //! settlement (on or off, the bank account, the minimum, what happens to
-//! dollars), USDT wallets (add, clear, which one settles), brands, the
+//! dollars), USDT wallets (add, clear, which one settles), brands (owners
+//! add one through `POST /v1/brands`' own declaration and run), the
 //! payout approval threshold (set by kobo; shown), and the team (owners
 //! invite people and sign a person out everywhere).
 //!
@@ -25,7 +26,7 @@ use super::layout::{self, money, text};
 use super::payments::minor_units;
 use super::{error_message, see_other, signed_in, signed_in_form, Ctx, Form};
 use crate::api::request::RequestId;
-use crate::api::{body, error_body, usdt, State};
+use crate::api::{body, brands, error_body, usdt, State};
 use crate::checkout::esc;
 
 pub fn configure(cfg: &mut crate::api::route_table::Routes) {
@@ -40,6 +41,7 @@ pub fn configure(cfg: &mut crate::api::route_table::Routes) {
             "/dashboard/settings/settle-wallet",
             web::post().to(settle_wallet),
         )
+        .route("/dashboard/settings/brands", web::post().to(add_brand))
         .route("/dashboard/settings/team", web::post().to(invite))
         .route(
             "/dashboard/settings/team/{id}/sign-out",
@@ -189,6 +191,19 @@ fn render(ctx: &Ctx, top: &str, status: u16) -> HttpResponse {
         .iter()
         .map(|(id, name)| format!("<li>{} <code>{id}</code></li>", esc(name)))
         .collect();
+    let add_brand = if owner {
+        format!(
+            r#"<form method="post" action="/dashboard/settings/brands" class="stack">
+  {inputs}
+  <label for="b-name">New brand's name</label>
+  <input id="b-name" name="name" required maxlength="200">
+  <button type="submit">Add brand</button>
+</form>"#,
+            inputs = ctx.form_inputs()
+        )
+    } else {
+        r#"<p class="hint">Only an owner adds brands.</p>"#.to_string()
+    };
     let team = dashboard_user::team(kobo, ctx.merchant_id()).unwrap_or_default();
     let team_rows: String = team
         .iter()
@@ -230,7 +245,8 @@ fn render(ctx: &Ctx, top: &str, status: u16) -> HttpResponse {
 <section class="card" aria-labelledby="w-h"><h2 id="w-h">USDT wallets ({mode} mode)</h2>
 <div class="scroll"><table><thead><tr><th scope="col">Label</th><th scope="col">Address</th><th scope="col">Network</th><th scope="col">Settlement</th><th scope="col"><span class="sr">Actions</span></th></tr></thead><tbody id="wallet-rows">{wallet_rows}</tbody></table></div>
 {add_wallet}</section>
-<section class="card" aria-labelledby="b-h"><h2 id="b-h">Brands</h2><ul>{brands}</ul><p class="hint">Brands are made through the API (<code>POST /v1/brands</code>).</p></section>
+<section class="card" aria-labelledby="b-h"><h2 id="b-h">Brands ({mode} mode)</h2><ul id="brand-list">{brands}</ul>
+{add_brand}</section>
 <section class="card" aria-labelledby="t-h"><h2 id="t-h">Team</h2>
 <div class="scroll"><table><thead><tr><th scope="col">Email</th><th scope="col">Role</th><th scope="col">State</th><th scope="col"><span class="sr">Actions</span></th></tr></thead><tbody>{team_rows}</tbody></table></div>
 {invite}</section>"#,
@@ -390,6 +406,38 @@ async fn settle_wallet(req: HttpRequest, state: State, payload: web::Payload) ->
         return layout::not_found(&ctx, "wallet");
     };
     patch(&req, &ctx, json!({"usdt": {"settle_wallet": wallet}})).await
+}
+
+/// Adds a brand of the session's mode through `POST /v1/brands`' own
+/// declaration and run (its validation; the form's nonce as the
+/// Idempotency-Key). Owners only.
+async fn add_brand(req: HttpRequest, state: State, payload: web::Payload) -> HttpResponse {
+    let (ctx, form) = match owner_form(&req, &state, payload).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let Some(nonce) = form.nonce() else {
+        return render(
+            &ctx,
+            &layout::alert(Some("The form is incomplete; reload the page.")),
+            400,
+        );
+    };
+    let (code, answer) = ctx
+        .act(
+            brands::CREATE_BRAND,
+            nonce,
+            &json!({"name": form.get("name")}),
+            brands::create_run,
+        )
+        .await;
+    if code >= 500 {
+        return layout::message(code, "Something went wrong", &error_message(&answer));
+    }
+    if code >= 300 {
+        return render(&ctx, &layout::alert(Some(&error_message(&answer))), 400);
+    }
+    see_other("/dashboard/settings")
 }
 
 async fn invite(req: HttpRequest, state: State, payload: web::Payload) -> HttpResponse {

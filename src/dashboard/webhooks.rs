@@ -1,27 +1,34 @@
-//! Webhooks: the mode's endpoints (add one; disable, enable, delete),
-//! an endpoint's deliveries (the last attempt's time and response status,
-//! the attempt count) with a redeliver button per event, and its signing
-//! secret revealed on demand (a confirmed POST; owners and developers).
-//! Every change posts through the API's own endpoint and run
-//! (`POST /v1/webhook_endpoints`, `.../{id}/disable|enable|delete`,
+//! Webhooks: the mode's endpoints (add one; disable, enable, delete, send
+//! a test event), an endpoint's deliveries (each with every kept attempt:
+//! time, response status or "no answer", duration) with a redeliver button
+//! per event, and its signing secret revealed on demand (a confirmed POST,
+//! written to the audit log first; owners and developers). Every change
+//! posts through the API's own endpoint and run
+//! (`POST /v1/webhook_endpoints`, `.../{id}/disable|enable|delete|test`,
 //! `POST /v1/events/{id}/redeliver`); a viewer reads.
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use kobo_actors::webhook::query::{deliveries, list_events, scope_endpoints, EventFilter};
-use kobo_actors::webhook::{EndpointChange, WebhookEndpoint};
+use kobo_actors::audit::Audit;
+use kobo_actors::webhook::query::{
+    attempts, deliveries, list_events, scope_endpoints, test_events, EventFilter,
+};
+use kobo_actors::webhook::{DeliveryAttempt, EndpointChange, WebhookEndpoint};
 
 use super::layout::{self, status, text, time};
 use super::{error_message, see_other, signed_in, signed_in_form, Ctx, Form};
 use crate::api::body::NoFields;
 use crate::api::endpoint::Call;
+use crate::api::request::RequestId;
 use crate::api::{events, webhooks, State};
 use crate::checkout::esc;
 
 /// Newest events searched for an endpoint's deliveries.
 const EVENTS_SEARCHED: usize = 100;
+/// Newest test events of an endpoint shown with its deliveries.
+const TESTS_SHOWN: usize = 20;
 
 pub fn configure(cfg: &mut crate::api::route_table::Routes) {
     cfg.route("/dashboard/webhooks", web::get().to(list))
@@ -135,8 +142,34 @@ fn button(
     )
 }
 
-/// The deliveries to `e` among the newest events: each event's type, id,
-/// delivery status, attempts, last attempt's time and response status.
+/// A delivery's kept attempts, oldest first: time, the response status
+/// (or "no answer" and why), duration.
+fn attempt_list(list: &[DeliveryAttempt]) -> String {
+    if list.is_empty() {
+        return "not yet".into();
+    }
+    let items: String = list
+        .iter()
+        .map(|a| {
+            let (code, why) = match (a.response_status, &a.error) {
+                (Some(c), _) => (c.to_string(), String::new()),
+                (None, Some(e)) => ("no answer".into(), format!(r#" <span class="hint wrap">{}</span>"#, esc(e))),
+                (None, None) => ("no answer".into(), String::new()),
+            };
+            format!(
+                r#"<li>#{n} {at} <span class="attempt-status">{code}</span> <span class="hint">{ms} ms</span>{why}</li>"#,
+                n = a.number,
+                at = time(&json!(a.at)),
+                ms = a.duration_ms,
+            )
+        })
+        .collect();
+    format!(r#"<ol class="attempts">{items}</ol>"#)
+}
+
+/// The deliveries to `e` among the newest events and its newest test
+/// events, newest first: each event's type, id, delivery status, every
+/// kept attempt, the last response status.
 fn delivery_rows(ctx: &Ctx, e: &WebhookEndpoint) -> Result<String, kobo_actors::DomainError> {
     let kobo = &ctx.state.kobo;
     let filter = EventFilter {
@@ -146,12 +179,24 @@ fn delivery_rows(ctx: &Ctx, e: &WebhookEndpoint) -> Result<String, kobo_actors::
     };
     let page = list_events(kobo, ctx.merchant_id(), ctx.mode(), &filter)?;
     let read = kobo.store.read()?;
+    // (created, id, type), newest first.
+    let mut shown: Vec<(String, Uuid, Value)> = page
+        .data
+        .iter()
+        .filter_map(|ev| {
+            let id = ev["id"].as_str().and_then(|s| Uuid::try_parse(s).ok())?;
+            Some((text(&ev["created_at"]), id, ev["type"].clone()))
+        })
+        .collect();
+    for t in test_events(&read, e.id, TESTS_SHOWN)? {
+        let created = json!(t.created_at);
+        shown.push((text(&created), t.id, json!(t.event_type)));
+    }
+    shown.sort_by(|a, b| (&b.0, b.1).cmp(&(&a.0, a.1)));
     let operate = ctx.user.role.may_operate();
     let mut rows = String::new();
-    for ev in &page.data {
-        let Some(event) = ev["id"].as_str().and_then(|s| Uuid::try_parse(s).ok()) else {
-            continue;
-        };
+    for (_, event, ty) in &shown {
+        let event = *event;
         for d in deliveries(&read, event)?
             .into_iter()
             .filter(|d| d.endpoint == e.id)
@@ -169,14 +214,10 @@ fn delivery_rows(ctx: &Ctx, e: &WebhookEndpoint) -> Result<String, kobo_actors::
                 String::new()
             };
             rows.push_str(&format!(
-                "<tr><td><code>{ty}</code><br><code class=\"wrap\">{event}</code></td><td>{st}</td><td>{attempts}</td><td>{at}</td><td>{code}</td><td>{redeliver}</td></tr>",
-                ty = text(&ev["type"]),
+                "<tr><td><code>{ty}</code><br><code class=\"wrap\">{event}</code></td><td>{st}</td><td>{list}</td><td>{code}</td><td>{redeliver}</td></tr>",
+                ty = text(ty),
                 st = status(&json!(d.status)),
-                attempts = d.attempts,
-                at = d
-                    .last_attempt_at
-                    .map(|t| time(&json!(t)))
-                    .unwrap_or_else(|| "not yet".into()),
+                list = attempt_list(&attempts(&read, event, Some(e.id))?),
                 code = d
                     .last_response_status
                     .map(|c| c.to_string())
@@ -186,7 +227,7 @@ fn delivery_rows(ctx: &Ctx, e: &WebhookEndpoint) -> Result<String, kobo_actors::
         }
     }
     if rows.is_empty() {
-        rows = r#"<tr><td colspan="6">No deliveries among the latest events.</td></tr>"#.into();
+        rows = r#"<tr><td colspan="5">No deliveries among the latest events.</td></tr>"#.into();
     }
     Ok(rows)
 }
@@ -214,12 +255,13 @@ fn detail_page(ctx: &Ctx, raw: &str, top: &str, code: u16) -> HttpResponse {
         };
         format!(
             r#"<section class="card stack" aria-labelledby="act-h"><h2 id="act-h">Manage</h2>
-<div class="actions">{toggle}{delete}</div>
+<div class="actions">{test}{toggle}{delete}</div>
 <form method="post" action="/dashboard/webhooks/{id}/secret" class="stack" data-confirm="Show the signing secret on this screen?">
   {inputs}
   <label><input type="checkbox" name="confirm" value="yes" required> I want to see the signing secret</label>
   <button type="submit">Reveal signing secret</button>
 </form></section>"#,
+            test = button(ctx, e.id, "test", "Send test event", None, ""),
             delete = button(
                 ctx,
                 e.id,
@@ -247,8 +289,8 @@ fn detail_page(ctx: &Ctx, raw: &str, top: &str, code: u16) -> HttpResponse {
 </section>
 {actions}
 <section class="card" aria-labelledby="del-h"><h2 id="del-h">Deliveries</h2>
-<p class="hint">Redelivering sends the event again to every enabled endpoint that takes it.</p>
-<div class="scroll"><table><thead><tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last attempt</th><th scope="col">Response</th><th scope="col"><span class="sr">Actions</span></th></tr></thead><tbody>{rows}</tbody></table></div></section>"#,
+<p class="hint">Redelivering sends the event again to every enabled endpoint that takes it (a test event: to this endpoint only). The newest 50 attempts of each delivery are kept.</p>
+<div class="scroll"><table><thead><tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Response</th><th scope="col"><span class="sr">Actions</span></th></tr></thead><tbody>{rows}</tbody></table></div></section>"#,
         url = esc(&e.url),
         id = e.id,
         st = status(&json!(e.status)),
@@ -308,9 +350,10 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> HttpRe
     see_other(&format!("/dashboard/webhooks/{}", text(&answer["id"])))
 }
 
-/// `disable`, `enable`, `delete` (through the API's own operations),
-/// `redeliver` (an event, through `POST /v1/events/{id}/redeliver`), and
-/// `secret` (the signing secret, shown once per confirmed POST).
+/// `disable`, `enable`, `delete`, `test` (through the API's own
+/// operations), `redeliver` (an event, through
+/// `POST /v1/events/{id}/redeliver`), and `secret` (the signing secret,
+/// shown once per confirmed POST, after its audit entry commits).
 async fn act(
     req: HttpRequest,
     state: State,
@@ -326,7 +369,7 @@ async fn act(
         "disable" => Some(EndpointChange::Disable),
         "enable" => Some(EndpointChange::Enable),
         "delete" => Some(EndpointChange::Delete),
-        "redeliver" | "secret" => None,
+        "redeliver" | "secret" | "test" => None,
         _ => return layout::not_found(&ctx, "page"),
     };
     if !ctx.user.role.may_operate() {
@@ -347,6 +390,22 @@ async fn act(
                 &layout::alert(Some("Tick the box to confirm.")),
                 400,
             );
+        }
+        let request_id = ctx
+            .req
+            .extensions()
+            .get::<RequestId>()
+            .map(|r| r.0.clone())
+            .unwrap_or_default();
+        if let Err(e) = kobo_actors::webhook::secret_revealed(
+            &ctx.state.kobo,
+            &Audit::dashboard(request_id),
+            &endpoint,
+            ctx.user.id,
+        )
+        .await
+        {
+            return layout::server_error(e);
         }
         let top = format!(
             r#"<section class="card reveal" aria-labelledby="secret-h" role="status">
@@ -377,6 +436,15 @@ async fn act(
             )
             .await
         }
+        None if action == "test" => {
+            ctx.act(
+                webhooks::TEST_WEBHOOK_ENDPOINT,
+                nonce,
+                &json!({}),
+                |c: Call, _: NoFields| async move { webhooks::test_run(c, &id).await },
+            )
+            .await
+        }
         None => {
             let event = form.get("event").to_string();
             ctx.act(
@@ -388,7 +456,7 @@ async fn act(
             .await
         }
     };
-    if code == 404 && change.is_none() {
+    if code == 404 && action == "redeliver" {
         return layout::not_found(&ctx, "event");
     }
     if code >= 300 {

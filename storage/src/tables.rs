@@ -260,6 +260,18 @@ tables! {
     // -> () (what "sign out everywhere" revokes)
     DashboardSessions => "dashboard_sessions",
     DashboardUserSessions => "dashboard_user_sessions",
+    // Every attempt of a webhook delivery (actors/src/webhook): event id|
+    // endpoint id|attempt number -> DeliveryAttempt, written in the batch
+    // that records the attempt's outcome; the newest
+    // webhook::ATTEMPTS_KEPT of a delivery are kept.
+    DeliveryAttempts => "delivery_attempts",
+    // endpoint id|seq -> event id: the endpoint's test events (they are in
+    // no event list; the dashboard shows their deliveries).
+    WebhookTestEvents => "webhook_test_events",
+    // Operator console sessions (src/console/session.rs): SHA-256 of the
+    // session token -> ConsoleSession (with the SHA-256 of the admin token
+    // it was opened with: a session outlives a restart, not a new token).
+    ConsoleSessions => "console_sessions",
 }
 
 /// Builds a composite key from fixed-width parts.

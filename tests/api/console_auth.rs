@@ -170,3 +170,49 @@ async fn moving_the_clock_from_the_console_keeps_its_session() {
     let audit = app.admin_get("/admin/v1/audit?action=clock.advanced").await;
     assert_eq!(audit.body["data"][0]["origin"], "console");
 }
+
+#[tokio::test]
+async fn a_console_session_survives_a_restart_but_not_sign_out_idleness_or_a_new_admin_token() {
+    let mut app = spawn_app().await;
+    let kept = ConsoleBrowser::sign_in(&app)
+        .await
+        .cookie("kobo_console")
+        .unwrap();
+    let out = ConsoleBrowser::sign_in(&app).await;
+    let signed_out = out.cookie("kobo_console").unwrap();
+    let r = out
+        .submit("/console/health", "/console/sign-out", &[])
+        .await;
+    assert_eq!(r.status, 303);
+
+    app.restart();
+    let b = ConsoleBrowser::new(&app);
+    b.set_cookie("kobo_console", &kept);
+    assert_eq!(b.get("/console/clock").await.status, 200, "kept");
+    // Its CSRF token came back with it: a form still works.
+    let r = b
+        .submit("/console/clock", "/console/clock", &[("seconds", "60")])
+        .await;
+    assert_eq!(r.status, 303, "{}", r.html);
+    let o = ConsoleBrowser::new(&app);
+    o.set_cookie("kobo_console", &signed_out);
+    let r = o.get("/console/clock").await;
+    assert_eq!(r.status, 303);
+    assert_eq!(location(&r), "/console/sign-in");
+
+    // Idle 31 minutes across a restart: ended.
+    app.advance(31 * 60).await;
+    app.restart();
+    let b = ConsoleBrowser::new(&app);
+    b.set_cookie("kobo_console", &kept);
+    assert_eq!(b.get("/console/clock").await.status, 303, "idle");
+
+    // A new admin token ends every session.
+    let b = ConsoleBrowser::sign_in(&app).await;
+    let fresh = b.cookie("kobo_console").unwrap();
+    app.admin_token = format!("test-admin-{}", uuid::Uuid::new_v4().simple());
+    app.restart();
+    let b = ConsoleBrowser::new(&app);
+    b.set_cookie("kobo_console", &fresh);
+    assert_eq!(b.get("/console/clock").await.status, 303, "new token");
+}

@@ -2,11 +2,12 @@
 //! of `browser.rs`), on a desktop window and a 360-px phone: an owner signs
 //! in, sees a payment made through the API arrive on the payments page
 //! without a reload (the page's script reading `/dashboard/live`), refunds
-//! it, sends a payout after the name enquiry is shown, adds a USDT wallet,
-//! rolls the test key (shown once); a viewer signs in and is refused the
+//! it, sends a payout after the name enquiry is shown, adds a USDT wallet
+//! and a brand, rolls the test key (shown once); a viewer signs in and is refused the
 //! key roll with the 403 page. Every page fits its window, labels every
 //! input, and weighs under 200 KB with its script and style sheet.
-//! Also the webhooks page (an endpoint, its secret revealed) and the disputes page (evidence).
+//! Also the webhooks page (an endpoint, a test event and its attempt, its
+//! secret revealed) and the disputes page (evidence).
 //! Screenshots: `target/dashboard-screenshots/<width>-<step>.png`.
 
 use serde_json::json;
@@ -143,6 +144,20 @@ async fn owner_day(s: &Session<'_>, app: &TestApp, key: &str, tag: &str, amount:
     s.wait_text("#wallet-rows", |t| t.contains("Cold <wallet>"))
         .await;
     check(s, app, &format!("{tag}-09-settings-wallet")).await;
+    // A brand, through `POST /v1/brands`' own operation.
+    let brand = format!("Ada <Kitchen> {tag}");
+    s.type_into("#b-name", &brand).await;
+    s.click("form[action='/dashboard/settings/brands'] button")
+        .await;
+    s.wait_text("#brand-list", |t| t.contains(&brand)).await;
+    s.script(
+        "document.getElementById('b-h').scrollIntoView();",
+        json!([]),
+    )
+    .await;
+    check(s, app, &format!("{tag}-09b-settings-brand")).await;
+    let brands = app.get(key, "/v1/brands?limit=1").await;
+    assert_eq!(brands.body["data"][0]["name"], brand.as_str());
     // Roll the test key: confirmed, shown once.
     s.goto(&format!("{}/dashboard/developers", app.base)).await;
     s.wait_text("h1", |t| t == "Developers").await;
@@ -236,19 +251,22 @@ async fn an_owner_works_the_dashboard_in_a_real_browser_and_a_viewer_is_refused_
 }
 
 /// The webhooks and disputes pages in the browser on both windows: an
-/// owner opens an endpoint, reveals its signing secret after confirming,
-/// and submits evidence on a dispute (shown as text).
+/// owner opens an endpoint, sends it a test event (received by a real
+/// HTTPS receiver) and sees the attempt with its response code, reveals
+/// its signing secret after confirming, and submits evidence on a dispute
+/// (shown as text).
 #[tokio::test]
 async fn the_webhooks_and_disputes_pages_work_in_a_real_browser_on_desktop_and_a_360_px_phone() {
     let driver = Driver::start().await;
-    let app = spawn_app().await;
+    let mut rx = crate::webhooks::Receiver::start();
+    let app = crate::helpers::spawn_app_with(&rx.flags()).await;
     let m = app.merchant().await;
     let key = m.test_key.clone();
     let made = app
         .post(
             &key,
             "/v1/webhook_endpoints",
-            json!({"url": "https://hooks.example.com/kobo/a-rather-long-path-for-a-phone"}),
+            json!({"url": rx.url("/kobo/a-rather-long-path-for-a-phone"), "events": ["dispute.won"]}),
         )
         .await;
     made.assert_status(201);
@@ -283,6 +301,36 @@ async fn the_webhooks_and_disputes_pages_work_in_a_real_browser_on_desktop_and_a
             .await;
         s.wait_text("h1", |t| t == "Webhook endpoint").await;
         check(&s, &app, &format!("{tag}-21-webhook-endpoint")).await;
+        // A test event, through the API's operation, to the receiver.
+        s.click("form[action$='/test'] button").await;
+        let got = rx.next(std::time::Duration::from_secs(15)).await;
+        crate::webhooks::verify(&got, &secret);
+        assert_eq!(got.json()["type"], "webhook_endpoint.test");
+        let event = got.event_id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        while app
+            .get(&key, &format!("/v1/events/{event}/delivery_attempts"))
+            .await
+            .body["data"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+        {
+            assert!(std::time::Instant::now() < deadline, "no attempt recorded");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        s.goto(&format!("{}/dashboard/webhooks/{ep}", app.base))
+            .await;
+        s.wait_text("#del-h + p + .scroll tbody", |t| {
+            t.contains(&event) && t.contains("webhook_endpoint.test") && t.contains("200")
+        })
+        .await;
+        s.script(
+            "document.getElementById('del-h').scrollIntoView();",
+            json!([]),
+        )
+        .await;
+        check(&s, &app, &format!("{tag}-25-webhook-test-sent")).await;
         s.click("form[action$='/secret'] label").await;
         s.click("form[action$='/secret'] button").await;
         accept(&s).await;

@@ -219,3 +219,70 @@ async fn a_viewer_cannot_cancel_a_subscription_and_an_owner_cancels_it_at_period
     assert!(!html.contains("Cancel at period end"));
     assert!(html.contains("<dt>Cancels at period end</dt><dd>yes</dd>"));
 }
+
+#[tokio::test]
+async fn the_subscriptions_lists_older_link_and_status_filter_keep_the_plan_filter() {
+    let app = spawn_app().await;
+    let m = app.merchant().await;
+    let k = &m.test_key;
+    let gold = id(&plan(&app, k, json!({"name": "Gold"})).await);
+    let silver = id(&plan(&app, k, json!({"name": "Silver"})).await);
+    let mut customers = Vec::new();
+    for n in 0..27 {
+        let c = app
+            .post(
+                k,
+                "/v1/customers",
+                json!({"email": format!("c{n}@example.com")}),
+            )
+            .await;
+        c.assert_status(201);
+        customers.push(id(&c.body));
+    }
+    let mut golds = Vec::new();
+    for c in &customers[..26] {
+        let r = subscribe(
+            &app,
+            k,
+            json!({"customer": c, "plan": gold, "collection_method": "send_invoice", "days_until_due": 3}),
+        )
+        .await;
+        r.assert_status(201);
+        golds.push(id(&r.body));
+    }
+    // Newer than every gold one: first on an unfiltered second page.
+    let r = subscribe(
+        &app,
+        k,
+        json!({"customer": customers[26], "plan": silver, "collection_method": "send_invoice", "days_until_due": 3}),
+    )
+    .await;
+    r.assert_status(201);
+    let silver_sub = id(&r.body);
+    let owner = person(&app, &m, "ada@example.com", "owner").await;
+
+    let first = ok(
+        &owner,
+        &app,
+        &format!("/dashboard/subscriptions?plan={gold}"),
+    )
+    .await;
+    assert!(!first.contains(&silver_sub));
+    let older = first
+        .split(r#"<p><a href=""#)
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("an older link")
+        .replace("&amp;", "&");
+    assert!(older.contains(&format!("plan={gold}")), "{older}");
+    let second = ok(&owner, &app, &older).await;
+    assert!(!second.contains(&silver_sub), "the plan filter was dropped");
+    assert!(second.contains(&golds[0]), "the oldest gold subscription");
+    // The status filter's form keeps the plan too.
+    assert!(
+        first.contains(&format!(
+            r#"<input type="hidden" name="plan" value="{gold}">"#
+        )),
+        "{first}"
+    );
+}

@@ -24,6 +24,8 @@ const CODEC_TABLES: &[Table] = &[
     Table::SandboxTransfers,
     Table::WebhookEndpoints,
     Table::Deliveries,
+    Table::DeliveryAttempts,
+    Table::ConsoleSessions,
     Table::Refunds,
     Table::Disputes,
     Table::PaymentAftercare,

@@ -53,19 +53,44 @@ fn core(c: &mut Checker) -> Result<(), StoreError> {
         |e| e.id,
         |e| Some(e.seq),
         &[
+            // A webhook test event is in no event list, only in its
+            // endpoint's test events.
             index(Table::EventIndex, |e: &Event| {
-                vec![list_key(e.merchant, e.mode, e.seq)]
+                listed_event(e)
+                    .then(|| list_key(e.merchant, e.mode, e.seq))
+                    .into_iter()
+                    .collect()
             }),
             index(Table::EventTypeIndex, |e: &Event| {
-                vec![scope_key(e.merchant, e.mode)
-                    .u8(type_byte(&e.event_type))
-                    .u64(e.seq)
-                    .build()]
+                listed_event(e)
+                    .then(|| {
+                        scope_key(e.merchant, e.mode)
+                            .u8(type_byte(&e.event_type))
+                            .u64(e.seq)
+                            .build()
+                    })
+                    .into_iter()
+                    .collect()
+            }),
+            index(Table::WebhookTestEvents, |e: &Event| {
+                let endpoint = e.object["id"]
+                    .as_str()
+                    .and_then(|s| s.parse::<uuid::Uuid>().ok());
+                match endpoint.filter(|_| !listed_event(e)) {
+                    Some(ep) => vec![KeyBuf::new().bytes(ep.as_bytes()).u64(e.seq).build()],
+                    None => Vec::new(),
+                }
             }),
         ],
         |_, _| Ok(()),
     )?;
     Ok(())
+}
+
+/// Whether the event is in the event lists (every event but webhook test
+/// events).
+fn listed_event(e: &Event) -> bool {
+    e.event_type != crate::webhook::TEST_EVENT_TYPE
 }
 
 /// Refunds, disputes, FX rates and conversions.

@@ -173,6 +173,8 @@ pub struct Outcome {
     pub at: DateTime<Utc>,
     pub status: Option<u16>,
     pub error: Option<String>,
+    /// Wall time the attempt took, in milliseconds.
+    pub duration_ms: u64,
 }
 
 impl Outcome {
@@ -187,6 +189,14 @@ const REPLY_READ_MAX: usize = 64 * 1024;
 /// Signs and sends one attempt; never panics, never outlives the time-out.
 pub async fn attempt(client: &reqwest::Client, clock: &Clock, job: &Job) -> Outcome {
     let at = clock.now();
+    let started = std::time::Instant::now();
+    let mut outcome = made(client, job, at).await;
+    outcome.duration_ms = started.elapsed().as_millis() as u64;
+    outcome
+}
+
+/// The attempt itself (its duration is measured around it).
+async fn made(client: &reqwest::Client, job: &Job, at: DateTime<Utc>) -> Outcome {
     let t = at.timestamp();
     let mut outcome = Outcome {
         event: job.event,
@@ -194,6 +204,7 @@ pub async fn attempt(client: &reqwest::Client, clock: &Clock, job: &Job) -> Outc
         at,
         status: None,
         error: None,
+        duration_ms: 0,
     };
     // Defence in depth: the URL rules refuse IP literals at creation.
     match url::Url::parse(&job.url)
@@ -401,6 +412,7 @@ mod tests {
             at: Utc::now(),
             status,
             error: error.map(str::to_string),
+            duration_ms: 0,
         };
         assert!(o(Some(200), None).succeeded());
         assert!(o(Some(204), None).succeeded());

@@ -168,6 +168,37 @@ pub enum WebhookView {
     Deleted(DeletedEndpointView),
     /// A redelivery's count.
     Redelivery(RedeliveryView),
+    /// A test event queued to one endpoint.
+    Test(WebhookTestView),
+}
+
+/// The type of the events `POST /v1/webhook_endpoints/{id}/test` sends:
+/// kobo's own, beyond the spec's list (never in `GET /v1/events`, the
+/// stream, or an endpoint's `events` filter).
+pub const TEST_EVENT_TYPE: &str = "webhook_endpoint.test";
+
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum WebhookTestObject {
+    #[serde(rename = "webhook_endpoint_test")]
+    WebhookEndpointTest,
+}
+
+/// The answer of a test: the event queued to the endpoint.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = WebhookEndpointTest)]
+pub struct WebhookTestView {
+    #[schema(inline)]
+    pub object: WebhookTestObject,
+    pub endpoint_id: Uuid,
+    /// The test event's id (its `Service-Event-Id`); its attempts are at
+    /// `GET /v1/events/{id}/delivery_attempts`.
+    pub event_id: Uuid,
+    /// Always `webhook_endpoint.test`.
+    #[serde(rename = "type")]
+    #[schema(value_type = String, example = "webhook_endpoint.test")]
+    pub event_type: &'static str,
+    pub livemode: bool,
+    pub created_at: DateTime<Utc>,
 }
 
 /// The answer of a delete.
@@ -278,6 +309,82 @@ pub struct DeliveryView {
     pub last_response_status: Option<u16>,
 }
 
+/// Attempts kept per delivery: the newest this many; an older one is
+/// deleted in the batch that records the attempt making it the 51st.
+/// (One delivery makes at most 7 attempts per (re)delivery, so this keeps
+/// the whole history of seven redeliveries.)
+pub const ATTEMPTS_KEPT: u32 = 50;
+
+/// One attempt of a delivery, as recorded with its outcome.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeliveryAttempt {
+    pub id: Uuid,
+    pub event: Uuid,
+    pub endpoint: Uuid,
+    /// 1 for the delivery's first attempt, counting redeliveries.
+    pub number: u32,
+    /// When it was signed (the service clock).
+    pub at: DateTime<Utc>,
+    pub response_status: Option<u16>,
+    /// Why it got no HTTP answer (time-out, refused address, TLS, ...).
+    pub error: Option<String>,
+    /// Wall time from sending to the end of the answer, in milliseconds.
+    pub duration_ms: u64,
+}
+
+impl DeliveryAttempt {
+    pub fn view(&self, mode: Mode) -> DeliveryAttemptView {
+        DeliveryAttemptView {
+            id: self.id,
+            object: DeliveryAttemptObject::DeliveryAttempt,
+            livemode: mode.livemode(),
+            event_id: self.event,
+            endpoint_id: self.endpoint,
+            number: self.number,
+            attempted_at: self.at,
+            succeeded: self.error.is_none()
+                && self
+                    .response_status
+                    .is_some_and(|s| (200..300).contains(&s)),
+            response_status: self.response_status,
+            error: self.error.clone(),
+            duration_ms: self.duration_ms,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+pub enum DeliveryAttemptObject {
+    #[serde(rename = "delivery_attempt")]
+    DeliveryAttempt,
+}
+
+/// The public DeliveryAttempt (`GET /v1/events/{id}/delivery_attempts`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = DeliveryAttempt)]
+pub struct DeliveryAttemptView {
+    pub id: Uuid,
+    #[schema(inline)]
+    pub object: DeliveryAttemptObject,
+    pub livemode: bool,
+    pub event_id: Uuid,
+    pub endpoint_id: Uuid,
+    /// 1 for the delivery's first attempt; redeliveries go on counting.
+    pub number: u32,
+    pub attempted_at: DateTime<Utc>,
+    /// A 2xx answer within the time-out.
+    pub succeeded: bool,
+    /// The endpoint's HTTP status; null when it gave no answer.
+    #[schema(required = true)]
+    pub response_status: Option<u16>,
+    /// Why there was no answer (time-out, connection, TLS, refused
+    /// address); null when there was one.
+    #[schema(required = true)]
+    pub error: Option<String>,
+    /// From sending the request to the end of the answer.
+    pub duration_ms: u64,
+}
+
 // ---- keys ----
 
 pub fn endpoint_index_key(merchant: Uuid, mode: Mode, seq: u64) -> Vec<u8> {
@@ -289,6 +396,20 @@ pub fn delivery_key(event: Uuid, endpoint: Uuid) -> Vec<u8> {
         .bytes(event.as_bytes())
         .bytes(endpoint.as_bytes())
         .build()
+}
+
+pub fn attempt_key(event: Uuid, endpoint: Uuid, number: u32) -> Vec<u8> {
+    KeyBuf::new()
+        .bytes(event.as_bytes())
+        .bytes(endpoint.as_bytes())
+        .u32(number)
+        .build()
+}
+
+/// The attempt number to delete when attempt `number` is recorded (the
+/// one leaving the kept window), if any.
+pub fn attempt_pruned(number: u32) -> Option<u32> {
+    number.checked_sub(ATTEMPTS_KEPT).filter(|n| *n > 0)
 }
 
 pub fn queue_key(endpoint: Uuid, due: DateTime<Utc>, event: Uuid) -> Vec<u8> {
@@ -337,6 +458,13 @@ pub enum Command {
         merchant: Uuid,
         mode: Mode,
         event: Uuid,
+        idem: Option<IdempotencySave>,
+    },
+    /// A `webhook_endpoint.test` event to this one endpoint.
+    Test {
+        merchant: Uuid,
+        mode: Mode,
+        id: Uuid,
         idem: Option<IdempotencySave>,
     },
 }
@@ -497,6 +625,17 @@ mod tests {
         assert_eq!(parse_queue_key(&k), Some((ep, micros(t), ev)));
         let later = queue_key(ep, t + chrono::Duration::seconds(1), Uuid::nil());
         assert!(k < later);
+    }
+
+    #[test]
+    fn a_delivery_keeps_its_newest_attempts_only() {
+        assert_eq!(attempt_pruned(1), None);
+        assert_eq!(attempt_pruned(ATTEMPTS_KEPT), None);
+        assert_eq!(attempt_pruned(ATTEMPTS_KEPT + 1), Some(1));
+        assert_eq!(attempt_pruned(ATTEMPTS_KEPT + 7), Some(7));
+        let (ev, ep) = (Uuid::new_v4(), Uuid::new_v4());
+        assert!(attempt_key(ev, ep, 2) < attempt_key(ev, ep, 10));
+        assert!(attempt_key(ev, ep, 255) < attempt_key(ev, ep, 256));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::event::{event_type_schema, type_byte, Event, EventData, EventObject};
 use crate::ids::{scope_key, Mode};
 use crate::paging::Page;
 
-use super::{stream_key, Delivery, DeliveryView, StreamItem, WebhookEndpoint};
+use super::{stream_key, Delivery, DeliveryAttempt, DeliveryView, StreamItem, WebhookEndpoint};
 
 fn bad_index() -> StoreError {
     StoreError::Redb("an index row does not hold an id".into())
@@ -105,6 +105,92 @@ fn list_item(read: &ReadTxn, e: &Event) -> DomainResult<serde_json::Value> {
         deliveries: deliveries.iter().map(Delivery::view).collect(),
     };
     Ok(serde_json::to_value(view).expect("an event view serializes"))
+}
+
+/// Every kept attempt of the event's deliveries (to `endpoint` only when
+/// given), oldest first.
+pub fn attempts(
+    read: &ReadTxn,
+    event: Uuid,
+    endpoint: Option<Uuid>,
+) -> DomainResult<Vec<DeliveryAttempt>> {
+    let mut prefix = event.as_bytes().to_vec();
+    if let Some(ep) = endpoint {
+        prefix.extend_from_slice(ep.as_bytes());
+    }
+    let mut out = Vec::new();
+    read.scan_prefix(Table::DeliveryAttempts, &prefix, None, |_, v| {
+        out.push(decode::<DeliveryAttempt>(v)?);
+        Ok(true)
+    })?;
+    out.sort_by_key(|a| (a.at, a.number, a.endpoint));
+    Ok(out)
+}
+
+/// The endpoint's newest test events (`POST /v1/webhook_endpoints/{id}/test`),
+/// at most `max`, newest first.
+pub fn test_events(read: &ReadTxn, endpoint: Uuid, max: usize) -> DomainResult<Vec<Event>> {
+    let mut out = Vec::new();
+    read.scan_prefix_rev(
+        Table::WebhookTestEvents,
+        endpoint.as_bytes(),
+        None,
+        |_, v| {
+            let id = Uuid::from_slice(v).map_err(|_| bad_index())?;
+            if let Some(e) = read.get_decoded::<Event>(Table::Events, id.as_bytes())? {
+                out.push(e);
+            }
+            Ok(out.len() < max)
+        },
+    )?;
+    Ok(out)
+}
+
+/// The query of `GET /v1/events/{id}/delivery_attempts`.
+pub struct AttemptFilter {
+    pub limit: usize,
+    pub starting_after: Option<Uuid>,
+    pub endpoint: Option<Uuid>,
+}
+
+/// `GET /v1/events/{id}/delivery_attempts`: the kept attempts of the
+/// event's deliveries, oldest first (404 for another merchant's or mode's
+/// event; 400 for a `starting_after` that is not one of them).
+pub fn list_attempts(
+    kobo: &Env,
+    merchant: Uuid,
+    mode: Mode,
+    event: Uuid,
+    f: &AttemptFilter,
+) -> DomainResult<Page> {
+    let read = kobo.store.read()?;
+    match read.get_decoded::<Event>(Table::Events, event.as_bytes())? {
+        Some(e) if e.merchant == merchant && e.mode == mode => {}
+        _ => return Err(DomainError::not_found("event", event)),
+    }
+    let all = attempts(&read, event, f.endpoint)?;
+    let from = match f.starting_after {
+        None => 0,
+        Some(id) => match all.iter().position(|a| a.id == id) {
+            Some(i) => i + 1,
+            None => {
+                return Err(DomainError::invalid(
+                    "starting_after",
+                    format!("no such delivery attempt of this event: {id}"),
+                ))
+            }
+        },
+    };
+    let rest = &all[from..];
+    let data = rest
+        .iter()
+        .take(f.limit)
+        .map(|a| serde_json::to_value(a.view(mode)).expect("an attempt view serializes"))
+        .collect();
+    Ok(Page {
+        data,
+        has_more: rest.len() > f.limit,
+    })
 }
 
 pub struct EventFilter {

@@ -1,6 +1,7 @@
 //! The endpoint rules and signing: which URLs an endpoint may have (HTTPS,
 //! allowed ports, public names only), which event types it may filter on,
-//! the HMAC-SHA256 signature of each attempt and endpoint secrets.
+//! the HMAC-SHA256 signature of each attempt, endpoint secrets, and the
+//! audit entry of a secret shown in the dashboard.
 
 use super::*;
 
@@ -96,6 +97,38 @@ pub fn signature_header(secret: &str, t: i64, event: Uuid, body: &[u8]) -> Strin
 /// A new signing secret.
 pub fn new_secret() -> String {
     format!("whsec_{}", crate::ids::random_base62(32))
+}
+
+/// Writes the audit entry of `endpoint`'s signing secret shown to the
+/// dashboard user `user`; the page shows the secret only once this has
+/// committed, so no reveal goes unrecorded. The entry names the endpoint,
+/// its merchant and the user, never the secret.
+pub async fn secret_revealed(
+    env: &Env,
+    audit: &crate::audit::Audit,
+    endpoint: &WebhookEndpoint,
+    user: Uuid,
+) -> DomainResult<()> {
+    use crate::audit::{AuditAction, Record};
+    let mut batch = kobo_storage::Batch::new();
+    audit.add_to(
+        env,
+        &mut batch,
+        Record::new(
+            AuditAction::WebhookSecretRevealed,
+            "webhook_endpoint",
+            endpoint.id,
+        )
+        .merchant(endpoint.merchant)
+        .detail(serde_json::json!({
+            "dashboard_user": user,
+            "livemode": endpoint.mode.livemode(),
+        })),
+    );
+    env.writer
+        .commit(batch)
+        .await
+        .map_err(|e| DomainError::internal(e.to_string()))
 }
 
 #[cfg(test)]

@@ -31,7 +31,72 @@ impl Supervisor {
                 event,
                 idem,
             } => self.redeliver(merchant, mode, event, idem).await,
+            Command::Test {
+                merchant,
+                mode,
+                id,
+                idem,
+            } => self.test(merchant, mode, id, idem).await,
         }
+    }
+
+    /// A `webhook_endpoint.test` event (its `data.object` the endpoint,
+    /// without secret) queued to this endpoint only, now. The event is
+    /// stored for its body and its deliveries' history, but in no event
+    /// list, the outbox or the stream: it goes nowhere else.
+    pub(super) async fn test(
+        &mut self,
+        merchant: Uuid,
+        mode: Mode,
+        id: Uuid,
+        idem: Option<IdempotencySave>,
+    ) -> DomainResult<Answer<WebhookView>> {
+        let read = self.hub.env.store.read()?;
+        let ep = match Self::endpoint(&read, id)? {
+            Some(e) if e.merchant == merchant && e.mode == mode && e.deleted_at.is_none() => e,
+            _ => return Err(DomainError::not_found("webhook_endpoint", id)),
+        };
+        drop(read);
+        if ep.status != EndpointStatus::Enabled {
+            return Err(DomainError::state(
+                ErrorCode::WebhookEndpointDisabled,
+                "the endpoint is disabled; enable it before sending a test event",
+            ));
+        }
+        let now = self.hub.env.clock.now();
+        let seq = self.hub.env.seq.next();
+        let event = Event {
+            id: new_id(now),
+            merchant,
+            mode,
+            seq,
+            event_type: TEST_EVENT_TYPE.to_string(),
+            created_at: now,
+            object: ep.to_api(false),
+        };
+        let mut batch = Batch::new();
+        let mut after = After::default();
+        batch
+            .put(Table::Events, event.id.as_bytes().to_vec(), &event)
+            .put_raw(
+                Table::WebhookTestEvents,
+                KeyBuf::new().bytes(ep.id.as_bytes()).u64(seq).build(),
+                event.id.as_bytes().to_vec(),
+            )
+            .note_seq(seq);
+        let d = Delivery::first(event.id, ep.id, ep.generation, now);
+        queue_now(&mut batch, &mut after, &d, now);
+        let view = WebhookView::Test(WebhookTestView {
+            object: WebhookTestObject::WebhookEndpointTest,
+            endpoint_id: ep.id,
+            event_id: event.id,
+            event_type: TEST_EVENT_TYPE,
+            livemode: mode.livemode(),
+            created_at: now,
+        });
+        let answer = Answer::save(Done::Created(view), idem.as_ref(), &mut batch, now);
+        self.commit(batch, after).await?;
+        Ok(answer)
     }
 
     pub(super) async fn create(
@@ -254,7 +319,15 @@ impl Supervisor {
         let mut after = After::default();
         let mut queued = 0u32;
         for ep in endpoints.iter() {
-            if ep.status != EndpointStatus::Enabled || !ep.wants(&event.event_type) {
+            // A test event goes again to its own endpoint only, whatever
+            // its filter.
+            let wanted = if event.event_type == TEST_EVENT_TYPE {
+                read.get(Table::Deliveries, &delivery_key(event.id, ep.id))?
+                    .is_some()
+            } else {
+                ep.wants(&event.event_type)
+            };
+            if ep.status != EndpointStatus::Enabled || !wanted {
                 continue;
             }
             let d = Self::redelivery(&read, &event, ep, &mut batch, now)?;

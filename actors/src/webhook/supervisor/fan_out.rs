@@ -27,6 +27,7 @@ impl Supervisor {
             d.last_response_status = o.status;
             d.last_error = o.error.clone();
             d.last_attempt_at = Some(o.at);
+            record_attempt(batch, &d, &o);
             if success {
                 after.delivered += 1;
             } else {
@@ -127,5 +128,31 @@ impl Supervisor {
             }));
         }
         Ok(more)
+    }
+}
+
+/// Writes the attempt `o` (the delivery's `d.attempts`-th) to the history,
+/// and deletes the one it pushes out of the kept window.
+fn record_attempt(batch: &mut Batch, d: &Delivery, o: &Outcome) {
+    let attempt = DeliveryAttempt {
+        id: new_id(o.at),
+        event: o.event,
+        endpoint: o.endpoint,
+        number: d.attempts,
+        at: o.at,
+        response_status: o.status,
+        error: o.error.clone(),
+        duration_ms: o.duration_ms,
+    };
+    batch.put(
+        Table::DeliveryAttempts,
+        attempt_key(o.event, o.endpoint, d.attempts),
+        &attempt,
+    );
+    if let Some(old) = attempt_pruned(d.attempts) {
+        batch.delete(
+            Table::DeliveryAttempts,
+            attempt_key(o.event, o.endpoint, old),
+        );
     }
 }

@@ -46,10 +46,11 @@ mod pass;
 pub use super::dispatcher::PER_ENDPOINT_IN_FLIGHT_MAX;
 use super::dispatcher::{self, Attempt, ClientConfig, Dispatcher, Job, Outcome};
 use super::{
-    delivery_key, endpoint_index_key, new_secret, parse_queue_key, queue_key, stream_key,
-    validate_url, Command, DeletedEndpointView, Delivery, DeliveryStatus, EndpointChange,
-    EndpointStatus, EventRedeliveryObject, Msg, RedeliveryView, StreamItem, WebhookEndpoint,
-    WebhookEndpointObject, WebhookView, MAX_ENDPOINTS_PER_MODE, RETRY_DELAYS_SECS,
+    attempt_key, attempt_pruned, delivery_key, endpoint_index_key, new_secret, parse_queue_key,
+    queue_key, stream_key, validate_url, Command, DeletedEndpointView, Delivery, DeliveryAttempt,
+    DeliveryStatus, EndpointChange, EndpointStatus, EventRedeliveryObject, Msg, RedeliveryView,
+    StreamItem, WebhookEndpoint, WebhookEndpointObject, WebhookTestObject, WebhookTestView,
+    WebhookView, MAX_ENDPOINTS_PER_MODE, RETRY_DELAYS_SECS, TEST_EVENT_TYPE,
 };
 
 /// Attempts in flight in all at most.
