@@ -7,6 +7,10 @@
 #   scripts/store_bytes.sh [INTENTS] [BIN_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
+# progress line, no money audit (a benchmark run), never failing on errors
+# (they are counted in the line).
+LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
 INTENTS=${1:-50000}
 BIN=${2:-${CARGO_TARGET_DIR:-target}/release}
 DATA=$(mktemp -d)
@@ -20,8 +24,8 @@ BASE=$(grep -o 'http://[0-9.:]*' "$DATA/stdout" | head -1)
 KEY=$(curl -s -X POST "$BASE/admin/v1/merchants" -H "Authorization: Bearer $TOKEN" \
   -d '{"name":"Bytes Ltd","settings":{"rate_limits":{"test_per_second":100000,"live_per_second":100000}}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])')
 before=$(stat -c %s "$DATA/kobo.redb")
-"$BIN/kobo-loadgen" --base "$BASE" --key "$KEY" --scenario create --connections 64 \
-  --seconds 100000 --max-ops "$INTENTS" >"$DATA/load.json"
+"$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix create --connections 64 \
+  --duration 100000 --max-ops "$INTENTS" >"$DATA/load.json"
 after=$(stat -c %s "$DATA/kobo.redb")
 echo "load: $(cat "$DATA/load.json")"
 echo "store file: $before bytes empty, $after bytes after $INTENTS creates"
