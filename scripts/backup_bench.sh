@@ -10,10 +10,14 @@
 #   scripts/backup_bench.sh [INTENTS] [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
+# progress line, no money audit (a benchmark run), never failing on errors
+# (they are counted in the line).
+LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
 INTENTS=${1:-1000000}
 SECONDS_PER_RUN=${2:-15}
 ROUNDS=${3:-3}
-cargo build --release --bin kobo --bin kobo-loadgen >&2
+cargo build --release --bin kobo >&2
 BIN=${CARGO_TARGET_DIR:-target}/release
 DATA=$(mktemp -d)
 TOKEN=bench-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
@@ -33,8 +37,8 @@ backup() {
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
 started=$(date +%s.%N)
-"$BIN/kobo-loadgen" --base "$BASE" --key "$KEY" --scenario create --connections 64 \
-  --seconds 100000 --max-ops "$INTENTS" >"$DATA/fill.json"
+"$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix create --connections 64 \
+  --duration 100000 --max-ops "$INTENTS" >"$DATA/fill.json"
 echo "filled $INTENTS intents in $(python3 -c "print(round($(date +%s.%N) - $started))") s: $(field ops_per_sec <"$DATA/fill.json") creates/s; store $(du -sh "$DATA/data" | cut -f1)"
 
 t0=$(date +%s.%N)
@@ -47,7 +51,7 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 quiet=()
 busy=()
 for r in $(seq "$ROUNDS"); do
-  quiet+=("$("$BIN/kobo-loadgen" --base "$BASE" --key "$KEY" --scenario create --connections 64 --seconds "$SECONDS_PER_RUN")")
+  quiet+=("$("$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix create --connections 64 --duration "$SECONDS_PER_RUN")")
   echo "round $r quiet:  ${quiet[-1]}"
   rm -f "$DATA/stop"
   (
@@ -62,7 +66,7 @@ for r in $(seq "$ROUNDS"); do
   ) &
   LOOP=$!
   sleep 0.5
-  busy+=("$("$BIN/kobo-loadgen" --base "$BASE" --key "$KEY" --scenario create --connections 64 --seconds "$SECONDS_PER_RUN")")
+  busy+=("$("$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix create --connections 64 --duration "$SECONDS_PER_RUN")")
   touch "$DATA/stop"
   wait "$LOOP"
   LOOP=

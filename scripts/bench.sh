@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Load benchmark (docs/performance.md): a release kobo on loopback, driven by
-# kobo-loadgen on the same 2 cores. For each connection count it measures
+# `kobo load` on the same 2 cores. For each connection count it measures
 # GET /healthz (the HTTP ceiling), durable payment intent creates, and
 # create-then-simulate_transfer flows; each RUNS times; prints medians.
 # Then, in the same run, two peers at 64 connections, RUNS times each:
@@ -13,15 +13,19 @@
 #   scripts/bench.sh [SECONDS_PER_RUN] [RUNS] [CONNECTIONS...]
 #
 # CONNECTIONS defaults to "1 16 64". BIN_DIR (environment) names a directory
-# holding release kobo, kobo-loadgen and bare-actix instead of building.
+# holding release kobo and bare-actix instead of building.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
+# progress line, no money audit (a benchmark run), never failing on errors
+# (they are counted in the line).
+LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
 SECONDS_PER_RUN=${1:-10}
 RUNS=${2:-3}
 shift $(($# < 2 ? $# : 2))
 CONNS=${*:-1 16 64}
 if [ -z "${BIN_DIR:-}" ]; then
-  cargo build --release --bin kobo --bin kobo-loadgen --bin bare-actix >&2
+  cargo build --release --bin kobo --bin bare-actix >&2
   BIN_DIR=${CARGO_TARGET_DIR:-target}/release
 fi
 BIN=$BIN_DIR
@@ -60,7 +64,7 @@ for c in $CONNS; do
   for s in healthz create flow; do
     out=()
     for r in $(seq "$RUNS"); do
-      out+=("$("$BIN/kobo-loadgen" --base "$BASE" --key "$KEY" --scenario "$s" --connections "$c" --seconds "$SECONDS_PER_RUN")")
+      out+=("$("$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix "$s" --connections "$c" --duration "$SECONDS_PER_RUN")")
     done
     RESULT[$s-$c]=$(field ops_per_sec)
     echo "| $s | $c | ${RESULT[$s-$c]} | $(field p50_ms) | $(field p99_ms) | $(field errors) |"
@@ -78,7 +82,7 @@ for _ in $(seq 100); do grep -q "listening on" "$DATA/bare.out" 2>/dev/null && b
 BARE=$(grep -o 'http://[0-9.:]*' "$DATA/bare.out" | head -1)
 out=()
 for r in $(seq "$RUNS"); do
-  out+=("$("$BIN/kobo-loadgen" --base "$BARE" --scenario healthz --connections 64 --seconds "$SECONDS_PER_RUN")")
+  out+=("$("$BIN/kobo" load $LOADFLAGS --url "$BARE" --mix healthz --connections 64 --duration "$SECONDS_PER_RUN")")
 done
 BARE_OPS=$(field ops_per_sec)
 echo

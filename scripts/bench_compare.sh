@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # Two builds of kobo, measured in the same run (docs/performance.md): each
 # round starts a fresh server of build A, then of build B, on an empty data
-# directory, and drives one scenario at one connection count with A's
-# kobo-loadgen; the rounds alternate A and B so the machine's noise falls on
+# directory, and drives one scenario at one connection count with the same
+# `kobo load` (B's, or LOADER from the environment); the rounds alternate A and B so the machine's noise falls on
 # both alike. Prints each run and the medians with the ratio B/A.
 #
 #   scripts/bench_compare.sh DIR_A DIR_B [SCENARIO] [CONNECTIONS] [SECONDS] [ROUNDS]
 #
-# DIR_A and DIR_B hold a release `kobo` (and DIR_A a `kobo-loadgen`), e.g.
+# DIR_A and DIR_B hold a release `kobo` (B's must have `kobo load`), e.g.
 # two worktrees' target/release. SCENARIO is healthz, create or flow.
 set -euo pipefail
+# The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
+# progress line, no money audit (a benchmark run), never failing on errors
+# (they are counted in the line).
+LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
 A=$1
 B=$2
 SCENARIO=${3:-create}
 CONNECTIONS=${4:-64}
 SECONDS_PER_RUN=${5:-10}
 ROUNDS=${6:-5}
-LOADGEN=$A/kobo-loadgen
+LOADER=${LOADER:-$B/kobo}
 
 run_one() {
   local bin=$1 data token pid base key out
@@ -39,8 +43,8 @@ run_one() {
     key=$(curl -s -X POST "$base/admin/v1/merchants" -H "Authorization: Bearer $token" \
       -d '{"name":"Bench Ltd"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])')
   fi
-  out=$("$LOADGEN" --base "$base" --key "$key" --scenario "$SCENARIO" \
-    --connections "$CONNECTIONS" --seconds "$SECONDS_PER_RUN")
+  out=$("$LOADER" load $LOADFLAGS --url "$base" --key "$key" --mix "$SCENARIO" \
+    --connections "$CONNECTIONS" --duration "$SECONDS_PER_RUN")
   kill "$pid"
   wait "$pid" 2>/dev/null || true
   rm -rf "$data"

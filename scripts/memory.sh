@@ -9,15 +9,19 @@
 #   scripts/memory.sh [INTENTS] [STORE_CACHE_MB]
 #
 # Without STORE_CACHE_MB the server's default cache is used. BIN_DIR
-# (environment) names a directory holding release kobo and kobo-loadgen
-# instead of building.
+# (environment) names a directory holding a release kobo instead of
+# building.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
+# progress line, no money audit (a benchmark run), never failing on errors
+# (they are counted in the line).
+LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
 INTENTS=${1:-1000000}
 CACHE=()
 if [ -n "${2:-}" ]; then CACHE=(--store-cache-mb "$2"); fi
 if [ -z "${BIN_DIR:-}" ]; then
-  cargo build --release --bin kobo --bin kobo-loadgen >&2
+  cargo build --release --bin kobo >&2
   BIN_DIR=${CARGO_TARGET_DIR:-target}/release
 fi
 BIN=$BIN_DIR
@@ -41,10 +45,10 @@ live() { curl -s "$BASE/admin/v1/actors" -H "Authorization: Bearer $TOKEN" | pyt
 echo "start: rss $(rss)"
 STEP=$((INTENTS / 4))
 for i in 1 2 3 4; do
-  "$BIN/kobo-loadgen" --base "$BASE" --key "$KEY" --scenario create --connections 64 --seconds 100000 --max-ops $STEP >/dev/null
+  "$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix create --connections 64 --duration 100000 --max-ops $STEP >/dev/null
   echo "after $((i * STEP)) intents: rss $(rss), store $(du -sh "$DATA" | cut -f1)"
 done
-"$BIN/kobo-loadgen" --base "$BASE" --key "$KEY" --scenario flow --connections 64 --seconds 20
+"$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix flow --connections 64 --duration 20
 echo "after 20 s of flows: rss $(rss), live actors $(live)"
 sleep 8
 echo "8 s later (idle actors passivated): rss $(rss), live actors $(live)"

@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # CPU profile of a release kobo under load (docs/performance.md): starts the
-# server on a fresh store, drives SCENARIO at CONNECTIONS with kobo-loadgen,
+# server on a fresh store, drives SCENARIO at CONNECTIONS with `kobo load`,
 # records `perf record -g` on the server for SECONDS, then writes the top of
 # `perf report` (self and children) and a flame graph (scripts/flamegraph.py).
 #
 #   scripts/profile.sh SCENARIO [CONNECTIONS] [SECONDS] [OUT_PREFIX] [BIN_DIR]
 #
 # OUT_PREFIX defaults to /tmp/kobo-profile-SCENARIO: writes PREFIX.txt and
-# PREFIX.svg. BIN_DIR holds a release `kobo` and `kobo-loadgen` (default
+# PREFIX.svg. BIN_DIR holds a release `kobo` (default
 # target/release, built first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
+# progress line, no money audit (a benchmark run), never failing on errors
+# (they are counted in the line).
+LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
 SCENARIO=${1:?scenario: healthz, create or flow}
 CONNECTIONS=${2:-64}
 SECONDS_PER_RUN=${3:-12}
 OUT=${4:-/tmp/kobo-profile-$SCENARIO}
 BIN=${5:-}
 if [ -z "$BIN" ]; then
-  cargo build --release --bin kobo --bin kobo-loadgen >&2
+  cargo build --release --bin kobo >&2
   BIN=${CARGO_TARGET_DIR:-target}/release
 fi
 DATA=$(mktemp -d)
@@ -30,8 +34,8 @@ for _ in $(seq 100); do grep -q "kobo listening on" "$DATA/stdout" 2>/dev/null &
 BASE=$(grep -o 'http://[0-9.:]*' "$DATA/stdout" | head -1)
 KEY=$(curl -s -X POST "$BASE/admin/v1/merchants" -H "Authorization: Bearer $TOKEN" \
   -d '{"name":"Profile Ltd","settings":{"rate_limits":{"test_per_second":100000,"live_per_second":100000}}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])')
-"$BIN/kobo-loadgen" --base "$BASE" --key "$KEY" --scenario "$SCENARIO" \
-  --connections "$CONNECTIONS" --seconds "$((SECONDS_PER_RUN + 3))" >"$DATA/load.json" &
+"$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix "$SCENARIO" \
+  --connections "$CONNECTIONS" --duration "$((SECONDS_PER_RUN + 3))" >"$DATA/load.json" &
 LOAD=$!
 sleep 2
 perf record -F 499 -g -p "$PID" -o "$DATA/perf.data" -- sleep "$SECONDS_PER_RUN" 2>/dev/null >&2

@@ -473,6 +473,12 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
     }
 
     running.await?;
+    // The store stays open to the end of the process (the writer thread and
+    // the actors hold it): record redb's allocator state, so the next start
+    // loads it instead of walking the whole store.
+    if let Err(e) = store.record_allocator_state() {
+        tracing::warn!(error = %e, "recording the store's allocator state at shutdown");
+    }
     tracing::info!("kobo stopped");
     Ok(())
 }

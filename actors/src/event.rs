@@ -83,7 +83,7 @@ pub const EVENT_TYPES: &[&str] = &[
     SUBSCRIPTION_TRIAL_WILL_END,
 ];
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub id: Uuid,
     pub merchant: Uuid,
@@ -92,8 +92,16 @@ pub struct Event {
     #[serde(rename = "type")]
     pub event_type: String,
     pub created_at: DateTime<Utc>,
+    /// The object as the API showed it; in the compact format compressed
+    /// against kobo's dictionary ([`crate::stored_json`]).
+    #[serde(with = "crate::stored_json::value")]
     pub object: Value,
 }
+
+/// Stored in the compact format (kobo_storage::codec); events written as
+/// JSON before it still read. Pinned by
+/// `tests::the_stored_layout_of_an_event_is_pinned`.
+impl kobo_storage::Compact for Event {}
 
 /// The schema of an event's `type`: one of [`EVENT_TYPES`].
 pub fn event_type_schema() -> Schema {
@@ -181,7 +189,7 @@ impl Event {
 
     pub fn add_to(&self, batch: &mut Batch) {
         batch
-            .put(Table::Events, self.id.as_bytes().to_vec(), self)
+            .put_compact(Table::Events, self.id.as_bytes().to_vec(), self)
             .put_raw(
                 Table::EventIndex,
                 scope_key(self.merchant, self.mode).u64(self.seq).build(),
@@ -219,6 +227,62 @@ pub fn type_byte(event_type: &str) -> u8 {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn stored_example() -> Event {
+        Event {
+            id: Uuid::from_u128(0x0196_0000_0000_7000_8000_0000_0000_0001),
+            merchant: Uuid::from_u128(2),
+            mode: Mode::Live,
+            seq: 300,
+            event_type: PAYMENT_INTENT_SUCCESSFUL.into(),
+            created_at: "2025-03-03T09:00:00Z".parse().unwrap(),
+            object: json!({"amount": 250000, "currency": "NGN", "metadata": {"n": [1, 2.5, null]},
+                "object": "payment_intent", "status": "successful"}),
+        }
+    }
+
+    #[test]
+    fn an_event_is_stored_compact_and_reads_back_equal_and_smaller() {
+        let e = stored_example();
+        let bytes = kobo_storage::encode_compact(&e);
+        assert_eq!(bytes[0], kobo_storage::codec::FORMAT_V2);
+        let back: Event = kobo_storage::decode(&bytes).unwrap();
+        assert_eq!(back, e);
+        assert!(
+            bytes.len() * 2 < kobo_storage::encode(&e).len(),
+            "{}",
+            bytes.len()
+        );
+    }
+
+    #[test]
+    fn an_event_stored_as_json_before_the_compact_format_still_reads() {
+        let e = stored_example();
+        let json = kobo_storage::encode(&e);
+        let text = std::str::from_utf8(&json[1..]).unwrap();
+        assert!(text.contains("\"object\":{\"amount\":250000,"), "{text}");
+        let back: Event = kobo_storage::decode(&json).unwrap();
+        assert_eq!(back, e);
+    }
+
+    /// postcard stores fields by position and the object's bytes are
+    /// dictionary 1's: if this fails, the change needs a new format version
+    /// (or dictionary number), not a new pinned value.
+    #[test]
+    fn the_stored_layout_of_an_event_is_pinned() {
+        let bytes = kobo_storage::encode_compact(&stored_example());
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            concat!(
+                "021001960000000070008000000000000001100000000000000000000000000000000201ac02197061",
+                "796d656e745f696e74656e742e7375636365737366756c14323032352d30332d30335430393a30303a",
+                "30305a2f0e700000000e3f060dec04070701b0226e223a5b312c322e352ca2002f5d7d04010905b000",
+                "02af03607366756c227d",
+            ),
+            "the compact layout of Event changed"
+        );
+    }
 
     /// The view renders exactly what the `json!` rendering it replaced did.
     #[test]

@@ -45,15 +45,17 @@ pub struct IdempotencyRecord {
     pub fingerprint: String,
     pub status: u16,
     /// The response body, exactly as first sent (kept as raw JSON, so it is
-    /// stored once and not re-escaped inside the record; deflated in the
-    /// compact format, where replay gets the same bytes back).
-    #[serde(with = "kobo_storage::codec::deflated_json")]
+    /// stored once and not re-escaped inside the record; in the compact
+    /// format compressed against kobo's dictionary, [`crate::stored_json`],
+    /// where replay gets the same bytes back).
+    #[serde(with = "crate::stored_json::raw")]
     pub body: Box<serde_json::value::RawValue>,
     pub created_at: DateTime<Utc>,
 }
 
-/// Stored in the compact format (kobo_storage::codec), the body deflated;
-/// pinned by `tests::a_saved_response_is_stored_compact_and_replays_byte_identical`.
+/// Stored in the compact format (kobo_storage::codec), the body packed
+/// ([`crate::stored_json`]); pinned by
+/// `tests::the_stored_layout_of_a_saved_response_is_pinned`.
 impl kobo_storage::Compact for IdempotencyRecord {}
 
 /// What a command did. The domain says what happened; the HTTP endpoint
@@ -452,6 +454,72 @@ mod tests {
             .unwrap();
         assert_eq!(rec.body.get(), BODY);
         assert_eq!((rec.status, rec.fingerprint.as_str()), (201, "f"));
+        // The body is packed against dictionary 1 (its tag follows the
+        // fingerprint, the status and the byte string's length).
+        assert!(raw.contains(&crate::stored_json::DICTIONARY.tag()));
+    }
+
+    /// The record's fields, in order, with the body deflated: what the
+    /// compact format wrote before the dictionary.
+    #[derive(Serialize)]
+    struct DeflatedRecord {
+        fingerprint: String,
+        status: u16,
+        #[serde(with = "kobo_storage::codec::deflated_json")]
+        body: Box<RawValue>,
+        created_at: DateTime<Utc>,
+    }
+    impl kobo_storage::Compact for DeflatedRecord {}
+
+    #[tokio::test]
+    async fn a_response_saved_deflated_before_the_dictionary_still_replays_byte_identical() {
+        let dir = tempfile::tempdir().unwrap();
+        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
+        let now = kobo.clock.now();
+        let m = Uuid::new_v4();
+        let key = record_key(m, Mode::Test, Caller::SecretKey, "k");
+        let row = kobo_storage::encode_compact(&DeflatedRecord {
+            fingerprint: "f".into(),
+            status: 201,
+            body: RawValue::from_string(BODY.into()).unwrap(),
+            created_at: now,
+        });
+        let mut batch = Batch::new();
+        batch.put_raw(Table::Idempotency, key, row);
+        kobo.writer.commit(batch).await.unwrap();
+        let read = kobo.store.read().unwrap();
+        let rec = lookup(&read, m, Mode::Test, Caller::SecretKey, "k", now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(rec.body.get(), BODY);
+        assert_eq!((rec.status, rec.fingerprint.as_str()), (201, "f"));
+    }
+
+    /// postcard stores fields by position, and the body's bytes are
+    /// dictionary 1's: a change to either changes how stored records read
+    /// (then the change needs a new format version or dictionary number,
+    /// not a new pinned value).
+    #[test]
+    fn the_stored_layout_of_a_saved_response_is_pinned() {
+        let record = IdempotencyRecord {
+            fingerprint: "f00d".into(),
+            status: 201,
+            body: RawValue::from_string(BODY.into()).unwrap(),
+            created_at: "2025-03-03T09:00:00Z".parse().unwrap(),
+        };
+        let bytes = kobo_storage::encode_compact(&record);
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            concat!(
+                "020466303064c901390e35000000f3027b226964223a202270695f31222c2020229f05f00e4164c3a9",
+                "205c75303065395c6e222c20226e223a5b312c322e35305d7d14323032352d30332d30335430393a30",
+                "303a30305a",
+            ),
+            "the compact layout of IdempotencyRecord changed"
+        );
+        let back: IdempotencyRecord = kobo_storage::decode(&bytes).unwrap();
+        assert_eq!(back.body.get(), BODY);
     }
 
     #[tokio::test]

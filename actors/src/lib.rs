@@ -22,6 +22,8 @@
 //!   sessions.
 //! - [`audit`]: the operator audit log (written in each action's batch).
 //! - [`check`]: `kobo check`, the store's invariants verified offline.
+//! - [`stored_json`]: JSON inside compact stored values, compressed
+//!   against kobo's preset dictionary.
 //! - [`credential`]: the hosted checkout's credential (HMAC, server key).
 //! - [`clock`], [`provider`], [`runtime`], [`error`], [`ids`]: plumbing.
 
@@ -59,6 +61,7 @@ pub mod refund;
 pub mod registry;
 pub mod runtime;
 pub mod settlement;
+pub mod stored_json;
 pub mod subscription;
 pub mod timer;
 pub mod timers;

@@ -45,6 +45,7 @@ const CORE: &[&str] = &[
     "idempotency",
     "money",
     "paging",
+    "stored_json",
     "registry",
     "timer",
 ];

@@ -69,6 +69,11 @@ pub struct CheckArgs {
     /// directory); removed afterwards.
     #[arg(long, value_name = "DIR")]
     pub scratch: Option<PathBuf>,
+    /// Instead of the checks, print what each table of `--data` holds: rows,
+    /// key and value bytes, and values by codec version (JSON = 1, compact
+    /// = 2); one line per table (scripts/store_bytes.sh reads them).
+    #[arg(long, requires = "data")]
+    pub sizes: bool,
 }
 
 /// Opens the store of a stopped server, explaining a locked one.
@@ -233,6 +238,9 @@ pub fn restore(args: RestoreArgs) -> Result<()> {
 
 /// `kobo check`: 0 clean, 1 breaches, 2 the check could not run.
 pub fn check(args: CheckArgs) -> i32 {
+    if args.sizes {
+        return super::sync(print_sizes(&args));
+    }
     match check_inner(&args) {
         Ok(report) if report.is_clean() => 0,
         Ok(_) => 1,
@@ -280,6 +288,37 @@ fn check_inner(args: &CheckArgs) -> Result<Report> {
         }
         (None, None) => bail!("give --data DIR or --from FILE"),
     }
+}
+
+/// `kobo check --sizes`: one line per table holding rows.
+fn print_sizes(args: &CheckArgs) -> Result<()> {
+    let data = args.data.as_deref().context("--sizes needs --data")?;
+    let store = open_offline(data, "stop the server first")?;
+    let sizes = store.read()?.table_sizes()?;
+    println!(
+        "{:<34} {:>10} {:>12} {:>14} {:>9} {:>9}",
+        "table", "rows", "key_bytes", "value_bytes", "json", "compact"
+    );
+    for s in sizes {
+        println!(
+            "{:<34} {:>10} {:>12} {:>14} {:>9} {:>9}",
+            s.table, s.rows, s.key_bytes, s.value_bytes, s.by_format[1], s.by_format[2]
+        );
+    }
+    let p = store.page_stats()?;
+    println!(
+        "# pages: {} allocated of {} bytes ({} leaf, {} branch, tree height {}); stored {} bytes, metadata {} bytes, fragmented {} bytes; file {} bytes",
+        p.allocated_pages,
+        p.page_size,
+        p.leaf_pages,
+        p.branch_pages,
+        p.tree_height,
+        p.stored_bytes,
+        p.metadata_bytes,
+        p.fragmented_bytes,
+        std::fs::metadata(store.path()).map(|m| m.len()).unwrap_or(0)
+    );
+    Ok(())
 }
 
 fn print_report(what: &str, report: &Report) {

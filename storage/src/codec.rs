@@ -4,8 +4,10 @@
 //!   still what [`encode`] writes: inspectable, tolerant of added fields
 //!   (serde defaults).
 //! - Version 2: postcard, a compact positional binary format, for the hot
-//!   values marked [`Compact`] ([`encode_compact`]): the payment intent and
-//!   the saved idempotent response, written on every create.
+//!   values marked [`Compact`] ([`encode_compact`]): the payment intent,
+//!   the saved idempotent response (written on every create) and the
+//!   event. JSON texts inside them are [`packed`] against a preset
+//!   dictionary the caller gives (formerly [`deflated_json`]).
 //!
 //! [`decode`] reads both, so a store written before version 2 still works,
 //! and a value is rewritten in the new format when it is next saved.
@@ -103,7 +105,8 @@ pub mod json_field {
 
 /// A raw JSON text (a saved response body) kept deflated inside a binary
 /// value; in JSON it is written as the raw JSON it is. Reading gives back
-/// the exact bytes written.
+/// the exact bytes written. What saved responses used before [`packed`]
+/// (which reads these bytes too); kept for the tests that write such rows.
 ///
 /// `#[serde(with = "kobo_storage::codec::deflated_json")]`
 pub mod deflated_json {
@@ -161,6 +164,75 @@ pub mod deflated_json {
                 .map_err(D::Error::custom)?;
             RawValue::from_string(text).map_err(D::Error::custom)
         }
+    }
+}
+
+/// JSON texts kept compressed against a preset dictionary: LZ4 (one block)
+/// whose window starts with the dictionary, so the field names and common
+/// values of the objects a caller stores (given as a [`Dictionary`]) cost a
+/// few bytes each even in a small text. The stored bytes are a tag byte
+/// naming the dictionary, the text's length (u32, little endian), then the
+/// block. Reading also takes a raw deflate stream, as
+/// [`deflated_json`] wrote before: a deflate stream never starts with
+/// block type 3 (reserved), i.e. with bits `x11x` in the low three bits of
+/// its first byte, and every tag does ([`Dictionary::tag`]).
+pub mod packed {
+    use std::io::Read;
+
+    /// A preset dictionary. Its bytes are part of the stored format: a
+    /// dictionary, once written with, must never change (a new one takes a
+    /// new `number`).
+    pub struct Dictionary {
+        /// 0 to 31; stored as the tag `number << 3 | 0b110`.
+        pub number: u8,
+        pub bytes: &'static [u8],
+    }
+
+    impl Dictionary {
+        pub fn tag(&self) -> u8 {
+            self.number << 3 | 0b110
+        }
+    }
+
+    /// Longest text read back (a stored length above it is corruption).
+    const MAX_TEXT: usize = 64 << 20;
+
+    /// `text` compressed against `dict`.
+    pub fn pack(text: &[u8], dict: &Dictionary) -> Vec<u8> {
+        let block = lz4_flex::block::compress_prepend_size_with_dict(text, dict.bytes);
+        let mut out = Vec::with_capacity(block.len() + 1);
+        out.push(dict.tag());
+        out.extend_from_slice(&block);
+        out
+    }
+
+    /// The text [`pack`] was given (or a legacy deflate stream inflated),
+    /// with the dictionaries the caller knows.
+    pub fn unpack(bytes: &[u8], dicts: &[&Dictionary]) -> Result<Vec<u8>, String> {
+        let Some((&tag, rest)) = bytes.split_first() else {
+            return Err("empty packed text".into());
+        };
+        if tag & 0b110 != 0b110 {
+            let mut text = Vec::with_capacity(bytes.len() * 3);
+            flate2::read::DeflateDecoder::new(bytes)
+                .read_to_end(&mut text)
+                .map_err(|e| e.to_string())?;
+            return Ok(text);
+        }
+        let dict = dicts
+            .iter()
+            .find(|d| d.tag() == tag)
+            .ok_or_else(|| format!("packed text with unknown dictionary tag {tag:#04x}"))?;
+        let (len, _) = lz4_flex::block::uncompressed_size(rest).map_err(|e| e.to_string())?;
+        if len > MAX_TEXT {
+            return Err(format!("packed text claims {len} bytes"));
+        }
+        let text = lz4_flex::block::decompress_size_prepended_with_dict(rest, dict.bytes)
+            .map_err(|e| e.to_string())?;
+        if text.len() != len {
+            return Err("packed text shorter than its length".into());
+        }
+        Ok(text)
     }
 }
 
@@ -262,6 +334,64 @@ mod tests {
         assert_eq!(back.next, row().next);
         assert_eq!(back.body.get(), row().body.get());
     }
+    const DICT: packed::Dictionary = packed::Dictionary {
+        number: 1,
+        bytes: b"{\"amount\":,\"currency\":\"NGN\",\"status\":\"created\"}",
+    };
+
+    #[test]
+    fn packed_texts_come_back_exactly_and_small_ones_shrink_with_the_dictionary() {
+        let long = format!("[{}]", vec!["{\"a\":\"\\u00e9x\"}"; 5000].join(","));
+        let small = "{\"amount\":250000,\"currency\":\"NGN\",\"status\":\"created\"}";
+        for text in [small, "", "{}", long.as_str()] {
+            let bytes = packed::pack(text.as_bytes(), &DICT);
+            assert_eq!(bytes[0], 0b1110);
+            assert_eq!(packed::unpack(&bytes, &[&DICT]).unwrap(), text.as_bytes());
+        }
+        // The field names and values come from the dictionary (a text this
+        // short keeps its last 12 bytes literal, LZ4's rule).
+        let n = packed::pack(small.as_bytes(), &DICT).len();
+        assert!(n * 4 < small.len() * 3, "{n} bytes");
+        assert!(packed::pack(long.as_bytes(), &DICT).len() * 10 < long.len());
+    }
+
+    #[test]
+    fn unpack_reads_the_deflate_streams_written_before_and_refuses_unknown_tags() {
+        #[derive(Serialize)]
+        struct Saved {
+            #[serde(with = "deflated_json")]
+            body: Box<RawValue>,
+        }
+        impl Compact for Saved {}
+        for text in [
+            "{\"a\": 1}",
+            "{}",
+            &format!("[{}]", vec!["7"; 3000].join(",")),
+        ] {
+            let saved = Saved {
+                body: RawValue::from_string(text.to_string()).unwrap(),
+            };
+            let encoded = encode_compact(&saved);
+            // postcard: the version byte, the byte string's varint length.
+            let deflated: Vec<u8> = postcard::from_bytes(&encoded[1..]).unwrap();
+            assert_ne!(deflated[0] & 0b110, 0b110);
+            assert_eq!(
+                packed::unpack(&deflated, &[&DICT]).unwrap(),
+                text.as_bytes()
+            );
+        }
+        let other = packed::Dictionary {
+            number: 2,
+            bytes: b"x",
+        };
+        let bytes = packed::pack(b"{}", &other);
+        assert!(packed::unpack(&bytes, &[&DICT])
+            .unwrap_err()
+            .contains("unknown dictionary"));
+        assert!(packed::unpack(&[], &[&DICT]).is_err());
+        assert!(packed::unpack(&[DICT.tag(), 0xff, 0xff, 0xff, 0x7f], &[&DICT]).is_err());
+    }
+
     #[test]
     fn long_and_repeated_bodies_deflate_and_come_back_exactly() {
         #[derive(Serialize, Deserialize)]

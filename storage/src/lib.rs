@@ -3,7 +3,8 @@
 //!
 //! Layout:
 //! - [`tables`]: every table kobo keeps, and the composite-key builder.
-//! - [`codec`]: how values are encoded (a version byte, then JSON).
+//! - [`codec`]: how values are encoded (a version byte, then JSON or
+//!   postcard).
 //! - [`writer`]: the single writer thread; many callers' batches share one
 //!   durable redb commit (group commit) and each caller is acknowledged only
 //!   after that commit.
@@ -111,7 +112,10 @@ pub const STORE_FILE: &str = "kobo.redb";
 ///
 /// 2: payment intents and saved responses in the compact format (codec
 /// version 2), which a kobo of schema 1 cannot decode.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: events and ledger lines in the compact format, and saved response bodies and event
+/// objects packed against a preset dictionary ([`codec::packed`]), which a
+/// kobo of schema 2 cannot decode.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// redb's page cache when not configured: 160 MiB (the server's
 /// `--store-cache-mb` default).
@@ -205,6 +209,44 @@ impl Store {
         })
     }
 
+    /// One last durable commit that records redb's allocator state
+    /// (quick-repair), for a server that is stopping. The process ends with
+    /// the store still open (the writer thread and the actors hold it), so
+    /// redb never closes the file cleanly; without this record the next
+    /// open rebuilds the allocator state by walking every page of the store
+    /// (4.7 s at 1M payment intents; docs/performance.md), with it the open
+    /// loads it. A commit after this one (a timer firing before the process
+    /// is gone) makes the record stale and the next open rebuilds as
+    /// before: never wrong, only slower.
+    pub fn record_allocator_state(&self) -> Result<(), StoreError> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_quick_repair(true);
+        txn.set_durability(redb::Durability::Immediate)
+            .map_err(|e| StoreError::Redb(e.to_string()))?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// How the file's pages are used (redb's statistics, from a write
+    /// transaction that is dropped, never committed): for the offline
+    /// tools (`kobo check --sizes`) while no writer runs.
+    pub fn page_stats(&self) -> Result<PageStats, StoreError> {
+        let txn = self.db.begin_write()?;
+        let s = txn.stats()?;
+        let stats = PageStats {
+            page_size: s.page_size() as u64,
+            allocated_pages: s.allocated_pages(),
+            leaf_pages: s.leaf_pages(),
+            branch_pages: s.branch_pages(),
+            stored_bytes: s.stored_bytes(),
+            metadata_bytes: s.metadata_bytes(),
+            fragmented_bytes: s.fragmented_bytes(),
+            tree_height: s.tree_height(),
+        };
+        txn.abort()?;
+        Ok(stats)
+    }
+
     /// Starts the single writer thread. Call once per process.
     pub fn start_writer(&self, metrics: WriterMetrics) -> Writer {
         writer::start(self.db.clone(), metrics)
@@ -284,6 +326,68 @@ impl ReadTxn {
     }
 }
 
+/// redb's page statistics of the store ([`Store::page_stats`]): the file
+/// holds `allocated_pages` pages of `page_size` bytes, of which leaves and
+/// branches hold `stored_bytes` of keys and values, `metadata_bytes` of
+/// their headers and `fragmented_bytes` unused.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PageStats {
+    pub page_size: u64,
+    pub allocated_pages: u64,
+    pub leaf_pages: u64,
+    pub branch_pages: u64,
+    pub stored_bytes: u64,
+    pub metadata_bytes: u64,
+    pub fragmented_bytes: u64,
+    pub tree_height: u32,
+}
+
+/// What one table holds: its rows and their key and value bytes (keys
+/// without the table's one-byte prefix), and its values by codec version
+/// (`by_format[v]`: values whose first byte is `v`, for v < 4; meaningful
+/// for the codec-encoded tables, whose first byte is the version).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TableSize {
+    pub table: &'static str,
+    pub rows: u64,
+    pub key_bytes: u64,
+    pub value_bytes: u64,
+    pub by_format: [u64; 4],
+}
+
+impl ReadTxn {
+    /// Every table that holds rows, with its sizes (a full scan: for the
+    /// offline tools, `kobo check --sizes`).
+    pub fn table_sizes(&self) -> Result<Vec<TableSize>, StoreError> {
+        let mut sizes: Vec<TableSize> = Table::ALL
+            .iter()
+            .map(|t| TableSize {
+                table: t.name(),
+                ..TableSize::default()
+            })
+            .collect();
+        use redb::ReadableTable;
+        for item in self.table.iter()? {
+            let (k, v) = item?;
+            let (k, v) = (k.value(), v.value());
+            let Some(s) = k
+                .first()
+                .and_then(|id| sizes.get_mut(usize::from(*id).wrapping_sub(1)))
+            else {
+                continue;
+            };
+            s.rows += 1;
+            s.key_bytes += k.len() as u64 - 1;
+            s.value_bytes += v.len() as u64;
+            if let Some(n) = v.first().and_then(|f| s.by_format.get_mut(usize::from(*f))) {
+                *n += 1;
+            }
+        }
+        sizes.retain(|s| s.rows > 0);
+        Ok(sizes)
+    }
+}
+
 /// The smallest key greater than every key starting with `prefix`; empty when
 /// there is none (the prefix is all 0xff). Physical keys start with a table
 /// id below 0xff, so for them it is never empty.
@@ -307,6 +411,28 @@ mod tests {
         assert_eq!(prefix_end(&[1, 2]), vec![1, 3]);
         assert_eq!(prefix_end(&[1, 0xff]), vec![2]);
         assert_eq!(prefix_end(&[0xff, 0xff]), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn table_sizes_count_each_tables_rows_bytes_and_formats() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut batch = Batch::new();
+        batch
+            .put(Table::Events, b"e1".to_vec(), &"x")
+            .put(Table::Events, b"e22".to_vec(), &"yy")
+            .put_raw(Table::EventIndex, b"k".to_vec(), vec![7; 16]);
+        store.apply(&batch).unwrap();
+        let sizes = store.read().unwrap().table_sizes().unwrap();
+        let events = sizes.iter().find(|s| s.table == "events").unwrap();
+        assert_eq!(events.rows, 2);
+        assert_eq!(events.key_bytes, 5);
+        // A version byte, then the JSON string with its quotes.
+        assert_eq!(events.value_bytes, 4 + 5);
+        assert_eq!(events.by_format, [0, 2, 0, 0]);
+        let index = sizes.iter().find(|s| s.table == "event_index").unwrap();
+        assert_eq!((index.rows, index.key_bytes, index.value_bytes), (1, 1, 16));
+        assert!(sizes.iter().all(|s| s.rows > 0));
     }
 
     #[test]

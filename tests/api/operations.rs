@@ -453,10 +453,11 @@ fn plant_breaches(data: &Path, lose_capture_of: &str, unindex: &str) {
     let read = store.read().unwrap();
     let mut line_key = None;
     read.scan_prefix(Table::LedgerLines, &[], None, |k, v| {
-        let line: Value = decode(v).unwrap();
-        if line["source"] == lose.to_string()
-            && line["bucket"] == "pending"
-            && line["entry_type"] == "payment"
+        // Ledger lines are stored compact (postcard): read as their type.
+        let line: kobo_actors::ledger::LedgerLine = decode(v).unwrap();
+        if line.source == lose
+            && line.bucket == kobo_actors::ledger::Bucket::Pending
+            && line.entry_type == kobo_actors::ledger::EntryType::Payment
         {
             line_key = Some(k.to_vec());
             return Ok(false);

@@ -75,6 +75,8 @@ fn decodes(table: Table, v: &[u8]) -> Result<(), kobo_storage::CodecError> {
     match table {
         Table::PaymentIntents => decode::<crate::payment_intent::PaymentIntent>(v).map(drop),
         Table::Idempotency => decode::<crate::idempotency::IdempotencyRecord>(v).map(drop),
+        Table::Events => decode::<crate::event::Event>(v).map(drop),
+        Table::LedgerLines => decode::<crate::ledger::LedgerLine>(v).map(drop),
         _ => decode::<serde_json::Value>(v).map(drop),
     }
 }

@@ -256,7 +256,7 @@ impl LedgerActor {
         let balances = self.balances.as_mut().expect("loaded");
         for line in &posting.lines {
             batch
-                .put(Table::LedgerLines, line.store_key(), line)
+                .put_compact(Table::LedgerLines, line.store_key(), line)
                 .note_seq(line.id);
         }
         for (key, amount) in &posting.balances {

@@ -207,6 +207,11 @@ pub struct LedgerLine {
     pub created_at: DateTime<Utc>,
 }
 
+/// Stored in the compact format (kobo_storage::codec); lines written as
+/// JSON before it still read. Pinned by
+/// `tests::the_stored_layout_of_a_ledger_line_is_pinned`.
+impl kobo_storage::Compact for LedgerLine {}
+
 /// The `object` value of a balance transaction.
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 pub enum BalanceTransactionObject {
@@ -310,6 +315,54 @@ pub struct BalanceRow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stored_line() -> LedgerLine {
+        LedgerLine {
+            id: 9,
+            merchant: Uuid::from_u128(1),
+            mode: Mode::Test,
+            brand: Uuid::from_u128(2),
+            currency: Currency::NGN,
+            bucket: Bucket::Pending,
+            amount: 247_312,
+            balance_after: 247_312,
+            entry_type: EntryType::Payment,
+            gross: Some(250_000),
+            fee: Some(2_688),
+            source: Uuid::from_u128(3),
+            description: "payment".into(),
+            created_at: "2025-03-03T09:00:00Z".parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_ledger_line_is_stored_compact_and_a_json_one_still_reads() {
+        let l = stored_line();
+        let bytes = kobo_storage::encode_compact(&l);
+        assert_eq!(bytes[0], kobo_storage::codec::FORMAT_V2);
+        assert_eq!(kobo_storage::decode::<LedgerLine>(&bytes).unwrap(), l);
+        let json = kobo_storage::encode(&l);
+        assert!(bytes.len() * 3 < json.len(), "{}", bytes.len());
+        assert_eq!(kobo_storage::decode::<LedgerLine>(&json).unwrap(), l);
+    }
+
+    /// postcard stores fields by position (and enum variants by index): if
+    /// this fails, the change needs a new format version, not a new pinned
+    /// value.
+    #[test]
+    fn the_stored_layout_of_a_ledger_line_is_pinned() {
+        let bytes = kobo_storage::encode_compact(&stored_line());
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            concat!(
+                "020910000000000000000000000000000000010010000000000000000000000000000000020000a098",
+                "1ea0981e0001a0c21e01802a1000000000000000000000000000000003077061796d656e7414323032",
+                "352d30332d30335430393a30303a30305a",
+            ),
+            "the compact layout of LedgerLine changed"
+        );
+    }
 
     /// The view renders exactly what the `json!` rendering it replaced did.
     #[test]

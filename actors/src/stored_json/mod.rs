@@ -1,0 +1,109 @@
+//! JSON kept inside compact stored values (saved responses, event
+//! objects), compressed against kobo's preset dictionary
+//! (`dictionary-1.json`: a payment intent as the API shows it, created and
+//! successful), so a payment intent's 800 bytes of JSON store in about a
+//! quarter of that (docs/performance.md). The bytes are
+//! `kobo_storage::codec::packed`'s; texts deflated before it still read.
+//! In JSON (human-readable) stored values the field stays plain JSON.
+//!
+//! The dictionary is part of the stored format: it never changes once
+//! written with (a test pins its hash); a better one is dictionary 2.
+
+use kobo_storage::codec::packed::{self, Dictionary};
+
+/// Dictionary 1.
+pub const DICTIONARY: Dictionary = Dictionary {
+    number: 1,
+    bytes: include_bytes!("dictionary-1.json"),
+};
+
+/// Every dictionary a stored text may name.
+const KNOWN: &[&Dictionary] = &[&DICTIONARY];
+
+fn unpack(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    packed::unpack(bytes, KNOWN)
+}
+
+/// A raw JSON text (a saved response body), given back byte for byte.
+///
+/// `#[serde(with = "crate::stored_json::raw")]`
+pub mod raw {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::value::RawValue;
+
+    pub fn serialize<S: Serializer>(value: &RawValue, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            value.serialize(s)
+        } else {
+            s.serialize_bytes(&super::packed::pack(
+                value.get().as_bytes(),
+                &super::DICTIONARY,
+            ))
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Box<RawValue>, D::Error> {
+        if d.is_human_readable() {
+            <Box<RawValue>>::deserialize(d)
+        } else {
+            let bytes = <std::borrow::Cow<'de, [u8]>>::deserialize(d)?;
+            let text = String::from_utf8(super::unpack(&bytes).map_err(D::Error::custom)?)
+                .map_err(D::Error::custom)?;
+            RawValue::from_string(text).map_err(D::Error::custom)
+        }
+    }
+}
+
+/// A JSON value (an event's object).
+///
+/// `#[serde(with = "crate::stored_json::value")]`
+pub mod value {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+
+    pub fn serialize<S: Serializer>(value: &Value, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            value.serialize(s)
+        } else {
+            let text = serde_json::to_vec(value).map_err(serde::ser::Error::custom)?;
+            s.serialize_bytes(&super::packed::pack(&text, &super::DICTIONARY))
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        if d.is_human_readable() {
+            Value::deserialize(d)
+        } else {
+            let bytes = <std::borrow::Cow<'de, [u8]>>::deserialize(d)?;
+            serde_json::from_slice(&super::unpack(&bytes).map_err(D::Error::custom)?)
+                .map_err(D::Error::custom)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sha2::{Digest, Sha256};
+
+    use super::*;
+
+    #[test]
+    fn dictionary_one_never_changes() {
+        // Stored values name it by number: changing its bytes would make
+        // every text packed with it read back wrong.
+        assert_eq!(
+            hex::encode(Sha256::digest(DICTIONARY.bytes)),
+            "01c28c2df1424751a4c79c934464670a707a6b636d05802848e1b6d9a7694273"
+        );
+    }
+
+    #[test]
+    fn a_payment_intent_view_packs_to_a_third_and_comes_back_exactly() {
+        let text = r#"{"amount":250000,"amount_charged":{"amount":250000,"fee":0,"total":250000,"vat":0},"bank_transfer":null,"brand":"01a21795-8650-748b-a4e6-7c4681542e94","canceled_at":null,"checkout_url":"http://127.0.0.1:37627/c/0Vc4qeZg2mOzEdSo7JI9zh1Z01ed9i","client_secret":"pi_01a2179586e47bddb32abb93bdba6887_secret_dhlu0UgC6BC7wKzGS439F7yi","created_at":"2026-11-26T11:20:05.092320Z","currency":"NGN","customer":null,"customer_email":null,"description":null,"failure_code":null,"fee_bearer":"merchant","fees":{"fee":13750,"net":235219,"vat":1031},"id":"01a21795-86e4-7bdd-b32a-bb93bdba6887","livemode":false,"metadata":{},"next_action":null,"object":"payment_intent","paid_at":null,"payment_link":null,"reference":null,"return_url":null,"sender":null,"status":"created","updated_at":"2026-11-26T11:20:05.092320Z","virtual_account":null}"#;
+        let bytes = packed::pack(text.as_bytes(), &DICTIONARY);
+        assert_eq!(unpack(&bytes).unwrap(), text.as_bytes());
+        assert!(bytes.len() * 3 < text.len(), "{} bytes", bytes.len());
+    }
+}
