@@ -96,7 +96,10 @@ async fn an_endpoint_that_answers_500_then_200_shows_two_attempts_with_those_cod
     };
     assert_eq!((at(&two[1]) - at(&two[0])).num_seconds(), 60);
 
-    // Every endpoint's attempts, oldest first, a page at a time.
+    // Every endpoint's attempts, oldest first, a page at a time (once the
+    // other endpoint's attempt is recorded: the receiver sees the request
+    // before kobo writes the attempt with its answer).
+    attempts(&app, key, &event, &other, 1).await;
     let all = app
         .get(key, &format!("/v1/events/{event}/delivery_attempts"))
         .await;
