@@ -27,10 +27,29 @@ pub fn check_data(dir: &Path) -> (i32, String) {
     )
 }
 
+/// `kobo check` on `app`'s store: its data directory, or its PostgreSQL
+/// database (`--store`).
+pub fn check_app(app: &TestApp) -> (i32, String) {
+    match &app.store {
+        None => check_data(&app.data_dir()),
+        Some(url) => {
+            let out = kobo(["check", "--store", url]);
+            (
+                out.status.code().unwrap_or(-1),
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ),
+            )
+        }
+    }
+}
+
 /// Stops `app` (SIGKILL) and asserts `kobo check` finds its store clean.
 pub fn assert_check_clean(app: &mut TestApp) {
     app.kill();
-    let (code, text) = check_data(&app.data_dir());
+    let (code, text) = check_app(app);
     assert_eq!(code, 0, "kobo check found breaches:\n{text}");
     assert!(text.contains("kobo check: clean"), "{text}");
 }
