@@ -49,7 +49,7 @@ pub enum StoreError {
     },
     #[error("there is no store in {0} (no {STORE_FILE})")]
     Missing(PathBuf),
-    #[error("the database is in use by another kobo process ({0})")]
+    #[error("the database is already in use by another kobo process ({0})")]
     DatabaseLocked(String),
     #[error("store error: {0}")]
     Redb(String),
@@ -333,9 +333,11 @@ impl Store {
         }
     }
 
-    /// A consistent snapshot for reads (MVCC: never blocks the writer).
-    /// On PostgreSQL a REPEATABLE READ READ ONLY transaction on a pooled
-    /// connection, held until the `ReadTxn` drops.
+    /// A consistent snapshot for reads (MVCC: never blocks the writer): it
+    /// sees every commit acknowledged before this call, and nothing
+    /// committed after its first read. On PostgreSQL a REPEATABLE READ READ
+    /// ONLY transaction on a pooled connection, begun with the first read
+    /// and held until the `ReadTxn` drops.
     pub fn read(&self) -> Result<ReadTxn, StoreError> {
         let read = match &self.engine {
             Engine::Redb { db, .. } => {

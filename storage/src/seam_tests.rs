@@ -258,6 +258,9 @@ async fn a_read_snapshot_does_not_see_later_commits(store: Store) {
     b.put_raw(Table::Events, vec![1, 1], b"old".to_vec());
     writer.commit(b).await.unwrap();
     let before = store.read().unwrap();
+    // The snapshot is the store as of its first read (PostgreSQL begins
+    // the transaction with it; redb at `read`).
+    assert!(before.get(Table::Events, &[1, 9]).unwrap().is_none());
     let mut b = Batch::new();
     b.put_raw(Table::Events, vec![1, 1], b"new".to_vec())
         .put_raw(Table::Events, vec![1, 2], b"added".to_vec());
@@ -351,5 +354,46 @@ mod postgres_only {
             Err(e) => panic!("expected the version refusal, got {e}"),
             Ok(_) => panic!("a later schema was opened"),
         }
+    }
+}
+
+/// Rough costs of the seam's calls on each engine (debug build; run by
+/// hand: `cargo test -p kobo-storage costs -- --ignored --nocapture`).
+mod costs {
+    use std::time::Instant;
+
+    use crate::{Batch, Store, Table, WriterMetrics};
+
+    async fn measure(name: &str, store: Store) {
+        let writer = store.start_writer(WriterMetrics::new());
+        let t = Instant::now();
+        for n in 0..500u64 {
+            let mut b = Batch::new();
+            b.put_raw(Table::Events, n.to_be_bytes().to_vec(), vec![1; 200]);
+            writer.commit(b).await.unwrap();
+        }
+        let commits = t.elapsed() / 500;
+        let t = Instant::now();
+        for n in 0..2000u64 {
+            let r = store.read().unwrap();
+            r.get(Table::Events, &(n % 500).to_be_bytes()).unwrap();
+        }
+        let reads = t.elapsed() / 2000;
+        let r = store.read().unwrap();
+        let t = Instant::now();
+        for n in 0..2000u64 {
+            r.get(Table::Events, &(n % 500).to_be_bytes()).unwrap();
+        }
+        let gets = t.elapsed() / 2000;
+        eprintln!("{name}: sequential commit {commits:?}, read()+get {reads:?}, get {gets:?}");
+    }
+
+    #[tokio::test]
+    #[ignore]
+    async fn costs() {
+        let (store, _dir) = super::open(super::Fresh::Redb);
+        measure("redb", store).await;
+        let (store, _dir) = super::open(super::Fresh::Postgres);
+        measure("postgres", store).await;
     }
 }

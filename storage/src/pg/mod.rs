@@ -13,7 +13,7 @@
 //! - The group commit ([`commit`]): one transaction per group of batches.
 //! - Reads ([`Snapshot`]): a REPEATABLE READ READ ONLY transaction on a
 //!   pooled connection, one snapshot for every `get` and scan of a
-//!   [`crate::ReadTxn`].
+//!   [`crate::ReadTxn`]; its BEGIN rides with the first read.
 //!
 //! Every connection is driven by tokio-postgres on one small runtime of
 //! this module's own ([`runtime`]). Callers are synchronous (actor threads
@@ -74,6 +74,35 @@ pub(crate) fn call<T: Send + 'static>(fut: impl Future<Output = T> + Send + 'sta
     });
     rx.recv().expect("the PostgreSQL runtime runs every call")
 }
+
+/// Polls `fut` to completion on the calling thread (parking it between
+/// wake-ups). For futures of an existing connection's client, which need
+/// no runtime of their own: the connection's driver task on [`runtime`]
+/// does the I/O and wakes this thread. Saves [`call`]'s two hand-overs on
+/// every read.
+fn block_on<F: Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let std::task::Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
+
+/// The statement that opens a read snapshot.
+const BEGIN_SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 
 /// A PostgreSQL error with its SQLSTATE and the server's message.
 pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
@@ -259,23 +288,22 @@ impl PgStore {
 
     /// A new read snapshot on an idle (or a new) connection.
     pub(crate) fn snapshot(&self) -> Result<Snapshot, StoreError> {
-        let idle = self.idle.lock().expect("idle readers").pop();
-        let config = self.config.clone();
-        let conn = call(async move {
-            let conn = match idle {
-                Some(conn) => conn,
-                None => Arc::new(read_conn(config).await?),
-            };
-            // The snapshot is taken by the transaction's first statement:
-            // the `SELECT 1` pins it now, as redb's begin_read does.
-            conn.client
-                .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1")
-                .await
-                .map_err(pg_err)?;
-            Ok::<_, StoreError>(conn)
-        })?;
+        let idle = self
+            .idle
+            .lock()
+            .expect("idle readers")
+            .pop()
+            .filter(|c| !c.client.is_closed());
+        let conn = match idle {
+            Some(conn) => conn,
+            None => {
+                let config = self.config.clone();
+                Arc::new(call(read_conn(config))?)
+            }
+        };
         Ok(Snapshot {
             conn: Some(conn),
+            begun: std::sync::atomic::AtomicBool::new(false),
             idle: self.idle.clone(),
         })
     }
@@ -351,24 +379,38 @@ impl PgWriter {
 /// connection to the idle list.
 pub(crate) struct Snapshot {
     conn: Option<Arc<ReadConn>>,
+    /// Whether BEGIN was sent: it goes out with the first read, in the same
+    /// round trip (the snapshot is then the database as of that read,
+    /// never older than [`crate::Store::read`]).
+    begun: std::sync::atomic::AtomicBool,
     idle: Arc<Mutex<Vec<Arc<ReadConn>>>>,
 }
 
 impl Snapshot {
-    fn conn(&self) -> Arc<ReadConn> {
-        self.conn.clone().expect("open until dropped")
+    fn conn(&self) -> &ReadConn {
+        self.conn.as_deref().expect("open until dropped")
+    }
+
+    /// Runs `query` in the snapshot, sending BEGIN before it (pipelined,
+    /// one round trip) on the first call.
+    fn run<T>(
+        &self,
+        query: impl Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, StoreError> {
+        let conn = self.conn();
+        if self.begun.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return block_on(query).map_err(pg_err);
+        }
+        let (begun, result) =
+            block_on(async { tokio::join!(conn.client.batch_execute(BEGIN_SNAPSHOT), query) });
+        begun.map_err(pg_err)?;
+        result.map_err(pg_err)
     }
 
     pub(crate) fn get(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
         let conn = self.conn();
-        call(async move {
-            let row = conn
-                .client
-                .query_opt(&conn.get, &[&key])
-                .await
-                .map_err(pg_err)?;
-            Ok(row.map(|r| r.get::<_, Vec<u8>>(0)))
-        })
+        let row = self.run(conn.client.query_opt(&conn.get, &[&key]))?;
+        Ok(row.map(|r| r.get::<_, Vec<u8>>(0)))
     }
 
     /// Visits the physical keys in `[lower, upper)`, ascending or (`rev`)
@@ -382,29 +424,19 @@ impl Snapshot {
         mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
         let mut page = FIRST_SCAN_PAGE;
+        let conn = self.conn();
+        let stmt = if rev { &conn.desc } else { &conn.asc };
         loop {
-            let conn = self.conn();
-            let (lo, up) = (lower.clone(), upper.clone());
-            let rows: Vec<(Vec<u8>, Vec<u8>)> = call(async move {
-                let stmt = if rev { &conn.desc } else { &conn.asc };
-                let rows = conn
-                    .client
-                    .query(stmt, &[&lo, &up, &page])
-                    .await
-                    .map_err(pg_err)?;
-                Ok::<_, StoreError>(
-                    rows.into_iter()
-                        .map(|r| (r.get::<_, Vec<u8>>(0), r.get::<_, Vec<u8>>(1)))
-                        .collect(),
-                )
-            })?;
+            let rows = self.run(conn.client.query(stmt, &[&lower, &upper, &page]))?;
             let full = rows.len() as i64 == page;
             let mut last = None;
-            for (k, v) in rows {
-                if !visit(&k[1..], &v)? {
+            for row in rows {
+                let k: &[u8] = row.get(0);
+                let v: &[u8] = row.get(1);
+                if !visit(&k[1..], v)? {
                     return Ok(());
                 }
-                last = Some(k);
+                last = Some(k.to_vec());
             }
             match last {
                 Some(k) if full => {
@@ -423,19 +455,34 @@ impl Snapshot {
 }
 
 impl Drop for Snapshot {
+    /// Ends the transaction and makes the connection idle at once: the
+    /// ROLLBACK is queued on the connection here (tokio-postgres sends a
+    /// request on its future's first poll, and a connection's requests go
+    /// out in order), so the next snapshot's BEGIN follows it without this
+    /// thread waiting for the answer; the answer is read on [`runtime`]. A
+    /// connection that fails is not reused (`is_closed`).
     fn drop(&mut self) {
         let Some(conn) = self.conn.take() else {
             return;
         };
-        let idle = self.idle.clone();
-        runtime().spawn(async move {
-            if conn.client.batch_execute("ROLLBACK").await.is_ok() {
-                let mut idle = idle.lock().expect("idle readers");
-                if idle.len() < MAX_IDLE_READERS {
-                    idle.push(conn);
-                }
-            }
+        if !*self.begun.get_mut() {
+            self.idle.lock().expect("idle readers").push(conn);
+            return;
+        }
+        let rolling = conn.clone();
+        let mut rollback = Box::pin(async move {
+            let _ = rolling.client.batch_execute("ROLLBACK").await;
         });
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if rollback.as_mut().poll(&mut cx).is_pending() {
+            runtime().spawn(rollback);
+        }
+        if !conn.client.is_closed() {
+            let mut idle = self.idle.lock().expect("idle readers");
+            if idle.len() < MAX_IDLE_READERS {
+                idle.push(conn);
+            }
+        }
     }
 }
 
