@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The test command (README): on a fresh machine it installs what the tests
 # need (Debian's Chromium and chromedriver for the browser tests, python3,
-# nodejs and php-cli for the signature examples, curl; rustfmt and clippy;
-# schemathesis from PyPI into .venv-fuzz/), then
-# runs formatting, lints, every unit, property and black-box test of the
-# workspace, and the API fuzz run (scripts/fuzz.sh, about two minutes).
+# nodejs and php-cli for the signature examples, curl, PostgreSQL for the
+# second store engine; rustfmt and clippy; schemathesis from PyPI into
+# .venv-fuzz/), then runs formatting, lints, every unit, property and
+# black-box test of the workspace (the black-box suite twice: on the
+# embedded redb store, then on PostgreSQL), and the API fuzz run
+# (scripts/fuzz.sh, about two minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
@@ -18,6 +20,13 @@ command -v python3 >/dev/null || missing+=(python3)
 command -v node >/dev/null || missing+=(nodejs)
 command -v php >/dev/null || missing+=(php-cli)
 command -v curl >/dev/null || missing+=(curl)
+# PostgreSQL's server binaries (initdb, pg_ctl, postgres): the store's
+# PostgreSQL tests start a throw-away cluster of their own with them
+# (storage/src/pg/cluster.rs); the package's own cluster is not used.
+if [ -z "${KOBO_PG_BIN:-}" ] && ! command -v initdb >/dev/null \
+  && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  missing+=(postgresql)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   SUDO=""
@@ -28,5 +37,8 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace
+# The black-box suite again, every server on a fresh PostgreSQL database
+# (--store postgres://...).
+KOBO_TEST_STORE=postgres cargo test --test api
 # The binary `cargo test` built for the black-box tests.
 scripts/fuzz.sh target/debug/kobo

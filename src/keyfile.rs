@@ -5,6 +5,18 @@
 
 use std::path::Path;
 
+/// Creates the data directory (mode 0700) when it is missing. The embedded
+/// store creates it when it opens; with a PostgreSQL store the directory
+/// holds only these key files.
+pub fn private_dir(data: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(data)
+        .map_err(|e| anyhow::anyhow!("creating the data directory {}: {e}", data.display()))
+}
+
 /// Loads the 32-byte key in `data/name` (hex), creating it with mode 0600
 /// on first start.
 pub fn load_or_create(data: &Path, name: &str) -> anyhow::Result<[u8; 32]> {

@@ -9,7 +9,7 @@
 //! - [`keyfile`]: server keys kept as files in the data directory.
 //! - [`cli`]: the client subcommands (`kobo listen`, `kobo admin`, `kobo
 //!   load`) and the offline store commands (`kobo backup`, `kobo restore`,
-//!   `kobo check`).
+//!   `kobo check`, `kobo migrate`).
 //! - [`backup`]: backup file names, answers and audit entries.
 
 mod api;
@@ -57,6 +57,9 @@ enum Command {
     /// Verify a store's invariants (a data directory or a backup file);
     /// exit 1 on any breach.
     Check(cli::store::CheckArgs),
+    /// Create or upgrade a PostgreSQL store's schema (`--store
+    /// postgres://...`); `kobo serve` does it too at start.
+    Migrate(cli::store::MigrateArgs),
 }
 
 /// An environment variable set to the empty string counts as unset, for
@@ -94,5 +97,6 @@ fn main() {
         Command::Backup(args) => std::process::exit(cli::sync(cli::store::backup(args))),
         Command::Restore(args) => std::process::exit(cli::sync(cli::store::restore(args))),
         Command::Check(args) => std::process::exit(cli::store::check(args)),
+        Command::Migrate(args) => std::process::exit(cli::sync(cli::store::migrate(args))),
     }
 }

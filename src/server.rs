@@ -27,7 +27,7 @@ use kobo_actors::merchant::Settings;
 use kobo_actors::timers::{TimerSupervisor, META_MANUAL_CLOCK};
 use kobo_actors::{Config, Kobo};
 use kobo_storage::writer::u64_from;
-use kobo_storage::{Batch, Store, StoreError, Table, Writer, WriterMetrics};
+use kobo_storage::{Batch, Store, StoreError, StoreSpec, Table, Writer, WriterMetrics};
 
 use crate::api::{self, AppState};
 use crate::telemetry::{self, Metrics};
@@ -49,9 +49,16 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port.
     #[arg(long, env = "KOBO_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// Data directory (holds the embedded store); created if missing.
+    /// Data directory (holds the embedded store, and kobo's key files with
+    /// either store); created if missing.
     #[arg(long, env = "KOBO_DATA", default_value = "./data")]
     pub data: PathBuf,
+    /// Where the store lives: a PostgreSQL database
+    /// (`postgres://user:password@host:port/database`, its schema created
+    /// or migrated at start), or `redb` for the embedded store in --data
+    /// (the default).
+    #[arg(long, env = "KOBO_STORE", value_name = "URL")]
+    pub store: Option<String>,
     /// Prefix of checkout and other links; default http://<bound address>.
     #[arg(long, env = "KOBO_BASE_URL")]
     pub base_url: Option<String>,
@@ -313,15 +320,23 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         "{} is left from an interrupted restore: finish the restore (remove that file, then `kobo restore` again) before serving this directory",
         restoring.display()
     );
-    let store = match Store::open_with_cache(&args.data, args.store_cache_mb.max(16) << 20) {
+    let spec = StoreSpec::from_option(args.store.as_deref())?;
+    let store = match Store::open_spec(&spec, &args.data, args.store_cache_mb.max(16) << 20) {
         Ok(s) => s,
         Err(StoreError::Locked(path)) => anyhow::bail!(
             "the data directory {} is already in use by another kobo process ({} is locked); stop that process or choose another --data",
             args.data.display(),
             path.display()
         ),
+        Err(e @ StoreError::DatabaseLocked(_)) => {
+            anyhow::bail!("{e}; stop that process or choose another --store database")
+        }
         Err(e) => return Err(e).context("opening the store"),
     };
+    if spec != StoreSpec::Redb {
+        // The key files still live in the data directory.
+        crate::keyfile::private_dir(&args.data)?;
+    }
     warn_loose_permissions(&args.data);
     api::set_body_timeout(Duration::from_millis(args.body_timeout_ms.max(1)));
     let admin_token = admin_token(&args)?;

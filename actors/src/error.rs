@@ -116,6 +116,7 @@ error_codes! {
     PricingOutOfRange = "pricing_out_of_range" => State,
     SettlementDelayOutOfRange = "settlement_delay_out_of_range" => State,
     ClockNotManual = "clock_not_manual" => State,
+    BackupNotAvailable = "backup_not_available" => State,
     MandateAlreadyAnswered = "mandate_already_answered" => State,
     MandateUnexpectedState = "mandate_unexpected_state" => State,
     MandateNotActive = "mandate_not_active" => State,

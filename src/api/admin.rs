@@ -13,7 +13,7 @@ use kobo_actors::audit::{self, Audit, AuditAction, AuditFilter};
 use kobo_actors::idempotency::render;
 use kobo_actors::merchant::Settings;
 use kobo_actors::timers::Advance;
-use kobo_actors::{DomainError, Mode};
+use kobo_actors::{DomainError, ErrorCode, Mode};
 
 use super::body;
 use super::endpoint::{self, Endpoint};
@@ -304,6 +304,13 @@ async fn create_backup(req: HttpRequest, state: State) -> ApiResult {
     let audit = endpoint::audit(&req);
     Endpoint::operator(201)
         .operate(req, state, |state| async move {
+            if !state.kobo.store.is_embedded() {
+                return Err(DomainError::state(
+                    ErrorCode::BackupNotAvailable,
+                    "this server's store is a PostgreSQL database: back it up with PostgreSQL's own tools (pg_dump, or pg_basebackup with WAL archiving)",
+                )
+                .into());
+            }
             let _one_at_a_time = state.backup_lock.lock().await;
             let (store, dir, now) = (
                 state.kobo.store.clone(),

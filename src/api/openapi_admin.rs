@@ -422,10 +422,10 @@ fn operations() -> Vec<Op> {
             path: "/admin/v1/backups",
             id: "create_backup",
             summary: "Back up the store",
-            description: "Writes a consistent snapshot of the whole store (one read transaction; payments keep flowing) into the server's backup directory (`--backup-dir`, default `<data>/backups`) under a name kobo chooses: the API never takes a path. Answers once the file is synced and its audit entry committed. Restore it with `kobo restore`; check it with `kobo check --from`.",
+            description: "Writes a consistent snapshot of the whole store (one read transaction; payments keep flowing) into the server's backup directory (`--backup-dir`, default `<data>/backups`) under a name kobo chooses: the API never takes a path. Answers once the file is synced and its audit entry committed. Restore it with `kobo restore`; check it with `kobo check --from`. A server whose store is PostgreSQL answers 409 `backup_not_available`: back that database up with pg_dump or pg_basebackup.",
             body: None,
             ok: ("201", "The backup.", backup()),
-            errors: &[],
+            errors: &["409"],
             query: Vec::new(),
         },
     ]

@@ -2,6 +2,12 @@
 //! server holds (or a backup file): `kobo backup`, `kobo restore`, `kobo
 //! check`. A running server's store is locked; its backups come from `POST
 //! /admin/v1/backups` (`kobo admin backup`).
+//!
+//! With a PostgreSQL store (`--store postgres://...`): `kobo check` reads
+//! the database through one snapshot (a running server may keep writing);
+//! `kobo migrate` brings its schema to this kobo's version; backups and
+//! restores are PostgreSQL's own (pg_dump, pg_basebackup), and `kobo
+//! backup` / `kobo restore` say so.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +20,7 @@ use kobo_actors::clock::{from_micros, micros};
 use kobo_actors::timers::META_MANUAL_CLOCK;
 use kobo_storage::backup::{self, RESTORING_FILE};
 use kobo_storage::writer::{u64_from, META_SEQ_HIGH_WATER};
-use kobo_storage::{Batch, Store, StoreError, Table, STORE_FILE};
+use kobo_storage::{Batch, Store, StoreError, StoreSpec, Table, STORE_FILE};
 
 /// The page cache of an offline command.
 const CACHE_BYTES: usize = 256 << 20;
@@ -37,6 +43,10 @@ pub struct BackupArgs {
     /// The backup file to write (never overwritten).
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
+    /// Refused unless `redb`: a PostgreSQL store is backed up with
+    /// PostgreSQL's own tools.
+    #[arg(long, env = "KOBO_STORE", value_name = "URL")]
+    pub store: Option<String>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -53,11 +63,19 @@ pub struct RestoreArgs {
     /// directory or where they are kept apart from backups.
     #[arg(long, value_name = "DIR")]
     pub keys_from: Option<PathBuf>,
+    /// Refused unless `redb`: a PostgreSQL store is restored with
+    /// PostgreSQL's own tools.
+    #[arg(long, env = "KOBO_STORE", value_name = "URL")]
+    pub store: Option<String>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["data", "from"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["data", "from", "store"])))]
 pub struct CheckArgs {
+    /// A PostgreSQL store (`postgres://...`), checked through one snapshot
+    /// (a server may be running on it).
+    #[arg(long, env = "KOBO_STORE", value_name = "URL")]
+    pub store: Option<String>,
     /// The data directory of a stopped server.
     #[arg(long)]
     pub data: Option<PathBuf>,
@@ -74,6 +92,40 @@ pub struct CheckArgs {
     /// = 2); one line per table (scripts/store_bytes.sh reads them).
     #[arg(long, requires = "data")]
     pub sizes: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct MigrateArgs {
+    /// The PostgreSQL store (`postgres://...`). The embedded store needs no
+    /// command: it is brought up to date when a server opens it.
+    #[arg(long, env = "KOBO_STORE", value_name = "URL")]
+    pub store: String,
+}
+
+/// Refuses `kobo backup` / `kobo restore` on a PostgreSQL store.
+fn embedded_only(store: Option<&str>, command: &str) -> Result<()> {
+    match StoreSpec::from_option(store)? {
+        StoreSpec::Redb => Ok(()),
+        StoreSpec::Postgres(_) => bail!(
+            "`kobo {command}` works on the embedded store's files; a PostgreSQL store is backed up and restored with PostgreSQL's own tools (pg_dump and pg_restore, or pg_basebackup with WAL archiving for point-in-time recovery; docs/operations.md)"
+        ),
+    }
+}
+
+/// `kobo migrate --store URL`: creates or upgrades the database's schema.
+pub fn migrate(args: MigrateArgs) -> Result<()> {
+    let StoreSpec::Postgres(url) = StoreSpec::parse(&args.store)? else {
+        bail!(
+            "the embedded store needs no migration: a server brings it up to date when it opens it"
+        );
+    };
+    let (from, to) = kobo_storage::pg::migrate(&url)?;
+    if from == to {
+        println!("kobo migrate: the schema is at version {to}; nothing to do");
+    } else {
+        println!("kobo migrate: schema version {from} -> {to}");
+    }
+    Ok(())
 }
 
 /// Opens the store of a stopped server, explaining a locked one.
@@ -116,6 +168,7 @@ fn record_offline(store: &Store, command: &'static str, record: Record) -> Resul
 
 /// `kobo backup --data DIR --out FILE`.
 pub fn backup(args: BackupArgs) -> Result<()> {
+    embedded_only(args.store.as_deref(), "backup")?;
     let store = open_offline(
         &args.data,
         "ask that server for a backup instead: `kobo admin backup` (POST /admin/v1/backups)",
@@ -203,6 +256,7 @@ fn copy_keys(from: &Path, data: &Path) -> Result<Vec<&'static str>> {
 
 /// `kobo restore --from FILE --data DIR [--keys-from DIR]`.
 pub fn restore(args: RestoreArgs) -> Result<()> {
+    embedded_only(args.store.as_deref(), "restore")?;
     check_empty(&args.data)?;
     let restoring = backup::restore(&args.from, &args.data, CACHE_BYTES)?;
     record_offline(
@@ -252,6 +306,14 @@ pub fn check(args: CheckArgs) -> i32 {
 }
 
 fn check_inner(args: &CheckArgs) -> Result<Report> {
+    if let Some(spec) = &args.store {
+        if let StoreSpec::Postgres(url) = StoreSpec::parse(spec)? {
+            let store = Store::connect_read_only(&url)?;
+            let report = kobo_actors::check::check(&store)?;
+            print_report(&kobo_storage::pg::redact(&url), &report);
+            return Ok(report);
+        }
+    }
     match (&args.data, &args.from) {
         (Some(data), _) => {
             let store = open_offline(
@@ -286,7 +348,7 @@ fn check_inner(args: &CheckArgs) -> Result<Report> {
             let _ = std::fs::remove_dir_all(&scratch);
             result
         }
-        (None, None) => bail!("give --data DIR or --from FILE"),
+        (None, None) => bail!("give --data DIR, --from FILE or --store URL"),
     }
 }
 
@@ -316,7 +378,10 @@ fn print_sizes(args: &CheckArgs) -> Result<()> {
         p.stored_bytes,
         p.metadata_bytes,
         p.fragmented_bytes,
-        std::fs::metadata(store.path()).map(|m| m.len()).unwrap_or(0)
+        store
+            .path()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map_or(0, |m| m.len())
     );
     Ok(())
 }

@@ -260,7 +260,7 @@ fn write_temp(store: &Store, temp: &Path, info: &BackupInfo) -> Result<Summary, 
     let seq_high_water = {
         // The one read transaction: every record below is the store as of
         // one commit.
-        let txn = store.db.begin_read().map_err(redb_err)?;
+        let txn = store.redb()?.begin_read().map_err(redb_err)?;
         let table = txn.open_table(PHYSICAL).map_err(redb_err)?;
         let high_water = table
             .get(Table::Meta.physical(META_SEQ_HIGH_WATER).as_slice())
@@ -550,7 +550,11 @@ impl Restoring {
     /// `kobo.redb` (never over an existing one).
     pub fn finish(mut self) -> Result<Summary, BackupError> {
         let store = self.store.take().expect("finished once");
-        let db = Arc::try_unwrap(store.db).map_err(|_| {
+        let db = match store.engine {
+            crate::Engine::Redb { db, .. } => db,
+            crate::Engine::Postgres(_) => unreachable!("a restore writes a redb file"),
+        };
+        let db = Arc::try_unwrap(db).map_err(|_| {
             BackupError::Refused("the restored store is still in use; cannot finish".into())
         })?;
         drop(db);
@@ -624,7 +628,7 @@ fn load(store: &Store, path: &Path) -> Result<Summary, BackupError> {
     let mut pending: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut pending_bytes = 0usize;
     let flush = |pending: &mut Vec<(Vec<u8>, Vec<u8>)>, durability| -> Result<(), BackupError> {
-        let mut txn = store.db.begin_write().map_err(redb_err)?;
+        let mut txn = store.redb()?.begin_write().map_err(redb_err)?;
         txn.set_durability(durability).map_err(redb_err)?;
         {
             let mut t = txn.open_table(PHYSICAL).map_err(redb_err)?;

@@ -1,20 +1,26 @@
-//! kobo's durable store: one redb file, the table catalogue, the versioned codec
-//! and the group-commit writer.
+//! kobo's durable store: the table catalogue, the versioned codec, the
+//! group-commit writer, and the two engines behind them: one embedded redb
+//! file (the default) or a PostgreSQL database (`--store postgres://...`).
 //!
 //! Layout:
 //! - [`tables`]: every table kobo keeps, and the composite-key builder.
 //! - [`codec`]: how values are encoded (a version byte, then JSON or
 //!   postcard).
 //! - [`writer`]: the single writer thread; many callers' batches share one
-//!   durable redb commit (group commit) and each caller is acknowledged only
+//!   durable commit (group commit) and each caller is acknowledged only
 //!   after that commit.
-//! - [`Store`] / [`ReadTxn`]: opening the file (with a clear error when another
-//!   process holds it) and MVCC reads from any thread.
+//! - [`Store`] / [`ReadTxn`]: the seam. Opening a store (with a clear error
+//!   when another process holds it) and snapshot reads from any thread; the
+//!   engine (redb here, PostgreSQL in [`pg`]) is chosen at open and is
+//!   invisible above this crate.
 //!
 //! This crate knows nothing of HTTP, actix or the payments domain.
 
 pub mod backup;
 pub mod codec;
+pub mod pg;
+#[cfg(test)]
+mod seam_tests;
 pub mod tables;
 pub mod writer;
 
@@ -26,7 +32,9 @@ use serde::de::DeserializeOwned;
 
 pub use codec::{decode, encode, encode_compact, CodecError, Compact};
 pub use tables::{KeyBuf, Table};
-pub use writer::{counters, Batch, CommitError, Op, RecentCommits, Writer, WriterMetrics};
+pub use writer::{
+    counters, Batch, CommitError, Op, Precondition, RecentCommits, Writer, WriterMetrics,
+};
 
 /// Errors of opening or reading the store. Write failures never surface as
 /// values: the writer stops the process instead (fail-stop), so memory is never
@@ -42,8 +50,16 @@ pub enum StoreError {
     },
     #[error("there is no store in {0} (no {STORE_FILE})")]
     Missing(PathBuf),
+    #[error("the database is already in use by another kobo process ({0})")]
+    DatabaseLocked(String),
     #[error("store error: {0}")]
     Redb(String),
+    #[error("PostgreSQL: {0}")]
+    Postgres(String),
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("--store {0}: expected a postgres:// (or postgresql://) URL, or `redb` for the embedded store in --data")]
+    BadSpec(String),
     #[error(transparent)]
     Codec(#[from] CodecError),
 }
@@ -121,14 +137,118 @@ pub const SCHEMA_VERSION: u32 = 3;
 /// `--store-cache-mb` default).
 pub const DEFAULT_CACHE_BYTES: usize = 160 << 20;
 
+/// Which engine holds the store: `--store` / `KOBO_STORE`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// The embedded redb file in the data directory (the default).
+    Redb,
+    /// A PostgreSQL database, by its connection URL.
+    Postgres(String),
+}
+
+impl StoreSpec {
+    /// Parses a `--store` value: `redb`, or a `postgres://` /
+    /// `postgresql://` URL.
+    pub fn parse(spec: &str) -> Result<StoreSpec, StoreError> {
+        let s = spec.trim();
+        if s == "redb" {
+            Ok(StoreSpec::Redb)
+        } else if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            Ok(StoreSpec::Postgres(s.to_string()))
+        } else {
+            Err(StoreError::BadSpec(pg::redact(s)))
+        }
+    }
+
+    /// `None` (no `--store`) is the embedded store.
+    pub fn from_option(spec: Option<&str>) -> Result<StoreSpec, StoreError> {
+        spec.map_or(Ok(StoreSpec::Redb), StoreSpec::parse)
+    }
+}
+
 /// The opened store. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    db: Arc<Database>,
-    path: PathBuf,
+    engine: Engine,
+}
+
+/// The engine behind a [`Store`]: the whole seam is this enum and
+/// [`Read`]; every method of `Store`, [`ReadTxn`] and the writer thread
+/// dispatches on it.
+#[derive(Clone)]
+pub(crate) enum Engine {
+    Redb { db: Arc<Database>, path: PathBuf },
+    Postgres(Arc<pg::PgStore>),
 }
 
 impl Store {
+    /// Opens the store `spec` names: the embedded one in `dir` (created if
+    /// needed, like [`Store::open_with_cache`]), or a PostgreSQL database
+    /// (its schema created or migrated first).
+    pub fn open_spec(
+        spec: &StoreSpec,
+        dir: &Path,
+        cache_bytes: usize,
+    ) -> Result<Store, StoreError> {
+        match spec {
+            StoreSpec::Redb => Store::open_with_cache(dir, cache_bytes),
+            StoreSpec::Postgres(url) => Store::connect(url),
+        }
+    }
+
+    /// Like [`Store::open_spec`] for the offline tools: an embedded store
+    /// must already exist ([`Store::open_existing`]).
+    pub fn open_spec_existing(
+        spec: &StoreSpec,
+        dir: &Path,
+        cache_bytes: usize,
+    ) -> Result<Store, StoreError> {
+        match spec {
+            StoreSpec::Redb => Store::open_existing(dir, cache_bytes),
+            StoreSpec::Postgres(url) => Store::connect(url),
+        }
+    }
+
+    /// Connects to the PostgreSQL database at `url`, creates or migrates
+    /// its schema, and takes the database's writer lock (refused with
+    /// [`StoreError::DatabaseLocked`] while another kobo holds it).
+    pub fn connect(url: &str) -> Result<Store, StoreError> {
+        Ok(Store {
+            engine: Engine::Postgres(Arc::new(pg::PgStore::open(url)?)),
+        })
+    }
+
+    /// Connects to the PostgreSQL database at `url` for reading only (its
+    /// schema created or migrated first), without the writer lock: `kobo
+    /// check` beside a running server. Such a store has no writer:
+    /// [`Store::apply`] and [`Store::start_writer`] refuse.
+    pub fn connect_read_only(url: &str) -> Result<Store, StoreError> {
+        Ok(Store {
+            engine: Engine::Postgres(Arc::new(pg::PgStore::open_read_only(url)?)),
+        })
+    }
+
+    /// Which engine this store runs on, for logs and errors: `redb` or
+    /// `postgres`.
+    pub fn engine_name(&self) -> &'static str {
+        match &self.engine {
+            Engine::Redb { .. } => "redb",
+            Engine::Postgres(_) => "postgres",
+        }
+    }
+
+    /// The redb database, for the embedded store's own tools (backup and
+    /// restore); on PostgreSQL an [`StoreError::Unsupported`] naming the
+    /// database's own tools.
+    pub(crate) fn redb(&self) -> Result<&Arc<Database>, StoreError> {
+        match &self.engine {
+            Engine::Redb { db, .. } => Ok(db),
+            Engine::Postgres(_) => Err(StoreError::Unsupported(
+                "kobo's backup files are of the embedded redb store; back up a PostgreSQL store with PostgreSQL's own tools (pg_dump, or pg_basebackup with WAL archiving for point-in-time recovery)".into(),
+            )),
+        }
+    }
+
     /// Opens (creating if needed) `<dir>/kobo.redb` and makes sure every table
     /// exists, so readers never meet a missing table.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
@@ -172,8 +292,10 @@ impl Store {
         txn.open_table(tables::PHYSICAL)?;
         txn.commit()?;
         Ok(Store {
-            db: Arc::new(db),
-            path,
+            engine: Engine::Redb {
+                db: Arc::new(db),
+                path,
+            },
         })
     }
 
@@ -182,7 +304,11 @@ impl Store {
     /// (in the server every write goes through the [`Writer`]). The batch's
     /// preconditions and sequence high-water mark apply as in the writer.
     pub fn apply(&self, batch: &Batch) -> Result<(), StoreError> {
-        let mut txn = self.db.begin_write()?;
+        let db = match &self.engine {
+            Engine::Redb { db, .. } => db,
+            Engine::Postgres(pg) => return pg.apply(batch),
+        };
+        let mut txn = db.begin_write()?;
         txn.set_durability(redb::Durability::Immediate)
             .map_err(|e| StoreError::Redb(e.to_string()))?;
         {
@@ -197,16 +323,34 @@ impl Store {
         Ok(())
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Whether this is the embedded redb store (kobo's own backups, restores
+    /// and file locks are of it).
+    pub fn is_embedded(&self) -> bool {
+        matches!(self.engine, Engine::Redb { .. })
     }
 
-    /// A consistent snapshot for reads (MVCC: never blocks the writer).
+    /// The redb file, or (on PostgreSQL) `None`.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.engine {
+            Engine::Redb { path, .. } => Some(path),
+            Engine::Postgres(_) => None,
+        }
+    }
+
+    /// A consistent snapshot for reads (MVCC: never blocks the writer): it
+    /// sees every commit acknowledged before this call, and nothing
+    /// committed after its first read. On PostgreSQL a REPEATABLE READ READ
+    /// ONLY transaction on a pooled connection, begun with the first read
+    /// and held until the `ReadTxn` drops.
     pub fn read(&self) -> Result<ReadTxn, StoreError> {
-        let txn = self.db.begin_read()?;
-        Ok(ReadTxn {
-            table: txn.open_table(tables::PHYSICAL)?,
-        })
+        let read = match &self.engine {
+            Engine::Redb { db, .. } => {
+                let txn = db.begin_read()?;
+                Read::Redb(txn.open_table(tables::PHYSICAL)?)
+            }
+            Engine::Postgres(pg) => Read::Postgres(pg.snapshot()?),
+        };
+        Ok(ReadTxn { read })
     }
 
     /// One last durable commit that records redb's allocator state
@@ -218,8 +362,13 @@ impl Store {
     /// loads it. A commit after this one (a timer firing before the process
     /// is gone) makes the record stale and the next open rebuilds as
     /// before: never wrong, only slower.
+    /// On PostgreSQL there is nothing to record (the database keeps its
+    /// own state).
     pub fn record_allocator_state(&self) -> Result<(), StoreError> {
-        let mut txn = self.db.begin_write()?;
+        let Engine::Redb { db, .. } = &self.engine else {
+            return Ok(());
+        };
+        let mut txn = db.begin_write()?;
         txn.set_quick_repair(true);
         txn.set_durability(redb::Durability::Immediate)
             .map_err(|e| StoreError::Redb(e.to_string()))?;
@@ -229,9 +378,10 @@ impl Store {
 
     /// How the file's pages are used (redb's statistics, from a write
     /// transaction that is dropped, never committed): for the offline
-    /// tools (`kobo check --sizes`) while no writer runs.
+    /// tools (`kobo check --sizes`) while no writer runs. The embedded
+    /// store only (an [`StoreError::Unsupported`] on PostgreSQL).
     pub fn page_stats(&self) -> Result<PageStats, StoreError> {
-        let txn = self.db.begin_write()?;
+        let txn = self.redb()?.begin_write()?;
         let s = txn.stats()?;
         let stats = PageStats {
             page_size: s.page_size() as u64,
@@ -249,19 +399,27 @@ impl Store {
 
     /// Starts the single writer thread. Call once per process.
     pub fn start_writer(&self, metrics: WriterMetrics) -> Writer {
-        writer::start(self.db.clone(), metrics)
+        writer::start(self.engine.clone(), metrics)
     }
 }
 
 /// A read snapshot.
 pub struct ReadTxn {
-    table: redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
+    read: Read,
+}
+
+enum Read {
+    Redb(redb::ReadOnlyTable<&'static [u8], &'static [u8]>),
+    Postgres(pg::Snapshot),
 }
 
 impl ReadTxn {
     pub fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let found = self.table.get(table.physical(key).as_slice())?;
-        Ok(found.map(|v| v.value().to_vec()))
+        let key = table.physical(key);
+        match &self.read {
+            Read::Redb(t) => Ok(t.get(key.as_slice())?.map(|v| v.value().to_vec())),
+            Read::Postgres(s) => s.get(key),
+        }
     }
 
     pub fn get_decoded<T: DeserializeOwned>(
@@ -289,11 +447,11 @@ impl ReadTxn {
             Some(b) => table.physical(b),
             None => prefix_end(&lower),
         };
-        for item in self
-            .table
-            .range::<&[u8]>(lower.as_slice()..upper.as_slice())?
-            .rev()
-        {
+        let t = match &self.read {
+            Read::Redb(t) => t,
+            Read::Postgres(s) => return s.scan(lower, upper, true, visit),
+        };
+        for item in t.range::<&[u8]>(lower.as_slice()..upper.as_slice())?.rev() {
             let (k, v) = item?;
             if !visit(&k.value()[1..], v.value())? {
                 break;
@@ -313,10 +471,11 @@ impl ReadTxn {
     ) -> Result<(), StoreError> {
         let lower = table.physical(from.unwrap_or(prefix));
         let upper = prefix_end(&table.physical(prefix));
-        for item in self
-            .table
-            .range::<&[u8]>(lower.as_slice()..upper.as_slice())?
-        {
+        let t = match &self.read {
+            Read::Redb(t) => t,
+            Read::Postgres(s) => return s.scan(lower, upper, false, visit),
+        };
+        for item in t.range::<&[u8]>(lower.as_slice()..upper.as_slice())? {
             let (k, v) = item?;
             if !visit(&k.value()[1..], v.value())? {
                 break;
@@ -366,22 +525,16 @@ impl ReadTxn {
                 ..TableSize::default()
             })
             .collect();
-        use redb::ReadableTable;
-        for item in self.table.iter()? {
-            let (k, v) = item?;
-            let (k, v) = (k.value(), v.value());
-            let Some(s) = k
-                .first()
-                .and_then(|id| sizes.get_mut(usize::from(*id).wrapping_sub(1)))
-            else {
-                continue;
-            };
-            s.rows += 1;
-            s.key_bytes += k.len() as u64 - 1;
-            s.value_bytes += v.len() as u64;
-            if let Some(n) = v.first().and_then(|f| s.by_format.get_mut(usize::from(*f))) {
-                *n += 1;
-            }
+        for (table, s) in Table::ALL.iter().zip(sizes.iter_mut()) {
+            self.scan_prefix(*table, &[], None, |k, v| {
+                s.rows += 1;
+                s.key_bytes += k.len() as u64;
+                s.value_bytes += v.len() as u64;
+                if let Some(n) = v.first().and_then(|f| s.by_format.get_mut(usize::from(*f))) {
+                    *n += 1;
+                }
+                Ok(true)
+            })?;
         }
         sizes.retain(|s| s.rows > 0);
         Ok(sizes)

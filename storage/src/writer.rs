@@ -7,10 +7,15 @@
 //! submission order inside one redb write transaction and commits once: the
 //! fsync is shared, which is where throughput comes from.
 //!
-//! A batch may carry preconditions ("this key must be absent"). They are
-//! checked against the transaction as it stands (earlier batches included)
-//! before any of the batch's operations apply; a batch whose precondition
-//! fails is skipped whole and its caller is told [`CommitError::Conflict`].
+//! A batch may carry preconditions ([`Precondition`]: "this key must be
+//! absent"). They are checked against the transaction as it stands (earlier
+//! batches included) before any of the batch's operations apply; a batch
+//! whose precondition fails is skipped whole and its caller is told
+//! [`CommitError::Conflict`].
+//!
+//! The thread is the same for both engines; only the transaction differs
+//! (`apply_and_commit` here for redb, [`crate::pg`]'s group commit for
+//! PostgreSQL).
 //!
 //! A batch may also add to counters ([`Batch::add`]): a row of big-endian
 //! `i64`s to which the writer adds the batch's deltas inside the write
@@ -37,6 +42,8 @@ use std::time::Instant;
 
 use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge};
 use redb::{Database, Durability, ReadableTable};
+
+use crate::Engine;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, Notify};
 
@@ -57,12 +64,27 @@ pub enum Op {
     Add(Table, Vec<u8>, Vec<i64>),
 }
 
+/// A condition the store checks, inside the transaction that would commit
+/// the batch, before any of the batch's operations apply; a batch whose
+/// condition fails is refused whole and alone (the rest of its group
+/// commits). The engines check them against the transaction as it stands,
+/// earlier batches of the group included.
+///
+/// A later precondition (a lease's fencing token, checked by the database
+/// in the same transaction) is one more variant here; the engines already
+/// evaluate every precondition of a group after one read of the
+/// transaction's state (docs/ARCHITECTURE.md, "The storage seam").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Precondition {
+    /// The physical key must be absent.
+    Absent(Table, Vec<u8>),
+}
+
 /// A set of writes that commit together or not at all.
 #[derive(Debug, Default, Clone)]
 pub struct Batch {
     ops: Vec<Op>,
-    /// Physical keys that must be absent.
-    absent: Vec<(Table, Vec<u8>)>,
+    preconditions: Vec<Precondition>,
     seq_high_water: u64,
     /// The tables this batch puts into, one bit per table id.
     puts: [u64; 4],
@@ -110,7 +132,8 @@ impl Batch {
     /// The whole batch is skipped (and its caller told `Conflict`) when `key`
     /// exists in `table` at the moment the batch would apply.
     pub fn require_absent(&mut self, table: Table, key: Vec<u8>) -> &mut Self {
-        self.absent.push((table, table.physical(&key)));
+        self.preconditions
+            .push(Precondition::Absent(table, table.physical(&key)));
         self
     }
     /// Records that this batch used sequence numbers up to `seq`; the writer
@@ -121,7 +144,7 @@ impl Batch {
     }
     pub fn append(&mut self, mut other: Batch) -> &mut Self {
         self.ops.append(&mut other.ops);
-        self.absent.append(&mut other.absent);
+        self.preconditions.append(&mut other.preconditions);
         self.seq_high_water = self.seq_high_water.max(other.seq_high_water);
         for (a, b) in self.puts.iter_mut().zip(other.puts) {
             *a |= b;
@@ -133,6 +156,9 @@ impl Batch {
     }
     pub fn ops(&self) -> &[Op] {
         &self.ops
+    }
+    pub fn preconditions(&self) -> &[Precondition] {
+        &self.preconditions
     }
     /// The highest sequence number the batch noted ([`Batch::note_seq`]).
     pub fn seq_high_water(&self) -> u64 {
@@ -197,7 +223,7 @@ impl RecentCommits {
 impl WriterMetrics {
     pub fn new() -> Self {
         WriterMetrics {
-            commits: IntCounter::new("kobo_store_commits_total", "Durable redb commits").unwrap(),
+            commits: IntCounter::new("kobo_store_commits_total", "Durable store commits").unwrap(),
             batches: IntCounter::new(
                 "kobo_store_batches_total",
                 "Batches committed (one per acknowledged change)",
@@ -242,8 +268,8 @@ impl Default for WriterMetrics {
     }
 }
 
-struct Submission {
-    batch: Batch,
+pub(crate) struct Submission {
+    pub(crate) batch: Batch,
     /// The outcome, and the batch handed back (freed by its caller).
     ack: oneshot::Sender<(Result<(), CommitError>, Batch)>,
 }
@@ -320,7 +346,7 @@ impl Writer {
     }
 }
 
-pub(crate) fn start(db: Arc<Database>, metrics: WriterMetrics) -> Writer {
+pub(crate) fn start(engine: Engine, metrics: WriterMetrics) -> Writer {
     let (tx, rx) = mpsc::unbounded_channel();
     let depth = Arc::new(AtomicI64::new(0));
     let commits_done = Arc::new(AtomicU64::new(0));
@@ -334,19 +360,23 @@ pub(crate) fn start(db: Arc<Database>, metrics: WriterMetrics) -> Writer {
     };
     std::thread::Builder::new()
         .name("kobo-store-writer".into())
-        .spawn(move || run(db, rx, depth, metrics, commits_done, watches))
+        .spawn(move || run(engine, rx, depth, metrics, commits_done, watches))
         .expect("spawn the store writer thread");
     writer
 }
 
 fn run(
-    db: Arc<Database>,
+    engine: Engine,
     mut rx: mpsc::UnboundedReceiver<Submission>,
     depth: Arc<AtomicI64>,
     metrics: WriterMetrics,
     commits_done: Arc<AtomicU64>,
     watches: Watches,
 ) {
+    let pg_writer = match &engine {
+        Engine::Postgres(pg) => Some(pg.writer()),
+        Engine::Redb { .. } => None,
+    };
     let mut group: Vec<Submission> = Vec::with_capacity(256);
     while let Some(first) = rx.blocking_recv() {
         group.push(first);
@@ -361,7 +391,12 @@ fn run(
         metrics.queue_depth.sub(taken);
 
         let started = Instant::now();
-        let outcomes = match apply_and_commit(&db, &group) {
+        let committed = match (&engine, &pg_writer) {
+            (Engine::Redb { db, .. }, _) => apply_and_commit(db, &group),
+            (Engine::Postgres(_), Some(w)) => w.commit_group(&group),
+            (Engine::Postgres(_), None) => unreachable!("a PostgreSQL store has its writer"),
+        };
+        let outcomes = match committed {
             Ok(outcomes) => outcomes,
             Err(e) => {
                 // Fail-stop: nothing in this group was acknowledged, and no
@@ -438,7 +473,8 @@ pub(crate) fn apply_batch(
     t: &mut redb::Table<&'static [u8], &'static [u8]>,
     batch: &Batch,
 ) -> Result<Result<(), CommitError>, String> {
-    for (table, key) in &batch.absent {
+    for precondition in &batch.preconditions {
+        let Precondition::Absent(table, key) = precondition;
         let found = t.get(key.as_slice()).map_err(|e| e.to_string())?.is_some();
         if found {
             return Ok(Err(CommitError::Conflict {

@@ -865,6 +865,7 @@ async fn card_numbers_cvcs_pins_and_codes_are_never_stored_logged_or_echoed() {
     let mut files = Vec::new();
     files_under(&app.data_dir(), &mut files);
     assert!(files.len() >= 2, "{files:?}");
+    let store = app.store_bytes();
     let log = std::fs::read(app.log_path()).unwrap();
     assert!(!log.is_empty(), "the server logged its requests");
     let stdout = app.stdout_rest.lock().unwrap().join("\n");
@@ -872,6 +873,7 @@ async fn card_numbers_cvcs_pins_and_codes_are_never_stored_logged_or_echoed() {
         .iter()
         .map(|f| (f.display().to_string(), std::fs::read(f).unwrap()))
         .collect();
+    places.push(("the store".into(), store.clone()));
     places.push(("server log".into(), log));
     places.push(("server stdout".into(), stdout.into_bytes()));
     places.push(("API answers".into(), answers.into_bytes()));
@@ -891,7 +893,6 @@ async fn card_numbers_cvcs_pins_and_codes_are_never_stored_logged_or_echoed() {
         }
     }
     // What is kept: last four and brand.
-    let store = std::fs::read(app.data_dir().join("kobo.redb")).unwrap();
     assert!(find_in(&store, "\"last4\":\"0409\""));
 }
 

@@ -42,6 +42,7 @@ mod payment_link_page;
 mod payment_link_states;
 mod payment_links;
 mod payouts;
+mod postgres;
 mod rate_limits;
 mod refunds;
 mod renewal_bench;

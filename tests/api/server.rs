@@ -88,6 +88,7 @@ async fn a_second_process_on_the_same_data_directory_fails_at_once_with_a_clear_
     let out = Command::new(env!("CARGO_BIN_EXE_kobo"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data"])
         .arg(app.data_dir())
+        .args(app.store.iter().flat_map(|url| ["--store", url]))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The two store engines side by side (docs/performance.md, "PostgreSQL
+# store"): one release kobo on the embedded redb store, then one on a
+# PostgreSQL 15 database (a throw-away cluster made with initdb in a temp
+# dir, fsync and synchronous_commit on, on a Unix socket), each driven by
+# kobo-loadgen on the same 2 cores; durable payment intent creates and
+# create-then-simulate_transfer flows, RUNS times per point; medians.
+#
+#   scripts/store_bench.sh [SECONDS_PER_RUN] [RUNS] [CONNECTIONS...]
+#
+# CONNECTIONS defaults to "1 16 64". BIN_DIR (environment) names a directory
+# holding release kobo and kobo-loadgen instead of building.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_PER_RUN=${1:-10}
+RUNS=${2:-3}
+shift $(($# < 2 ? $# : 2))
+CONNS=${*:-1 16 64}
+if [ -z "${BIN_DIR:-}" ]; then
+  cargo build --release --bin kobo --bin kobo-loadgen >&2
+  BIN_DIR=${CARGO_TARGET_DIR:-target}/release
+fi
+BIN=$BIN_DIR
+PGBIN=${KOBO_PG_BIN:-$(dirname "$(command -v initdb 2>/dev/null || ls /usr/lib/postgresql/*/bin/initdb | tail -1)")}
+WORK=$(mktemp -d)
+chmod 755 "$WORK"
+PID=
+# PostgreSQL refuses to run as root: the throw-away cluster runs as nobody.
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi; }
+cleanup() {
+  [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
+  [ -f "$WORK/pg/data/postmaster.pid" ] && as_pg "$PGBIN/pg_ctl" -D "$WORK/pg/data" -m immediate stop >/dev/null 2>&1
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+mkdir "$WORK/pg"
+chown nobody "$WORK/pg" 2>/dev/null || true
+as_pg "$PGBIN/initdb" -D "$WORK/pg/data" -A trust -U kobo >/dev/null
+as_pg "$PGBIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/log" -w \
+  -o "-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c listen_addresses='' -c unix_socket_directories=$WORK/pg -c max_connections=100" \
+  start >/dev/null
+PG_URL="postgresql:///postgres?host=$WORK/pg&user=kobo"
+TOKEN=bench-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+field() { printf '%s\n' "${out[@]}" | python3 -c "import json,sys; [print(json.loads(l)['$1']) for l in sys.stdin]" | median; }
+
+declare -A RESULT
+echo "| store | scenario | connections | ops/s (median of $RUNS) | p50 ms | p99 ms | errors |"
+echo "|---|---|---|---|---|---|---|"
+for store in redb postgres; do
+  DATA="$WORK/data-$store"
+  STORE_ARGS=()
+  [ "$store" = postgres ] && STORE_ARGS=(--store "$PG_URL")
+  RUST_LOG=warn "$BIN/kobo" serve --listen 127.0.0.1:0 --data "$DATA" --admin-token "$TOKEN" \
+    --ip-rate-limit 0 "${STORE_ARGS[@]}" >"$WORK/stdout-$store" 2>"$WORK/stderr-$store" &
+  PID=$!
+  for _ in $(seq 100); do grep -q "kobo listening on" "$WORK/stdout-$store" 2>/dev/null && break; sleep 0.1; done
+  BASE=$(grep -o 'http://[0-9.:]*' "$WORK/stdout-$store" | head -1)
+  KEY=$(curl -s -X POST "$BASE/admin/v1/merchants" -H "Authorization: Bearer $TOKEN" \
+    -d '{"name":"Bench Ltd","settings":{"rate_limits":{"test_per_second":100000,"live_per_second":100000}}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])')
+  for c in $CONNS; do
+    for s in create flow; do
+      out=()
+      for r in $(seq "$RUNS"); do
+        out+=("$("$BIN/kobo-loadgen" --base "$BASE" --key "$KEY" --scenario "$s" --connections "$c" --seconds "$SECONDS_PER_RUN")")
+      done
+      RESULT[$store-$s-$c]=$(field ops_per_sec)
+      echo "| $store | $s | $c | ${RESULT[$store-$s-$c]} | $(field p50_ms) | $(field p99_ms) | $(field errors) |"
+    done
+  done
+  echo "<!-- $store: $(curl -s "$BASE/metrics" | grep -E '^kobo_store_(commits_total|batches_total)' | tr '\n' ' ') -->"
+  kill "$PID" && wait "$PID" 2>/dev/null || true
+  PID=
+done
+echo
+echo "postgres / redb (same run):"
+for c in $CONNS; do
+  for s in create flow; do
+    python3 -c "import sys; r, p = float(sys.argv[1]), float(sys.argv[2]); print(f'  {sys.argv[3]} at {sys.argv[4]}: {p:.0f} / {r:.0f} = {p / r:.3f}' if r else '')" \
+      "${RESULT[redb-$s-$c]}" "${RESULT[postgres-$s-$c]}" "$s" "$c"
+  done
+done
