@@ -50,6 +50,38 @@ pub(crate) async fn mandated_customers(app: &TestApp, k: &str, n: usize) -> Vec<
     out
 }
 
+/// Subscribes each `(customer, plan)` pair (indexes into `who` and
+/// `plans`) on direct debit through its customer's mandate, `concurrency`
+/// creates at a time; answers `(customer, plan, subscription id)`.
+pub(crate) async fn subscribe_pairs(
+    app: &TestApp,
+    k: &str,
+    who: &[(String, String)],
+    plans: &[String],
+    pairs: Vec<(usize, usize)>,
+    concurrency: usize,
+) -> Vec<(usize, usize, String)> {
+    stream::iter(pairs)
+        .map(|(c, p)| {
+            let (customer, mandate) = who[c].clone();
+            let plan = plans[p].clone();
+            async move {
+                let r = app
+                    .post(
+                        k,
+                        "/v1/subscriptions",
+                        json!({"customer": customer, "plan": plan, "collection_method": "mandate", "mandate": mandate}),
+                    )
+                    .await;
+                r.assert_status(201);
+                (c, p, id(&r.body))
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await
+}
+
 fn time(v: &Value) -> DateTime<Utc> {
     v.as_str().unwrap().parse().unwrap()
 }
@@ -73,25 +105,7 @@ async fn subscribe_all(app: &TestApp, k: &str, customers: usize, plans: usize) -
     let pairs: Vec<(usize, usize)> = (0..customers)
         .flat_map(|c| (0..plans).map(move |p| (c, p)))
         .collect();
-    let made: Vec<(usize, usize, String)> = stream::iter(pairs)
-        .map(|(c, p)| {
-            let (customer, mandate) = who[c].clone();
-            let plan = base[p].clone();
-            async move {
-                let r = app
-                    .post(
-                        k,
-                        "/v1/subscriptions",
-                        json!({"customer": customer, "plan": plan, "collection_method": "mandate", "mandate": mandate}),
-                    )
-                    .await;
-                r.assert_status(201);
-                (c, p, id(&r.body))
-            }
-        })
-        .buffer_unordered(8)
-        .collect()
-        .await;
+    let made = subscribe_pairs(app, k, &who, &base, pairs, 8).await;
     // The first debits settle a minute later.
     app.advance(60).await;
     let mut subs = Vec::new();

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
 
-use crate::crash_subscriptions::mandated_customers;
+use crate::crash_subscriptions::{mandated_customers, subscribe_pairs};
 use crate::helpers::spawn_app;
 use crate::subscriptions::{id, plan};
 
@@ -89,27 +89,11 @@ async fn two_hundred_renewals_at_one_instant_are_all_invoiced_at_once_with_conse
         plans.push(id(&plan(&app, &k, body).await));
     }
     let pairs: Vec<(usize, usize)> = (0..10).flat_map(|c| (0..20).map(move |p| (c, p))).collect();
-    let subs: Vec<String> = stream::iter(pairs)
-        .map(|(c, p)| {
-            let (app, k) = (&app, &k);
-            let (customer, mandate) = who[c].clone();
-            let plan = plans[p].clone();
-            async move {
-                let r = app
-                    .post(
-                        k,
-                        "/v1/subscriptions",
-                        json!({"customer": customer, "plan": plan,
-                               "collection_method": "mandate", "mandate": mandate}),
-                    )
-                    .await;
-                r.assert_status(201);
-                id(&r.body)
-            }
-        })
-        .buffer_unordered(8)
-        .collect()
-        .await;
+    let subs: Vec<String> = subscribe_pairs(&app, &k, &who, &plans, pairs, 8)
+        .await
+        .into_iter()
+        .map(|(_, _, s)| s)
+        .collect();
     app.advance(60).await;
     let first = app.get(&k, &format!("/v1/subscriptions/{}", subs[0])).await;
     let due = first.body["current_period_end"]

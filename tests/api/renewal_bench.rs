@@ -14,10 +14,9 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use futures_util::stream::{self, StreamExt};
 use serde_json::json;
 
-use crate::crash_subscriptions::mandated_customers;
+use crate::crash_subscriptions::{mandated_customers, subscribe_pairs};
 use crate::helpers::spawn_app;
 use crate::subscriptions::{id, plan};
 
@@ -47,27 +46,11 @@ async fn renewal_bench() {
         .flat_map(|c| (0..plans_n).map(move |p| (c, p)))
         .take(subs_n)
         .collect();
-    let subs: Vec<String> = stream::iter(pairs)
-        .map(|(c, p)| {
-            let (app, k) = (&app, &k);
-            let (customer, mandate) = who[c].clone();
-            let plan = plans[p].clone();
-            async move {
-                let r = app
-                    .post(
-                        k,
-                        "/v1/subscriptions",
-                        json!({"customer": customer, "plan": plan,
-                               "collection_method": "mandate", "mandate": mandate}),
-                    )
-                    .await;
-                r.assert_status(201);
-                id(&r.body)
-            }
-        })
-        .buffer_unordered(16)
-        .collect()
-        .await;
+    let subs: Vec<String> = subscribe_pairs(&app, &k, &who, &plans, pairs, 16)
+        .await
+        .into_iter()
+        .map(|(_, _, s)| s)
+        .collect();
     // The first debits' answers.
     app.advance(60).await;
     let first = app.get(&k, &format!("/v1/subscriptions/{}", subs[0])).await;
