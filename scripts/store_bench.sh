@@ -3,13 +3,13 @@
 # store"): one release kobo on the embedded redb store, then one on a
 # PostgreSQL 15 database (a throw-away cluster made with initdb in a temp
 # dir, fsync and synchronous_commit on, on a Unix socket), each driven by
-# kobo-loadgen on the same 2 cores; durable payment intent creates and
+# `kobo load` on the same 2 cores; durable payment intent creates and
 # create-then-simulate_transfer flows, RUNS times per point; medians.
 #
 #   scripts/store_bench.sh [SECONDS_PER_RUN] [RUNS] [CONNECTIONS...]
 #
 # CONNECTIONS defaults to "1 16 64". BIN_DIR (environment) names a directory
-# holding release kobo and kobo-loadgen instead of building.
+# holding a release kobo instead of building.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_RUN=${1:-10}
@@ -17,7 +17,7 @@ RUNS=${2:-3}
 shift $(($# < 2 ? $# : 2))
 CONNS=${*:-1 16 64}
 if [ -z "${BIN_DIR:-}" ]; then
-  cargo build --release --bin kobo --bin kobo-loadgen >&2
+  cargo build --release --bin kobo >&2
   BIN_DIR=${CARGO_TARGET_DIR:-target}/release
 fi
 BIN=$BIN_DIR
@@ -40,6 +40,7 @@ as_pg "$PGBIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/log" -w \
   -o "-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c listen_addresses='' -c unix_socket_directories=$WORK/pg -c max_connections=100" \
   start >/dev/null
 PG_URL="postgresql:///postgres?host=$WORK/pg&user=kobo"
+LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
 TOKEN=bench-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -63,7 +64,7 @@ for store in redb postgres; do
     for s in create flow; do
       out=()
       for r in $(seq "$RUNS"); do
-        out+=("$("$BIN/kobo-loadgen" --base "$BASE" --key "$KEY" --scenario "$s" --connections "$c" --seconds "$SECONDS_PER_RUN")")
+        out+=("$("$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix "$s" --connections "$c" --duration "$SECONDS_PER_RUN")")
       done
       RESULT[$store-$s-$c]=$(field ops_per_sec)
       echo "| $store | $s | $c | ${RESULT[$store-$s-$c]} | $(field p50_ms) | $(field p99_ms) | $(field errors) |"
