@@ -1082,7 +1082,7 @@ async fn every_operator_action_is_in_the_audit_log_and_no_secret_is() {
 /// first period naming its successful debit (a period debited twice).
 #[tokio::test]
 async fn kobo_check_names_planted_subscription_breaches() {
-    use kobo_storage::{Batch, Store, Table};
+    use kobo_storage::{Batch, Table};
     let mut app = spawn_app().await;
     let k = app.merchant().await.test_key;
     let (customer, mandate) = crate::subscriptions::mandated(&app, &k).await;
@@ -1106,12 +1106,12 @@ async fn kobo_check_names_planted_subscription_breaches() {
         assert_eq!(r.body["status"], "active", "{}", r.text);
     }
     app.kill();
-    let (code, text) = check_data(&app.data_dir());
+    let (code, text) = check_app(&app);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("subscriptions"), "{text}");
 
     let (a, b) = (subs[0], subs[1]);
-    let store = Store::open(&app.data_dir()).unwrap();
+    let store = app.open_store().unwrap();
     let rows = |table: Table, keep: &dyn Fn(&[u8], &[u8]) -> bool| {
         let mut found = Vec::new();
         store
@@ -1142,7 +1142,7 @@ async fn kobo_check_names_planted_subscription_breaches() {
     store.apply(&batch).unwrap();
     drop(store);
 
-    let (code, text) = check_data(&app.data_dir());
+    let (code, text) = check_app(&app);
     assert_eq!(code, 1, "{text}");
     let breaches: Vec<&str> = text.lines().filter(|l| l.starts_with("BREACH ")).collect();
     let named = |what: &[&str]| {

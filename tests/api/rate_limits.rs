@@ -174,15 +174,18 @@ async fn an_operator_override_changes_the_limit_without_a_restart() {
     let r = app
         .admin_post(
             &path,
-            json!({"settings": {"rate_limits": {"test_per_second": 300}}}),
+            json!({"settings": {"rate_limits": {"test_per_second": 60}}}),
         )
         .await;
     r.assert_status(200);
     assert_eq!(
         r.body["settings"]["rate_limits"],
-        json!({"live_per_second": null, "test_per_second": 300})
+        json!({"live_per_second": null, "test_per_second": 60})
     );
-    refused_after_the_bucket_emptied(burst(2000, || balance(&app, &m.test_key)).await, 300);
+    // Raised: more than twice the default's 25 pass before the refusal (a
+    // rate the calls outrun on either store engine; at 300/s the calls on
+    // PostgreSQL under a busy machine came slower than the refill).
+    refused_after_the_bucket_emptied(burst(1000, || balance(&app, &m.test_key)).await, 60);
 
     // Lowered, and back to the default with null.
     app.admin_post(
