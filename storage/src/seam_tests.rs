@@ -148,6 +148,8 @@ async fn concurrent_adds_to_one_counter_are_all_counted(store: Store) {
     for w in waits {
         let _ = w.await.unwrap();
     }
+    // A shorter delta row leaves the later counters alone; a longer one
+    // extends the row.
     let mut b = Batch::new();
     b.add(Table::Meta, key(7), &[1]);
     writer.commit(b).await.unwrap();
