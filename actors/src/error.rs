@@ -158,6 +158,9 @@ error_codes! {
     // 500, 503
     InternalError = "internal_error" => Internal,
     Overloaded = "overloaded" => Overloaded,
+    /// The merchant's shard is changing hands between kobo nodes (or this
+    /// node's lease on it went stale); nothing was written.
+    MerchantMoving = "merchant_moving" => Overloaded,
 }
 
 impl fmt::Display for ErrorCode {
@@ -296,6 +299,24 @@ impl std::error::Error for DomainError {}
 impl From<kobo_storage::StoreError> for DomainError {
     fn from(e: kobo_storage::StoreError) -> Self {
         DomainError::internal(format!("store: {e}"))
+    }
+}
+
+impl From<kobo_storage::CommitError> for DomainError {
+    /// A commit refused as a whole: the writer stopped, or the batch's
+    /// merchant is not (or no longer) this node's. A refused precondition
+    /// is the caller's to name; reaching here it is unexpected.
+    fn from(e: kobo_storage::CommitError) -> Self {
+        match e {
+            kobo_storage::CommitError::NotOwner { .. } => DomainError::of(
+                ErrorCode::MerchantMoving,
+                "this merchant is moving between kobo nodes; retry shortly with the same Idempotency-Key",
+            ),
+            kobo_storage::CommitError::Closed => DomainError::internal("the store writer stopped"),
+            kobo_storage::CommitError::Conflict { table, .. } => {
+                DomainError::internal(format!("unexpected conflict in {table}"))
+            }
+        }
     }
 }
 

@@ -18,6 +18,7 @@
 
 pub mod backup;
 pub mod codec;
+pub mod fence;
 pub mod pg;
 #[cfg(test)]
 mod seam_tests;

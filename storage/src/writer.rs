@@ -48,6 +48,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::codec::{encode, encode_compact, Compact};
+use crate::fence::{shard_of, Fence, Ownership};
 use crate::tables::Table;
 
 /// The most batches one commit takes.
@@ -88,6 +89,11 @@ pub struct Batch {
     seq_high_water: u64,
     /// The tables this batch puts into, one bit per table id.
     puts: [u64; 4],
+    /// The shard whose merchant's rows the batch writes
+    /// ([`Batch::owned_by`]); `None` for rows of no merchant.
+    shard: Option<u16>,
+    /// The lease token the writer stamped on it (cluster mode only).
+    fence: Option<Fence>,
 }
 
 impl Batch {
@@ -142,7 +148,36 @@ impl Batch {
         self.seq_high_water = self.seq_high_water.max(seq);
         self
     }
+    /// Marks the batch as writing the rows of merchant `owner`: in cluster
+    /// mode it commits only under this node's lease on the merchant's shard
+    /// (see [`crate::fence`]). A batch writes one merchant's rows, or rows
+    /// of no merchant at all.
+    pub fn owned_by(&mut self, owner: &[u8; 16]) -> &mut Self {
+        let shard = shard_of(owner);
+        debug_assert!(
+            self.shard.is_none_or(|s| s == shard),
+            "a batch writes one merchant's rows"
+        );
+        self.shard = Some(shard);
+        self
+    }
+    /// The shard named by [`Batch::owned_by`].
+    pub fn shard(&self) -> Option<u16> {
+        self.shard
+    }
+    /// The fence the writer stamped on the batch, checked by the engine in
+    /// the committing transaction.
+    pub fn fence(&self) -> Option<Fence> {
+        self.fence
+    }
     pub fn append(&mut self, mut other: Batch) -> &mut Self {
+        if let Some(shard) = other.shard {
+            debug_assert!(
+                self.shard.is_none_or(|s| s == shard),
+                "a batch writes one merchant's rows"
+            );
+            self.shard = Some(shard);
+        }
         self.ops.append(&mut other.ops);
         self.preconditions.append(&mut other.preconditions);
         self.seq_high_water = self.seq_high_water.max(other.seq_high_water);
@@ -175,6 +210,12 @@ pub enum CommitError {
     Conflict { table: &'static str, key: Vec<u8> },
     #[error("the store writer has stopped")]
     Closed,
+    /// The batch writes rows of a shard this node holds no current lease
+    /// on: refused by the writer (no lease here) or by the database (the
+    /// token went stale). Nothing of it was written; a retry reaches the
+    /// owner.
+    #[error("this node does not own shard {shard}")]
+    NotOwner { shard: u16 },
 }
 
 /// The writer's instruments, registered by the binary.
@@ -300,13 +341,32 @@ pub struct Writer {
     metrics: WriterMetrics,
     commits_done: Arc<AtomicU64>,
     watches: Watches,
+    ownership: Arc<std::sync::OnceLock<Arc<dyn Ownership>>>,
 }
 
 impl Writer {
+    /// Makes every batch that names its merchant ([`Batch::owned_by`])
+    /// commit only under this node's lease on the merchant's shard (cluster
+    /// mode; see [`crate::fence`]). Set once, before the first such batch.
+    pub fn set_ownership(&self, ownership: Arc<dyn Ownership>) {
+        if self.ownership.set(ownership).is_err() {
+            panic!("the writer's ownership is set once");
+        }
+    }
+
     /// Queues a batch; the receiver resolves after the commit that holds it.
     /// Batches submitted from one caller commit in submission order.
-    pub fn submit(&self, batch: Batch) -> Ack {
+    pub fn submit(&self, mut batch: Batch) -> Ack {
         let (ack, rx) = oneshot::channel();
+        if let (Some(shard), Some(ownership)) = (batch.shard, self.ownership.get()) {
+            match ownership.token(shard) {
+                Some(token) => batch.fence = Some(Fence { shard, token }),
+                None => {
+                    let _ = ack.send((Err(CommitError::NotOwner { shard }), batch));
+                    return Ack(rx);
+                }
+            }
+        }
         self.depth.fetch_add(1, Ordering::Relaxed);
         self.metrics.queue_depth.inc();
         if self.tx.send(Submission { batch, ack }).is_err() {
@@ -357,6 +417,7 @@ pub(crate) fn start(engine: Engine, metrics: WriterMetrics) -> Writer {
         metrics: metrics.clone(),
         commits_done: commits_done.clone(),
         watches: watches.clone(),
+        ownership: Arc::default(),
     };
     std::thread::Builder::new()
         .name("kobo-store-writer".into())

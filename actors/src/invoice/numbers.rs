@@ -162,11 +162,10 @@ async fn round(env: &Env, key: NumberKey, next: Option<u64>, pending: Vec<Pendin
             }
             Some(next)
         }
-        Err(CommitError::Closed) => {
+        Err(e @ (CommitError::Closed | CommitError::NotOwner { .. })) => {
+            let e = DomainError::from(e);
             for (p, _) in members {
-                let _ = p
-                    .reply
-                    .send(Err(DomainError::internal("the store writer stopped")));
+                let _ = p.reply.send(Err(e.clone()));
             }
             None
         }

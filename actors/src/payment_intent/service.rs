@@ -433,7 +433,7 @@ async fn commit_new(
         Err(CommitError::Conflict { .. }) => Err(DomainError::internal(
             "a generated checkout link collided; retry with the same Idempotency-Key",
         )),
-        Err(CommitError::Closed) => Err(DomainError::internal("the store writer stopped")),
+        Err(e) => Err(e.into()),
     }
 }
 

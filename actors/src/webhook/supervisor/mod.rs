@@ -30,7 +30,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, oneshot, Notify};
 use uuid::Uuid;
 
-use kobo_storage::{prefix_end, Batch, CommitError, KeyBuf, ReadTxn, Table};
+use kobo_storage::{prefix_end, Batch, KeyBuf, ReadTxn, Table};
 
 use crate::clock::{from_micros, micros};
 use crate::error::{DomainError, DomainResult, ErrorCode};
@@ -337,15 +337,8 @@ impl Supervisor {
         if !batch.is_empty() {
             match self.hub.env.writer.commit(batch).await {
                 Ok(()) => {}
-                Err(CommitError::Conflict { table, .. }) => {
-                    // Webhook batches carry no preconditions.
-                    return Err(DomainError::internal(format!(
-                        "unexpected conflict in {table}"
-                    )));
-                }
-                Err(CommitError::Closed) => {
-                    return Err(DomainError::internal("the store writer stopped"))
-                }
+                // Webhook batches carry no preconditions.
+                Err(e) => return Err(e.into()),
             }
         }
         for scope in after.touched_scopes {

@@ -1,0 +1,60 @@
+//! Ownership of merchants' rows across kobo nodes (issue 21): shards,
+//! fencing tokens, and the hook through which the writer learns them.
+//!
+//! Every merchant belongs to one of [`SHARDS`] shards ([`shard_of`]). A
+//! batch that writes a merchant's rows says so ([`crate::Batch::owned_by`]).
+//! When the writer has an [`Ownership`] (cluster mode on PostgreSQL), it
+//! stamps each such batch with the [`Fence`] of the lease this node holds
+//! on the shard, or refuses it on the spot with
+//! [`crate::CommitError::NotOwner`] when the node holds none. The
+//! PostgreSQL group commit then refuses, alone, every batch whose token is
+//! no longer the lease's current one, in the same transaction that would
+//! commit it: a paused or partitioned old owner cannot write after a new
+//! owner took the shard over. A single process (redb, or PostgreSQL
+//! without `--cluster`) has no `Ownership`, and its batches carry no fence.
+
+/// How many shards merchants are spread over. Fixed forever: a merchant's
+/// shard is part of every lease row.
+pub const SHARDS: u16 = 256;
+
+/// The shard of a merchant, from its 16-byte id. The tail of a kobo id is
+/// random (UUIDv4 and UUIDv7 alike), so shards fill evenly.
+pub fn shard_of(owner: &[u8; 16]) -> u16 {
+    u16::from_be_bytes([owner[14], owner[15]]) % SHARDS
+}
+
+/// A lease's fencing token for one shard, as the committing node holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence {
+    pub shard: u16,
+    pub token: i64,
+}
+
+/// What this node holds: the token of its lease on a shard, `None` when
+/// another node (or nobody) owns it.
+pub trait Ownership: Send + Sync + 'static {
+    fn token(&self, shard: u16) -> Option<i64>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_come_from_the_random_tail_and_stay_in_range() {
+        let mut id = [0u8; 16];
+        id[14] = 0x01;
+        id[15] = 0x02;
+        assert_eq!(shard_of(&id), 0x0102 % SHARDS);
+        id[15] = 0xff;
+        id[14] = 0xff;
+        assert!(shard_of(&id) < SHARDS);
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..4096u32 {
+            let mut id = [0u8; 16];
+            id[12..16].copy_from_slice(&i.wrapping_mul(2_654_435_761).to_be_bytes());
+            seen.insert(shard_of(&id));
+        }
+        assert_eq!(seen.len(), SHARDS as usize);
+    }
+}
