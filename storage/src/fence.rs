@@ -36,6 +36,65 @@ pub trait Ownership: Send + Sync + 'static {
     fn token(&self, shard: u16) -> Option<i64>;
 }
 
+/// A registered kobo node, as the database last heard from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRow {
+    pub node_id: String,
+    /// Where other nodes reach it (`http://host:port`, from `--advertise`).
+    pub address: String,
+    /// Time since its last heartbeat, by the database's clock.
+    pub heartbeat_age: std::time::Duration,
+}
+
+/// One shard's lease row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRow {
+    pub shard: u16,
+    /// The holder; `None` when released or never taken.
+    pub node_id: Option<String>,
+    /// The fencing token: raised every time the lease changes holder.
+    pub token: i64,
+    /// Time left on the lease by the database's clock (zero once expired).
+    pub remaining: std::time::Duration,
+}
+
+/// The cluster's membership and leases, kept in the shared database
+/// (PostgreSQL: `storage::pg`), always judged by the database's clock so
+/// that nodes' clocks never matter.
+pub trait Leases: Send + Sync + 'static {
+    /// Registers `node_id` (or refreshes its address) and records a
+    /// heartbeat now.
+    fn heartbeat(&self, node_id: &str, address: &str) -> Result<(), crate::StoreError>;
+    /// Nodes heard from within `ttl`, ordered by id.
+    fn live_nodes(&self, ttl: std::time::Duration) -> Result<Vec<NodeRow>, crate::StoreError>;
+    /// Takes the lease on `shard` for `ttl` when it is free, expired or
+    /// already `node_id`'s. Returns its token: unchanged when `node_id`
+    /// already held it, raised (above every token the shard ever had) when
+    /// the holder changes. `None`: another node holds an unexpired lease.
+    fn acquire(
+        &self,
+        shard: u16,
+        node_id: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Option<i64>, crate::StoreError>;
+    /// Extends, by `ttl` from now, each lease in `held` that `node_id`
+    /// still holds with that token; returns those it still holds.
+    fn renew(
+        &self,
+        node_id: &str,
+        held: &[Fence],
+        ttl: std::time::Duration,
+    ) -> Result<Vec<Fence>, crate::StoreError>;
+    /// Gives a lease up (when `fence` is still current), so another node
+    /// can take it at once instead of waiting for it to expire.
+    fn release(&self, node_id: &str, fence: Fence) -> Result<(), crate::StoreError>;
+    /// Every shard's lease row, by shard.
+    fn leases(&self) -> Result<Vec<LeaseRow>, crate::StoreError>;
+    /// Reserves `n` sequence numbers above every number any node reserved
+    /// or any batch noted before ([`crate::Batch::note_seq`]).
+    fn reserve_sequence(&self, n: u64) -> Result<std::ops::Range<u64>, crate::StoreError>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
