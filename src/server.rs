@@ -394,6 +394,19 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         writer.commit(b).await?;
     }
 
+    if spec != StoreSpec::Redb {
+        crate::keyfile::agree_with_database(
+            &args.data,
+            &[
+                api::cards::FINGERPRINT_KEY_FILE,
+                crate::checkout::CHECKOUT_KEY_FILE,
+                crate::checkout::forms::FORM_KEY_FILE,
+            ],
+            &store,
+            &writer,
+        )
+        .await?;
+    }
     let demo = demo_merchant(&kobo, &store, &writer).await?;
 
     kobo_actors::settlement::ensure_daily_run(&kobo).await?;

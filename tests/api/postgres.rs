@@ -130,3 +130,38 @@ async fn backups_of_a_postgres_store_are_refused_with_postgres_own_tools_named()
     assert!(text.contains("pg_dump"), "{text}");
     assert!(!out.exists());
 }
+
+#[tokio::test]
+async fn a_server_whose_key_files_differ_from_the_databases_first_server_is_refused() {
+    let mut app = on_postgres_app();
+    let m = app.merchant().await;
+    app.kill();
+    let url = app.store.clone().unwrap();
+    let mut second = unstarted_app_on(&[], Some(url.clone()));
+    let (code, text) = output(kobo([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data",
+        second.data_dir().to_str().unwrap(),
+        "--store",
+        &url,
+    ]));
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("differ from those of the kobo"), "{text}");
+    assert!(text.contains("card-fingerprint-key"), "{text}");
+    // With the first server's key files copied in, the second serves the
+    // first's merchants.
+    for name in [
+        "card-fingerprint-key",
+        "checkout-credential-key",
+        "sandbox-form-key",
+    ] {
+        std::fs::copy(app.data_dir().join(name), second.data_dir().join(name)).unwrap();
+    }
+    second.start(&[]);
+    second
+        .get(&m.test_key, "/v1/payment_intents")
+        .await
+        .assert_status(200);
+}
