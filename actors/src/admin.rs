@@ -58,10 +58,7 @@ pub async fn create_brand(
     let mut batch = Batch::new();
     add_brand(&mut batch, &brand);
     let answer = Answer::save(Outcome::Created(brand.view()), idem, &mut batch, now);
-    kobo.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))?;
+    kobo.writer.commit(batch).await.map_err(DomainError::from)?;
     Ok(answer)
 }
 
@@ -74,6 +71,23 @@ pub struct NewMerchantView {
     pub live_secret_key: String,
 }
 
+/// A new merchant's id, in a shard this node holds: in a cluster the node
+/// that creates a merchant writes its first rows, so it picks the id's
+/// random tail until its shard is one of its own (as many tries, on
+/// average, as there are nodes).
+fn new_merchant_id(kobo: &Env, now: chrono::DateTime<chrono::Utc>) -> DomainResult<Uuid> {
+    for _ in 0..4096 {
+        let id = crate::ids::new_id(now);
+        if kobo
+            .writer
+            .holds(kobo_storage::fence::shard_of(id.as_bytes()))
+        {
+            return Ok(id);
+        }
+    }
+    Err(kobo_storage::CommitError::NotOwner { shard: 0 }.into())
+}
+
 /// Creates a merchant (its default brand and a secret key per mode).
 /// Answers the operator view with both secret keys (the only time they are
 /// shown, besides a roll). The audit entry commits with it.
@@ -84,7 +98,7 @@ pub async fn create_merchant(
     audit: &Audit,
 ) -> DomainResult<NewMerchantView> {
     let now = kobo.clock.now();
-    let id = crate::ids::new_id(now);
+    let id = new_merchant_id(kobo, now)?;
     let test_key = new_secret_key(Mode::Test);
     let live_key = new_secret_key(Mode::Live);
     let mut batch = Batch::new();
@@ -124,10 +138,7 @@ pub async fn create_merchant(
             .merchant(id)
             .after(merchant.to_api()),
     );
-    kobo.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))?;
+    kobo.writer.commit(batch).await.map_err(DomainError::from)?;
     Ok(NewMerchantView {
         merchant: merchant.view(),
         test_secret_key: test_key,
@@ -302,10 +313,7 @@ async fn roll_key(
 /// Commits `batch` with the merchant.
 async fn save(kobo: &Env, merchant: &Merchant, mut batch: Batch) -> DomainResult<()> {
     batch.put(Table::Merchants, merchant.id.as_bytes().to_vec(), merchant);
-    kobo.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))
+    kobo.writer.commit(batch).await.map_err(DomainError::from)
 }
 
 /// Merchants rows one search reads at most.

@@ -150,7 +150,7 @@ impl SandboxMandates {
                 ErrorCode::MandateAlreadyAnswered,
                 "the customer already answered this mandate's authorization",
             )),
-            Err(e) => Err(DomainError::internal(e.to_string())),
+            Err(e) => Err(DomainError::from(e)),
         }
     }
 }
@@ -216,7 +216,7 @@ impl MandateProvider for SandboxMandates {
             match self.writer.commit(b).await {
                 Ok(()) => Ok(DebitOutcome::Accepted),
                 Err(CommitError::Conflict { .. }) => Ok(DebitOutcome::AlreadySent),
-                Err(e) => Err(DomainError::internal(e.to_string())),
+                Err(e) => Err(DomainError::from(e)),
             }
         })
     }

@@ -327,3 +327,18 @@ impl From<kobo_storage::CodecError> for DomainError {
 }
 
 pub type DomainResult<T> = Result<T, DomainError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_commit_refused_for_want_of_a_lease_is_a_retryable_503() {
+        let e = DomainError::from(kobo_storage::CommitError::NotOwner { shard: 7 });
+        assert_eq!(e.code, ErrorCode::MerchantMoving);
+        assert_eq!(e.kind, ErrorKind::Overloaded);
+        assert!(e.message.contains("same Idempotency-Key"));
+        let e = DomainError::from(kobo_storage::CommitError::Closed);
+        assert_eq!(e.kind, ErrorKind::Internal);
+    }
+}

@@ -164,10 +164,7 @@ pub async fn publish_rate(kobo: &Fx, rate: i64, audit: &Audit) -> DomainResult<F
         record = record.before(previous.to_api());
     }
     audit.add_to(kobo, &mut batch, record);
-    kobo.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))?;
+    kobo.writer.commit(batch).await.map_err(DomainError::from)?;
     Ok(r)
 }
 

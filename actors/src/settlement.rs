@@ -110,7 +110,7 @@ pub async fn ensure_daily_run(kobo: &Env) -> crate::error::DomainResult<()> {
     kobo.writer
         .commit(batch)
         .await
-        .map_err(|e| crate::error::DomainError::internal(e.to_string()))
+        .map_err(crate::error::DomainError::from)
 }
 
 fn schedule_daily_run(batch: &mut Batch, due: DateTime<Utc>) {
@@ -174,7 +174,7 @@ pub async fn run_daily(kobo: &Settlement, timer_key: Vec<u8>) -> crate::error::D
         .writer
         .commit(batch)
         .await
-        .map_err(|e| crate::error::DomainError::internal(e.to_string()))
+        .map_err(crate::error::DomainError::from)
 }
 
 /// What dollar settlement did for one merchant and mode.

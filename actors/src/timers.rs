@@ -234,10 +234,7 @@ pub async fn run_due(kobo: &Arc<Kobo>, limit: DateTime<Utc>) -> DomainResult<u64
     let read = kobo.store.read()?;
     let prune = crate::idempotency::prune_batch(&read, kobo.clock.now(), PRUNE_MAX)?;
     if !prune.is_empty() {
-        kobo.writer
-            .commit(prune)
-            .await
-            .map_err(|e| DomainError::internal(e.to_string()))?;
+        kobo.writer.commit(prune).await.map_err(DomainError::from)?;
     }
     Ok(fired)
 }
@@ -324,10 +321,7 @@ impl Handler<Advance> for TimerSupervisor {
                     &mut b,
                     clock_record(AuditAction::ClockAdvanced, from, now),
                 );
-                kobo.writer
-                    .commit(b)
-                    .await
-                    .map_err(|e| DomainError::internal(e.to_string()))?;
+                kobo.writer.commit(b).await.map_err(DomainError::from)?;
                 Ok(now)
             }
             .into_actor(self),

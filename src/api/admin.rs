@@ -331,7 +331,7 @@ async fn create_backup(req: HttpRequest, state: State) -> ApiResult {
                 .writer
                 .commit(batch)
                 .await
-                .map_err(|e| DomainError::internal(e.to_string()))?;
+                .map_err(DomainError::from)?;
             Ok(crate::backup::view(&summary))
         })
         .await

@@ -142,10 +142,7 @@ where
         Body::Json(body) => {
             let mut batch = Batch::new();
             save.add_to(&mut batch, status, &body.to_string(), kobo.clock.now());
-            kobo.writer
-                .commit(batch)
-                .await
-                .map_err(|e| DomainError::internal(e.to_string()))?;
+            kobo.writer.commit(batch).await.map_err(DomainError::from)?;
             Ok(json_response(status, &body))
         }
     }

@@ -354,6 +354,14 @@ impl Writer {
         }
     }
 
+    /// Whether batches of `shard` may commit here now: always without an
+    /// ownership (one process), else while this node holds its lease.
+    pub fn holds(&self, shard: u16) -> bool {
+        self.ownership
+            .get()
+            .is_none_or(|o| o.token(shard).is_some())
+    }
+
     /// Queues a batch; the receiver resolves after the commit that holds it.
     /// Batches submitted from one caller commit in submission order.
     pub fn submit(&self, mut batch: Batch) -> Ack {

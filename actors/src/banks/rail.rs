@@ -119,10 +119,7 @@ impl PayoutRail for SandboxRail {
                     sent_at: now,
                 },
             );
-            self.writer
-                .commit(b)
-                .await
-                .map_err(|e| DomainError::internal(e.to_string()))?;
+            self.writer.commit(b).await.map_err(DomainError::from)?;
             Ok(SendOutcome::Accepted)
         })
     }

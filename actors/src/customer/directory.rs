@@ -367,7 +367,7 @@ async fn link<T>(k: &CustomerDeps, scope: Scope, msg: Link<T>) -> DomainResult<L
     let (built_batch, built) = (msg.build)(&customer)?;
     batch.append(built_batch);
     let result = match k.writer.commit(batch).await {
-        Err(CommitError::Closed) => return Err(DomainError::internal("the store writer stopped")),
+        Err(e @ (CommitError::Closed | CommitError::NotOwner { .. })) => return Err(e.into()),
         r => r,
     };
     Ok(Linked {

@@ -124,10 +124,7 @@ impl IdentityProvider for SandboxIdentity {
                 reference.as_bytes().to_vec(),
                 &verdict,
             );
-            self.writer
-                .commit(b)
-                .await
-                .map_err(|e| DomainError::internal(e.to_string()))
+            self.writer.commit(b).await.map_err(DomainError::from)
         })
     }
 

@@ -160,9 +160,6 @@ pub async fn backfill_indexes(kobo: &Env) -> DomainResult<usize> {
     }
     batch.put_raw(Table::Meta, META_BACKFILL.to_vec(), vec![1]);
     drop(read);
-    kobo.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))?;
+    kobo.writer.commit(batch).await.map_err(DomainError::from)?;
     Ok(customers.len())
 }

@@ -33,7 +33,7 @@ pub(super) async fn commit(k: &CustomerDeps, batch: Batch) -> DomainResult<()> {
             ErrorCode::CustomerExists,
             "another customer of this mode has this email",
         )),
-        Err(e) => Err(DomainError::internal(e.to_string())),
+        Err(e) => Err(DomainError::from(e)),
     }
 }
 

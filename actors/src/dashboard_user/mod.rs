@@ -283,10 +283,7 @@ pub async fn set_password(env: &Env, token: &str, password: &str) -> DomainResul
     batch
         .put(Table::DashboardUsers, user_key(user.id), &user)
         .delete(Table::DashboardInvitations, token_key(token));
-    env.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))?;
+    env.writer.commit(batch).await.map_err(DomainError::from)?;
     Ok(user)
 }
 

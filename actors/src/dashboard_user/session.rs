@@ -49,10 +49,7 @@ fn user_session_key(user: Uuid, hash: &[u8]) -> Vec<u8> {
 }
 
 async fn commit(env: &Env, batch: Batch) -> DomainResult<()> {
-    env.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))
+    env.writer.commit(batch).await.map_err(DomainError::from)
 }
 
 /// Opens a session for `user` (test mode, the whole business): its token,

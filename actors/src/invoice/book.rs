@@ -316,7 +316,7 @@ async fn process(
     let (batch, answer) = change(&k, customer, &msg, before.as_ref(), None, now)?;
     match k.writer.commit(batch).await {
         Ok(()) => Ok(answer),
-        Err(e) => Err(DomainError::internal(e.to_string())),
+        Err(e) => Err(DomainError::from(e)),
     }
 }
 
@@ -718,10 +718,7 @@ async fn delete(
         deleted: true,
     };
     let answer = Answer::save(Outcome::Updated(view), msg.idem.as_ref(), &mut batch, now);
-    k.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))?;
+    k.writer.commit(batch).await.map_err(DomainError::from)?;
     Ok(answer)
 }
 
@@ -803,8 +800,5 @@ async fn overdue(k: &InvoiceDeps, customer: Uuid, msg: OverdueTimer) -> DomainRe
             );
         }
     }
-    k.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))
+    k.writer.commit(batch).await.map_err(DomainError::from)
 }

@@ -235,10 +235,7 @@ async fn finish(
     }
     let answer = Answer::save(Outcome::Updated(after.view()), idem, &mut batch, now);
     if !batch.is_empty() {
-        kobo.writer
-            .commit(batch)
-            .await
-            .map_err(|e| DomainError::internal(e.to_string()))?;
+        kobo.writer.commit(batch).await.map_err(DomainError::from)?;
     }
     Ok((after, answer))
 }

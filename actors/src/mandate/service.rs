@@ -169,9 +169,7 @@ pub async fn create(
     let linked = directory::link_to(&kobo.customers, (merchant, mode), to, build).await?;
     match linked.result {
         Ok(()) => Ok(linked.built),
-        Err(e) => Err(DomainError::internal(format!(
-            "a mandate's commit failed: {e}"
-        ))),
+        Err(e) => Err(e.into()),
     }
 }
 

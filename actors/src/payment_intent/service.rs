@@ -565,11 +565,7 @@ pub async fn commit_decision_with(
     let answer = Answer::save_rendered(Outcome::Updated(view), &body, idem, &mut batch, now);
     match capture {
         Some(money) => post_capture(kobo, after, settings, money, batch, now).await?,
-        None if !batch.is_empty() => kobo
-            .writer
-            .commit(batch)
-            .await
-            .map_err(|e| DomainError::internal(e.to_string()))?,
+        None if !batch.is_empty() => kobo.writer.commit(batch).await.map_err(DomainError::from)?,
         None => {}
     }
     Ok(answer)

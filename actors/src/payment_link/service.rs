@@ -278,7 +278,7 @@ async fn commit(kobo: &Env, batch: Batch) -> DomainResult<()> {
         Err(CommitError::Conflict { table, .. }) if table == Table::PaymentLinkSlugs.name() => {
             Err(slug_taken())
         }
-        Err(e) => Err(DomainError::internal(e.to_string())),
+        Err(e) => Err(DomainError::from(e)),
     }
 }
 

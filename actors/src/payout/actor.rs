@@ -240,11 +240,7 @@ async fn finish(
                 )
                 .await??;
         }
-        None if !batch.is_empty() => kobo
-            .writer
-            .commit(batch)
-            .await
-            .map_err(|e| DomainError::internal(e.to_string()))?,
+        None if !batch.is_empty() => kobo.writer.commit(batch).await.map_err(DomainError::from)?,
         None => {}
     }
     Ok((after, answer))

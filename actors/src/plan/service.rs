@@ -96,10 +96,7 @@ pub async fn create(
         &mut batch,
     );
     let answer = Answer::save(Outcome::Created(plan.view()), idem, &mut batch, now);
-    kobo.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))?;
+    kobo.writer.commit(batch).await.map_err(DomainError::from)?;
     Ok(answer)
 }
 
@@ -121,10 +118,7 @@ pub async fn commit_change(
     }
     let answer = Answer::save(Outcome::Updated(after.view()), idem, &mut batch, now);
     if !batch.is_empty() {
-        kobo.writer
-            .commit(batch)
-            .await
-            .map_err(|e| DomainError::internal(e.to_string()))?;
+        kobo.writer.commit(batch).await.map_err(DomainError::from)?;
     }
     Ok(answer)
 }

@@ -249,11 +249,7 @@ async fn submit(
     batch: Batch,
 ) -> DomainResult<()> {
     let Some(m) = money else {
-        return kobo
-            .writer
-            .commit(batch)
-            .await
-            .map_err(|e| DomainError::internal(e.to_string()));
+        return kobo.writer.commit(batch).await.map_err(DomainError::from);
     };
     let move_money = PaymentMoney {
         payment: intent.id,

@@ -250,10 +250,7 @@ async fn retry_later(
     .schedule(&mut batch, at);
     s.timer_at = Some(at);
     batch.put(Table::Subscriptions, s.id.as_bytes().to_vec(), &s);
-    k.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))?;
+    k.writer.commit(batch).await.map_err(DomainError::from)?;
     Ok(s)
 }
 

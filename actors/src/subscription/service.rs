@@ -278,7 +278,7 @@ pub async fn commit(
     match kobo.writer.commit(batch).await {
         Ok(()) => Ok(answer),
         Err(CommitError::Conflict { .. }) => Err(subscription_exists()),
-        Err(e) => Err(DomainError::internal(e.to_string())),
+        Err(e) => Err(DomainError::from(e)),
     }
 }
 

@@ -134,10 +134,7 @@ impl UsdtPartner for SandboxPartner {
                     submitted_at: now,
                 },
             );
-            self.writer
-                .commit(b)
-                .await
-                .map_err(|e| DomainError::internal(e.to_string()))?;
+            self.writer.commit(b).await.map_err(DomainError::from)?;
             // The chain settles in real time, whatever kobo's clock says.
             let confirmation = Confirmation {
                 reference: t.reference,

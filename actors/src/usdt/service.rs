@@ -117,10 +117,7 @@ pub async fn add_wallet(
             .merchant(merchant)
             .after(wallet.to_api()),
     );
-    kobo.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))?;
+    kobo.writer.commit(batch).await.map_err(DomainError::from)?;
     Ok(Outcome::Created(wallet.view()))
 }
 
@@ -162,10 +159,7 @@ pub async fn delete_wallet(
             Table::UsdtWalletAddresses,
             wallet_address_key(merchant, w.mode, w.network, &normalized),
         );
-    kobo.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))?;
+    kobo.writer.commit(batch).await.map_err(DomainError::from)?;
     Ok(DeletedWalletView {
         id: w.id,
         object: UsdtWalletObject::UsdtWallet,

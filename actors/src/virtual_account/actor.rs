@@ -301,10 +301,7 @@ async fn finish(
     }
     let answer = Answer::save(Outcome::Updated(after.view()), idem, &mut batch, now);
     if !batch.is_empty() {
-        k.writer
-            .commit(batch)
-            .await
-            .map_err(|e| DomainError::internal(e.to_string()))?;
+        k.writer.commit(batch).await.map_err(DomainError::from)?;
     }
     Ok((after, answer))
 }

@@ -90,7 +90,7 @@ impl SandboxBank {
             Err(kobo_storage::CommitError::Conflict { .. }) => self
                 .transfer(&key)?
                 .ok_or_else(|| DomainError::internal("a sandbox transfer vanished")),
-            Err(e) => Err(DomainError::internal(e.to_string())),
+            Err(e) => Err(DomainError::from(e)),
         }
     }
 

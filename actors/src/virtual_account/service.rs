@@ -257,7 +257,7 @@ pub async fn create(
             }
             // A number or serial someone already has: take the next.
             Err(CommitError::Conflict { .. }) => continue,
-            Err(e) => return Err(DomainError::internal(e.to_string())),
+            Err(e) => return Err(e.into()),
         }
     }
     Err(DomainError::internal("no free account number was found"))

@@ -125,10 +125,7 @@ pub async fn secret_revealed(
             "livemode": endpoint.mode.livemode(),
         })),
     );
-    env.writer
-        .commit(batch)
-        .await
-        .map_err(|e| DomainError::internal(e.to_string()))
+    env.writer.commit(batch).await.map_err(DomainError::from)
 }
 
 #[cfg(test)]
