@@ -351,6 +351,11 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
 
     let writer_metrics = WriterMetrics::new();
     let writer = store.start_writer(writer_metrics.clone());
+    // Debug builds only: own every shard, so that the writer checks every
+    // merchant's batch names its merchant (the tagging proof, issue 21).
+    if cfg!(debug_assertions) && std::env::var_os("KOBO_TEST_OWN_ALL_SHARDS").is_some() {
+        writer.set_ownership(Arc::new(kobo_storage::fence::OwnsEveryShard));
+    }
 
     let listener =
         TcpListener::bind(&args.listen).with_context(|| format!("binding {}", args.listen))?;

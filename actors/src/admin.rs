@@ -56,6 +56,7 @@ pub async fn create_brand(
         created_at: now,
     };
     let mut batch = Batch::new();
+    batch.owned_by(merchant.as_bytes());
     add_brand(&mut batch, &brand);
     let answer = Answer::save(Outcome::Created(brand.view()), idem, &mut batch, now);
     kobo.writer.commit(batch).await.map_err(DomainError::from)?;
@@ -102,6 +103,7 @@ pub async fn create_merchant(
     let test_key = new_secret_key(Mode::Test);
     let live_key = new_secret_key(Mode::Live);
     let mut batch = Batch::new();
+    batch.owned_by(id.as_bytes());
     let mut brands = Vec::new();
     for mode in [Mode::Test, Mode::Live] {
         let brand = Brand {
@@ -258,6 +260,7 @@ async fn update_settings(
     };
     merchant.settings = settings;
     let mut batch = Batch::new();
+    batch.owned_by(id.as_bytes());
     audit.add_to(
         &kobo,
         &mut batch,
@@ -280,6 +283,7 @@ async fn roll_key(
         load_merchant(&kobo, id)?.ok_or_else(|| DomainError::not_found("merchant", id))?;
     let now = kobo.clock.now();
     let mut batch = Batch::new();
+    batch.owned_by(id.as_bytes());
     let key = new_secret_key(mode);
     let old = match mode {
         Mode::Test => std::mem::replace(&mut merchant.key_hash_test, key_hash(&key)),

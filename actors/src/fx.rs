@@ -407,6 +407,7 @@ pub async fn convert(
         created_at: now,
     };
     let mut batch = Batch::new();
+    batch.owned_by(merchant.id.as_bytes());
     batch
         .put(Table::FxConversions, c.id.as_bytes().to_vec(), &c)
         .put_raw(

@@ -328,9 +328,14 @@ pub fn lookup(
 }
 
 /// Deletes records whose 24 hours ended at or before `now`; at most `max`
-/// per call. Returns the batch (empty when nothing expired).
-pub fn prune_batch(read: &ReadTxn, now: DateTime<Utc>, max: usize) -> Result<Batch, StoreError> {
-    let mut batch = Batch::new();
+/// per call. Returns one batch per merchant (each names its merchant: on a
+/// cluster only its owner commits it); none when nothing expired.
+pub fn prune_batches(
+    read: &ReadTxn,
+    now: DateTime<Utc>,
+    max: usize,
+) -> Result<Vec<Batch>, StoreError> {
+    let mut batches: std::collections::BTreeMap<[u8; 16], Batch> = Default::default();
     let limit = KeyBuf::new().u64(micros(now) + 1).build();
     let mut n = 0;
     read.scan_prefix(Table::IdempotencyExpiry, &[], None, |k, _| {
@@ -340,12 +345,20 @@ pub fn prune_batch(read: &ReadTxn, now: DateTime<Utc>, max: usize) -> Result<Bat
         // expiry(8) | the record's key: merchant(16) | mode(1) | [tag(1) |
         // intent(16)] | key\0
         let record = k[8..].to_vec();
+        let Some(merchant) = k.get(8..24).and_then(|m| <[u8; 16]>::try_from(m).ok()) else {
+            return Ok(true);
+        };
+        let batch = batches.entry(merchant).or_insert_with(|| {
+            let mut b = Batch::new();
+            b.owned_by(&merchant);
+            b
+        });
         batch.delete(Table::Idempotency, record);
         batch.delete(Table::IdempotencyExpiry, k.to_vec());
         n += 1;
         Ok(true)
     })?;
-    Ok(batch)
+    Ok(batches.into_values().collect())
 }
 
 #[cfg(test)]
@@ -411,8 +424,11 @@ mod tests {
         }
         drop(read);
         let later = now + retention();
-        let prune = prune_batch(&kobo.store.read().unwrap(), later, 100).unwrap();
-        kobo.writer.commit(prune).await.unwrap();
+        let prune = prune_batches(&kobo.store.read().unwrap(), later, 100).unwrap();
+        assert_eq!(prune.len(), 1, "one merchant's records, one batch");
+        for batch in prune {
+            kobo.writer.commit(batch).await.unwrap();
+        }
         let read = kobo.store.read().unwrap();
         let mut left = 0;
         for table in [Table::Idempotency, Table::IdempotencyExpiry] {

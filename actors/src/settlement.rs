@@ -106,6 +106,7 @@ pub async fn ensure_daily_run(kobo: &Env) -> crate::error::DomainResult<()> {
     drop(read);
     let due = kobo.calendar.next_settlement_instant(kobo.clock.now());
     let mut batch = Batch::new();
+    batch.owned_by(Uuid::nil().as_bytes());
     schedule_daily_run(&mut batch, due);
     kobo.writer
         .commit(batch)
@@ -163,6 +164,7 @@ pub async fn run_daily(kobo: &Settlement, timer_key: Vec<u8>) -> crate::error::D
     }
     let now = kobo.env.clock.now();
     let mut batch = Batch::new();
+    batch.owned_by(Uuid::nil().as_bytes());
     batch.delete(Table::Timers, timer_key);
     // Strictly after now: the next business day's 08:00.
     let next = kobo

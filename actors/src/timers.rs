@@ -203,6 +203,7 @@ async fn settle(kobo: &Kobo, key: Vec<u8>, timer: Timer, outcome: DomainResult<(
         return;
     };
     let mut b = Batch::new();
+    b.owned_by(timer.merchant.as_bytes());
     b.delete(Table::Timers, key);
     if matches!(
         e.kind,
@@ -232,9 +233,12 @@ pub async fn run_due(kobo: &Arc<Kobo>, limit: DateTime<Utc>) -> DomainResult<u64
     // Webhook deliveries (first attempts and retries) due by `limit`.
     crate::webhook::run_due(&kobo.webhooks, limit).await;
     let read = kobo.store.read()?;
-    let prune = crate::idempotency::prune_batch(&read, kobo.clock.now(), PRUNE_MAX)?;
-    if !prune.is_empty() {
-        kobo.writer.commit(prune).await.map_err(DomainError::from)?;
+    for prune in crate::idempotency::prune_batches(&read, kobo.clock.now(), PRUNE_MAX)? {
+        match kobo.writer.commit(prune).await {
+            // Another node's merchant: its owner prunes them.
+            Ok(()) | Err(kobo_storage::CommitError::NotOwner { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(fired)
 }

@@ -141,6 +141,7 @@ where
         Body::Saved(body) => Ok(rendered(status, String::from(Box::<str>::from(body)))),
         Body::Json(body) => {
             let mut batch = Batch::new();
+            batch.owned_by(save.merchant.as_bytes());
             save.add_to(&mut batch, status, &body.to_string(), kobo.clock.now());
             kobo.writer.commit(batch).await.map_err(DomainError::from)?;
             Ok(json_response(status, &body))

@@ -363,6 +363,7 @@ async fn create(req: HttpRequest, state: State, payload: web::Payload) -> ApiRes
                     // answers the same).
                     Ok(after) if after.view().latest_invoice.is_some() => {
                         let mut batch = Batch::new();
+                        batch.owned_by(m.as_bytes());
                         let view = after.view().clone();
                         let now = c.kobo().clock.now();
                         let again =

@@ -36,6 +36,18 @@ pub trait Ownership: Send + Sync + 'static {
     fn token(&self, shard: u16) -> Option<i64>;
 }
 
+/// An ownership holding every shard with token 1: a single process that
+/// checks, as a cluster node would, that every batch writing a merchant's
+/// rows names it (the black-box suite runs under it with
+/// `KOBO_TEST_OWN_ALL_SHARDS=1`, debug builds only).
+pub struct OwnsEveryShard;
+
+impl Ownership for OwnsEveryShard {
+    fn token(&self, _shard: u16) -> Option<i64> {
+        Some(1)
+    }
+}
+
 /// A registered kobo node, as the database last heard from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeRow {

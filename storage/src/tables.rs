@@ -8,6 +8,25 @@
 //! key prefixed with its table's one-byte id. A commit then touches one
 //! B-tree instead of one per table, which measurably cuts the writer's page
 //! work (docs/performance.md).
+//!
+//! **Global tables** ([`Table::is_global`]) hold rows that belong to no
+//! merchant: kobo's own bookkeeping (`Meta`), what the operator writes
+//! and keeps (merchants and their API keys, FX rates, the audit log,
+//! console sessions), names unique across kobo (payment link slugs,
+//! virtual account numbers and NUBAN serials), the dashboard's people and
+//! their sessions (a person signs in before any merchant is known), and
+//! the sandbox rails' records (the pretend bank, USDT partner, mandate and
+//! identity providers stand outside kobo). Every other table holds a
+//! merchant's rows, even when its key does not start with the merchant
+//! (payment intents by id, charge attempts, timers, the event outbox,
+//! deliveries and their queue, scheduled releases, ...): a batch writing
+//! them names its merchant ([`crate::Batch::owned_by`]) so that, on a
+//! cluster, only the node owning the merchant's shard commits it. The
+//! writer refuses to let an untagged batch touch a non-global table once
+//! an ownership is set (see [`crate::writer::Writer::submit`]). Merchants
+//! and API keys are global because the operator creates and changes them
+//! from any node; a batch written for one merchant (its own key roll, its
+//! own settings) may still be tagged with it.
 
 use redb::TableDefinition;
 
@@ -274,6 +293,42 @@ tables! {
     ConsoleSessions => "console_sessions",
 }
 
+impl Table {
+    /// Whether the table's rows belong to no merchant (see the module
+    /// comment): batches touching only global tables need no owner.
+    pub fn is_global(self) -> bool {
+        use Table::*;
+        matches!(
+            self,
+            Meta | Merchants
+                | ApiKeys
+                | SandboxTransfers
+                | FxRates
+                | FxRateIndex
+                | SandboxCryptoTransfers
+                | SandboxMandates
+                | SandboxDebits
+                | SandboxIdentityChecks
+                | VirtualAccountNumbers
+                | VirtualAccountSerials
+                | SandboxAccountCredits
+                | SandboxAccountInbox
+                | PaymentLinkSlugs
+                | AuditLog
+                | AuditIndex
+                | AuditMerchantIndex
+                | AuditActionIndex
+                | DashboardUsers
+                | DashboardUserEmails
+                | DashboardTeam
+                | DashboardInvitations
+                | DashboardSessions
+                | DashboardUserSessions
+                | ConsoleSessions
+        )
+    }
+}
+
 /// Builds a composite key from fixed-width parts.
 #[derive(Default, Clone, Debug)]
 pub struct KeyBuf(Vec<u8>);
@@ -325,6 +380,26 @@ mod tests {
     fn physical_keys_carry_the_table_id_first() {
         assert_eq!(Table::Meta.physical(b"x"), vec![1, b'x']);
         assert!(Table::ALL.iter().all(|t| t.id() < 0xff));
+    }
+
+    #[test]
+    fn merchants_rows_are_never_global_and_kobos_own_are() {
+        for t in [
+            Table::PaymentIntents,
+            Table::Timers,
+            Table::EventOutbox,
+            Table::Deliveries,
+            Table::DeliveryQueue,
+            Table::ChargeAttempts,
+            Table::ScheduledReleases,
+            Table::Idempotency,
+            Table::LedgerLines,
+        ] {
+            assert!(!t.is_global(), "{}", t.name());
+        }
+        for t in [Table::Meta, Table::FxRates, Table::PaymentLinkSlugs] {
+            assert!(t.is_global(), "{}", t.name());
+        }
     }
 
     #[test]

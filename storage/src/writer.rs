@@ -189,6 +189,23 @@ impl Batch {
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
+    /// The non-global tables ([`Table::is_global`]) the batch writes or
+    /// checks, each once: what it must name an owner for.
+    pub fn merchant_tables(&self) -> Vec<Table> {
+        let mut tables: Vec<Table> = Vec::new();
+        let ops = self.ops.iter().map(|op| match op {
+            Op::Put(t, ..) | Op::Delete(t, _) | Op::Add(t, ..) => *t,
+        });
+        let pre = self.preconditions.iter().map(|p| match p {
+            Precondition::Absent(t, _) => *t,
+        });
+        for t in ops.chain(pre) {
+            if !t.is_global() && !tables.contains(&t) {
+                tables.push(t);
+            }
+        }
+        tables
+    }
     pub fn ops(&self) -> &[Op] {
         &self.ops
     }
@@ -366,6 +383,9 @@ impl Writer {
     /// Batches submitted from one caller commit in submission order.
     pub fn submit(&self, mut batch: Batch) -> Ack {
         let (ack, rx) = oneshot::channel();
+        if batch.shard.is_none() && self.ownership.get().is_some() {
+            untagged(&batch);
+        }
         if let (Some(shard), Some(ownership)) = (batch.shard, self.ownership.get()) {
             match ownership.token(shard) {
                 Some(token) => batch.fence = Some(Fence { shard, token }),
@@ -412,6 +432,25 @@ impl Writer {
             .push((table, notify.clone()));
         notify
     }
+}
+
+/// An untagged batch under an ownership: a bug when it touches a
+/// merchant's rows (it would commit unfenced, from any node). Logged in
+/// every build, fatal to the caller in debug builds.
+fn untagged(batch: &Batch) {
+    let tables = batch.merchant_tables();
+    if tables.is_empty() {
+        return;
+    }
+    let names: Vec<&str> = tables.iter().map(|t| t.name()).collect();
+    tracing::error!(
+        tables = ?names,
+        "untagged batch writes merchants' rows (Batch::owned_by missing)"
+    );
+    debug_assert!(
+        false,
+        "untagged batch writes merchants' rows (Batch::owned_by missing): {names:?}"
+    );
 }
 
 pub(crate) fn start(engine: Engine, metrics: WriterMetrics) -> Writer {
@@ -626,6 +665,66 @@ mod tests {
 
     fn key(n: u64) -> Vec<u8> {
         n.to_be_bytes().to_vec()
+    }
+
+    #[test]
+    fn a_batch_names_the_merchant_tables_it_touches_and_no_global_one() {
+        let mut b = Batch::new();
+        b.put_raw(Table::Meta, key(1), Vec::new())
+            .delete(Table::Timers, key(2))
+            .add(Table::PaymentLinkCounters, key(3), &[1])
+            .require_absent(Table::PaymentIntentReferences, key(4))
+            .put_raw(Table::Timers, key(5), Vec::new())
+            .put_raw(Table::PaymentLinkSlugs, key(6), Vec::new());
+        assert_eq!(
+            b.merchant_tables(),
+            vec![
+                Table::Timers,
+                Table::PaymentLinkCounters,
+                Table::PaymentIntentReferences
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn under_an_ownership_tagged_and_global_batches_commit_with_their_fence() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let writer = store.start_writer(WriterMetrics::new());
+        writer.set_ownership(Arc::new(crate::fence::OwnsEveryShard));
+        let mut global = Batch::new();
+        global.put_raw(Table::FxRates, key(1), b"r".to_vec());
+        writer.commit(global).await.unwrap();
+        let mut mine = Batch::new();
+        mine.owned_by(&[7; 16])
+            .put_raw(Table::PaymentIntents, key(2), b"pi".to_vec());
+        writer.commit(mine).await.unwrap();
+        let read = store.read().unwrap();
+        assert!(read.get(Table::PaymentIntents, &key(2)).unwrap().is_some());
+    }
+
+    #[cfg(debug_assertions)]
+    #[tokio::test]
+    #[should_panic(expected = "untagged batch writes merchants' rows")]
+    async fn under_an_ownership_an_untagged_batch_of_a_merchants_rows_is_a_bug() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let writer = store.start_writer(WriterMetrics::new());
+        writer.set_ownership(Arc::new(crate::fence::OwnsEveryShard));
+        let mut b = Batch::new();
+        b.put_raw(Table::Meta, key(1), Vec::new())
+            .delete(Table::DeliveryQueue, key(2));
+        let _ = writer.commit(b).await;
+    }
+
+    #[tokio::test]
+    async fn without_an_ownership_untagged_batches_commit_as_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let writer = store.start_writer(WriterMetrics::new());
+        let mut b = Batch::new();
+        b.put_raw(Table::PaymentIntents, key(1), b"pi".to_vec());
+        writer.commit(b).await.unwrap();
     }
 
     #[test]

@@ -283,6 +283,7 @@ fn find(kobo: &Env, natural: &[u8]) -> DomainResult<Option<BankAccount>> {
 /// account and its list row.
 fn insert(account: &BankAccount, natural: Vec<u8>) -> Batch {
     let mut batch = Batch::new();
+    batch.owned_by(account.merchant.as_bytes());
     batch
         .require_absent(Table::BankAccountIndex, natural.clone())
         .put_raw(

@@ -284,6 +284,7 @@ async fn create(
     }
     let c = new_customer(k, scope, new)?;
     let mut batch = Batch::new();
+    batch.owned_by(scope.0.as_bytes());
     c.add_to(&mut batch);
     commit_answer(k, Outcome::Created(c.view()), idem, batch).await
 }
@@ -306,6 +307,7 @@ async fn update(
         }
     }
     let mut batch = Batch::new();
+    batch.owned_by(scope.0.as_bytes());
     if after != c {
         c.update_in(&after, &mut batch);
     }
@@ -333,6 +335,7 @@ async fn delete(
     after.updated_at = Some(now);
     after.identity.check_due = None;
     let mut batch = Batch::new();
+    batch.owned_by(scope.0.as_bytes());
     if let Some(due) = c.identity.check_due {
         batch.delete(
             Table::Timers,
@@ -359,11 +362,13 @@ async fn link<T>(k: &CustomerDeps, scope: Scope, msg: Link<T>) -> DomainResult<L
                 };
                 let c = new_customer(k, scope, new)?;
                 let mut b = Batch::new();
+                b.owned_by(scope.0.as_bytes());
                 c.add_to(&mut b);
                 (c, b)
             }
         },
     };
+    batch.owned_by(scope.0.as_bytes());
     let (built_batch, built) = (msg.build)(&customer)?;
     batch.append(built_batch);
     let result = match k.writer.commit(batch).await {

@@ -79,6 +79,7 @@ pub(super) async fn verify_identity(
         .await?;
     let now = k.clock.now();
     let mut batch = Batch::new();
+    batch.owned_by(scope.0.as_bytes());
     if let Some(due) = c.identity.check_due {
         batch.delete(Table::Timers, timer_key(due, id));
     }
@@ -115,6 +116,7 @@ pub(super) async fn identity_timer(
     fired: Vec<u8>,
 ) -> DomainResult<()> {
     let mut batch = Batch::new();
+    batch.owned_by(scope.0.as_bytes());
     batch.delete(Table::Timers, fired.clone());
     let c = match load(k, scope.0, scope.1, id) {
         Ok(c) => Some(c),

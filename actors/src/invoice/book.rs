@@ -334,6 +334,7 @@ fn change(
         batch: Batch::new(),
         credit: None,
     };
+    change.batch.owned_by(m.as_bytes());
     let mut events = Vec::new();
     let (after, created) = match (&msg.action, before) {
         (InvoiceAction::Create(new), _) => {
@@ -700,6 +701,7 @@ async fn delete(
     let now = k.clock.now();
     let (m, mode, seq) = (i.merchant, i.mode, i.seq);
     let mut batch = Batch::new();
+    batch.owned_by(m.as_bytes());
     batch
         .delete(Table::Invoices, i.id.as_bytes().to_vec())
         .delete(Table::InvoiceIndex, list_key(m, mode, seq))
@@ -781,9 +783,13 @@ async fn apply_payment(k: &InvoiceDeps, customer: Uuid, msg: ApplyPayment) -> Do
 
 async fn overdue(k: &InvoiceDeps, customer: Uuid, msg: OverdueTimer) -> DomainResult<()> {
     let now = k.clock.now();
+    let found = load_any(k, msg.invoice)?;
     let mut batch = Batch::new();
+    if let Some(i) = &found {
+        batch.owned_by(i.merchant.as_bytes());
+    }
     batch.delete(Table::Timers, msg.timer_key);
-    if let Some(before) = load_any(k, msg.invoice)?.filter(|i| i.customer == customer) {
+    if let Some(before) = found.filter(|i| i.customer == customer) {
         if before.status == InvoiceStatus::Open && !before.overdue {
             let mut after = before.clone();
             after.overdue = true;

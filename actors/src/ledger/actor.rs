@@ -172,6 +172,7 @@ impl LedgerActor {
     ) -> DomainResult<Submitted> {
         let kobo = self.activation.deps.clone();
         let (merchant, mode) = self.activation.key;
+        batch.owned_by(merchant.as_bytes());
         self.ensure_loaded()?;
         let usage_after = match usage {
             Some(u) => Some(self.usage_after(&u)?),

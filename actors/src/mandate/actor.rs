@@ -142,6 +142,7 @@ async fn process(
 ) -> DomainResult<(Mandate, Answer<MandateView>)> {
     let now = kobo.clock.now();
     let mut batch = Batch::new();
+    batch.owned_by(m.merchant.as_bytes());
     let provider = kobo.mandate_providers.for_mode(m.mode);
     let pending = m.status == MandateStatus::Pending;
     let command = match msg.action {

@@ -162,6 +162,7 @@ pub async fn create(
     let build: Arc<BuildFn<_>> = Arc::new(move |c: &Customer| {
         let m = draft.mandate(c)?;
         let mut batch = Batch::new();
+        batch.owned_by(m.merchant.as_bytes());
         insert(&mut batch, &m);
         let answer = Answer::save(Outcome::Created(m.view()), idem.as_ref(), &mut batch, now);
         Ok((batch, answer))

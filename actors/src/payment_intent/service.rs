@@ -400,6 +400,7 @@ async fn commit_new(
         client_secret,
     }));
     let mut batch = extra;
+    batch.owned_by(intent.merchant.as_bytes());
     insert(&mut batch, intent);
     for effect in effects {
         match effect {
@@ -529,6 +530,7 @@ pub async fn commit_decision_with(
     settings: Option<&Settings>,
 ) -> DomainResult<Answer<PaymentIntentView>> {
     let after = &decision.intent;
+    batch.owned_by(after.merchant.as_bytes());
     let view = after.view(None);
     let body = render(&view);
     if after != before {

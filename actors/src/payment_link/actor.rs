@@ -155,6 +155,7 @@ async fn process(
     let now = kobo.clock.now();
     let payments = read_counters(&kobo.store.read()?, link.id)?[PAYMENTS];
     let mut batch = Batch::new();
+    batch.owned_by(link.merchant.as_bytes());
     let command = match msg.action {
         LinkAction::Update(u) => Command::Update(u),
         LinkAction::Deactivate => Command::Deactivate,

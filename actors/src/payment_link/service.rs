@@ -234,6 +234,7 @@ async fn commit_new(
     });
     let body = render(&view);
     let mut batch = Batch::new();
+    batch.owned_by(merchant.as_bytes());
     batch
         .put(Table::PaymentLinks, link.id.as_bytes().to_vec(), link)
         .put_raw(

@@ -122,6 +122,7 @@ async fn process(
 ) -> DomainResult<(Payout, Answer<PayoutView>)> {
     let now = kobo.clock.now();
     let mut batch = Batch::new();
+    batch.owned_by(p.merchant.as_bytes());
     let rail = kobo.rails.for_mode(p.mode);
     let mut audit = None;
     let command = match msg.action {

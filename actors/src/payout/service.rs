@@ -278,6 +278,7 @@ pub async fn create(
             .is_some_and(|t| req.amount >= t);
     let payout = new_payout(kobo, merchant, mode, &req, account.id, brand, awaiting, now);
     let mut batch = Batch::new();
+    batch.owned_by(merchant.id.as_bytes());
     batch
         .put(Table::Payouts, payout.id.as_bytes().to_vec(), &payout)
         .put_raw(

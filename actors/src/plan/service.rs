@@ -79,6 +79,7 @@ pub async fn create(
         archived_at: None,
     };
     let mut batch = Batch::new();
+    batch.owned_by(merchant.as_bytes());
     batch
         .put(Table::Plans, plan.id.as_bytes().to_vec(), &plan)
         .put_raw(
@@ -111,6 +112,7 @@ pub async fn commit_change(
     now: DateTime<Utc>,
 ) -> DomainResult<Answer<PlanView>> {
     let mut batch = Batch::new();
+    batch.owned_by(after.merchant.as_bytes());
     if after != before {
         batch.put(Table::Plans, after.id.as_bytes().to_vec(), after);
         let scope = (after.merchant, after.mode);

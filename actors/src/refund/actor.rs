@@ -205,6 +205,7 @@ async fn commit(
     let view = subject.view();
     let body = render(&view);
     let mut batch = Batch::new();
+    batch.owned_by(intent.merchant.as_bytes());
     let mut money = None;
     let mut ask = false;
     for effect in effects {

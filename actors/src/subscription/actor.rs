@@ -235,6 +235,7 @@ async fn retry_later(
     at: DateTime<Utc>,
 ) -> DomainResult<Subscription> {
     let mut batch = Batch::new();
+    batch.owned_by(s.merchant.as_bytes());
     if let Some(old) = s.timer_at {
         batch.delete(
             Table::Timers,

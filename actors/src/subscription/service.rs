@@ -185,6 +185,7 @@ pub async fn commit(
     now: DateTime<Utc>,
 ) -> DomainResult<Answer<SubscriptionView>> {
     let (m, mode, seq) = (after.merchant, after.mode, after.seq);
+    batch.owned_by(m.as_bytes());
     let id = after.id.as_bytes().to_vec();
     if let Some(key) = fired {
         batch.delete(Table::Timers, key);

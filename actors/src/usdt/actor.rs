@@ -158,6 +158,7 @@ async fn process(
 ) -> DomainResult<(CryptoPayout, CryptoPayoutView)> {
     let now = kobo.clock.now();
     let mut batch = Batch::new();
+    batch.owned_by(p.merchant.as_bytes());
     let mut from_timer = false;
     let command = match action {
         CryptoAction::Confirmed(status) => Some(command_of(status)),

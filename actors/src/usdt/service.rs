@@ -97,6 +97,7 @@ pub async fn add_wallet(
         deleted_at: None,
     };
     let mut batch = Batch::new();
+    batch.owned_by(wallet.merchant.as_bytes());
     batch
         .put(Table::UsdtWallets, wallet.id.as_bytes().to_vec(), &wallet)
         .put_raw(
@@ -141,6 +142,7 @@ pub async fn delete_wallet(
     let before = w.to_api();
     w.deleted_at = Some(kobo.clock.now());
     let mut batch = Batch::new();
+    batch.owned_by(w.merchant.as_bytes());
     audit.add_to(
         kobo,
         &mut batch,
@@ -327,6 +329,7 @@ pub async fn create_payout(
     let now = kobo.clock.now();
     let payout = new_payout(kobo, merchant.id, mode, &req, q, &wallet, brand, now);
     let mut batch = Batch::new();
+    batch.owned_by(merchant.id.as_bytes());
     batch
         .put(Table::CryptoPayouts, payout.id.as_bytes().to_vec(), &payout)
         .put_raw(

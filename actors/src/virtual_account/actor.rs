@@ -264,6 +264,7 @@ async fn finish(
 ) -> DomainResult<(VirtualAccount, Answer<VirtualAccountView>)> {
     let now = k.clock.now();
     let (id, m, mode) = (after.id, after.merchant, after.mode);
+    batch.owned_by(m.as_bytes());
     if &after != before {
         batch.put(Table::VirtualAccounts, id.as_bytes().to_vec(), &after);
     }

@@ -83,6 +83,7 @@ pub async fn record_credit(
         rows: vec![(Table::VirtualAccountCredits, key.clone())],
     };
     let mut with = Batch::new();
+    with.owned_by(merchant.id.as_bytes());
     with.delete(Table::SandboxAccountInbox, key);
     record(&k.intents, &merchant, a.mode, spec, with, idem).await
 }

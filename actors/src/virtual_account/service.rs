@@ -157,6 +157,7 @@ fn account_batch(
 ) -> (Batch, Answer<VirtualAccountView>) {
     let (id, m, mode) = (a.id.as_bytes().to_vec(), a.merchant, a.mode);
     let mut b = Batch::new();
+    b.owned_by(m.as_bytes());
     let claims = [
         (
             Table::VirtualAccountNumbers,

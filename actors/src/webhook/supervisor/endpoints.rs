@@ -75,6 +75,7 @@ impl Supervisor {
             object: ep.to_api(false),
         };
         let mut batch = Batch::new();
+        batch.owned_by(merchant.as_bytes());
         let mut after = After::default();
         batch
             .put(Table::Events, event.id.as_bytes().to_vec(), &event)
@@ -136,6 +137,7 @@ impl Supervisor {
             deleted_at: None,
         };
         let mut batch = Batch::new();
+        batch.owned_by(merchant.as_bytes());
         batch
             .put(
                 Table::WebhookEndpoints,
@@ -190,6 +192,7 @@ impl Supervisor {
             _ => WebhookView::Endpoint(ep.view(false)),
         };
         let mut batch = Batch::new();
+        batch.owned_by(merchant.as_bytes());
         batch
             .put(Table::WebhookEndpoints, id.as_bytes().to_vec(), &ep)
             .note_seq(ep.enabled_seq);
@@ -209,7 +212,7 @@ impl Supervisor {
         }
         self.commit(batch, after).await?;
         if drop_waiting {
-            self.drop_rest(id).await?;
+            self.drop_rest(merchant, id).await?;
         }
         Ok(answer)
     }
@@ -250,9 +253,10 @@ impl Supervisor {
     }
 
     /// The waiting deliveries of a larger backlog, in further batches.
-    async fn drop_rest(&mut self, id: Uuid) -> DomainResult<()> {
+    async fn drop_rest(&mut self, merchant: Uuid, id: Uuid) -> DomainResult<()> {
         loop {
             let mut batch = Batch::new();
+            batch.owned_by(merchant.as_bytes());
             let mut after = After::default();
             if self.drop_waiting(id, &mut batch, &mut after)? == 0 {
                 return Ok(());
@@ -316,6 +320,7 @@ impl Supervisor {
         let endpoints = self.scope(&read, merchant, mode)?;
         let now = self.hub.env.clock.now();
         let mut batch = Batch::new();
+        batch.owned_by(merchant.as_bytes());
         let mut after = After::default();
         let mut queued = 0u32;
         for ep in endpoints.iter() {

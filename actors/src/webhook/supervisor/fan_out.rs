@@ -8,7 +8,7 @@ impl Supervisor {
     pub(super) fn record_outcomes(
         &mut self,
         read: &ReadTxn,
-        batch: &mut Batch,
+        batches: &mut Batches,
         outcomes: Vec<Outcome>,
         after: &mut After,
     ) -> DomainResult<()> {
@@ -16,6 +16,11 @@ impl Supervisor {
             let Some(claim) = self.claims.remove(&(o.endpoint, o.event)) else {
                 continue;
             };
+            // Endpoints are never removed (deletion marks them), so every
+            // outcome finds its merchant.
+            let endpoint = Self::endpoint(read, o.endpoint)?;
+            let merchant = endpoint.as_ref().map_or(Uuid::nil(), |e| e.merchant);
+            let batch = batches.of(merchant);
             after.released.push(o.endpoint);
             let key = delivery_key(o.event, o.endpoint);
             let Some(mut d) = read.get_decoded::<Delivery>(Table::Deliveries, &key)? else {
@@ -37,8 +42,7 @@ impl Supervisor {
             }
             if d.version == claim.version {
                 batch.delete(Table::DeliveryQueue, claim.queue_key);
-                let live =
-                    Self::endpoint(read, o.endpoint)?.is_some_and(|e| e.accepts(d.generation));
+                let live = endpoint.as_ref().is_some_and(|e| e.accepts(d.generation));
                 d.next_attempt_at = None;
                 if success {
                     d.status = DeliveryStatus::Delivered;
@@ -70,7 +74,7 @@ impl Supervisor {
     pub(super) fn fan_out(
         &mut self,
         read: &ReadTxn,
-        batch: &mut Batch,
+        batches: &mut Batches,
         after: &mut After,
     ) -> DomainResult<bool> {
         let mut rows: Vec<(Vec<u8>, Uuid)> = Vec::new();
@@ -88,11 +92,14 @@ impl Supervisor {
         let more = rows.len() >= OUTBOX_SLICE;
         let now = self.hub.env.clock.now();
         for (key, id) in rows {
-            batch.delete(Table::EventOutbox, key);
             let Some(event) = read.get_decoded::<Event>(Table::Events, id.as_bytes())? else {
                 tracing::warn!(event = %id, "outbox row without its event; skipped");
+                // Whose row it was is unknown: kobo's own (the nil id).
+                batches.of(Uuid::nil()).delete(Table::EventOutbox, key);
                 continue;
             };
+            let batch = batches.of(event.merchant);
+            batch.delete(Table::EventOutbox, key);
             let endpoints = self.scope(read, event.merchant, event.mode)?;
             for ep in endpoints.iter() {
                 // Only events from the moment the endpoint was (re-)enabled:

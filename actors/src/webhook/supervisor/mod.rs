@@ -19,7 +19,7 @@
 //! [`IN_FLIGHT_MAX`] in all) to the dispatchers. An endpoint that never
 //! answers holds only its own slots, so the others go on at full speed.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -185,6 +185,23 @@ fn queue_now(batch: &mut Batch, after: &mut After, d: &Delivery, now: DateTime<U
     after.notes.push((d.endpoint, micros(now)));
 }
 
+/// A turn's writes, one batch per merchant: each names its merchant
+/// ([`Batch::owned_by`]), so on a cluster each commits under its own
+/// shard's lease. They are submitted together (one group commit).
+#[derive(Default)]
+struct Batches(BTreeMap<Uuid, Batch>);
+
+impl Batches {
+    /// The batch of `merchant`'s rows.
+    fn of(&mut self, merchant: Uuid) -> &mut Batch {
+        self.0.entry(merchant).or_insert_with(|| {
+            let mut b = Batch::new();
+            b.owned_by(merchant.as_bytes());
+            b
+        })
+    }
+}
+
 /// What to do once a batch has committed.
 #[derive(Default)]
 struct After {
@@ -303,17 +320,17 @@ impl Supervisor {
                 }
             }
         }
-        let mut batch = Batch::new();
+        let mut batches = Batches::default();
         let mut after = After::default();
         let read = self.hub.env.store.read()?;
-        self.record_outcomes(&read, &mut batch, outcomes, &mut after)?;
+        self.record_outcomes(&read, &mut batches, outcomes, &mut after)?;
         let more = if outbox_dirty {
-            self.fan_out(&read, &mut batch, &mut after)?
+            self.fan_out(&read, &mut batches, &mut after)?
         } else {
             false
         };
         drop(read);
-        self.commit(batch, after).await?;
+        self.commit_all(batches.0.into_values(), after).await?;
 
         let mut replies: Replies = Vec::new();
         for (cmd, reply) in commands {
@@ -334,11 +351,27 @@ impl Supervisor {
     }
 
     async fn commit(&mut self, batch: Batch, after: After) -> DomainResult<()> {
-        if !batch.is_empty() {
-            match self.hub.env.writer.commit(batch).await {
-                Ok(()) => {}
+        self.commit_all([batch], after).await
+    }
+
+    /// Commits `batches` (submitted together, so they share a commit),
+    /// then does `after` once all of them are on disk.
+    async fn commit_all(
+        &mut self,
+        batches: impl IntoIterator<Item = Batch>,
+        after: After,
+    ) -> DomainResult<()> {
+        let acks: Vec<_> = batches
+            .into_iter()
+            .filter(|b| !b.is_empty())
+            .map(|b| self.hub.env.writer.submit(b))
+            .collect();
+        for ack in acks {
+            match ack.await {
+                Ok(Ok(())) => {}
                 // Webhook batches carry no preconditions.
-                Err(e) => return Err(e.into()),
+                Ok(Err(e)) => return Err(e.into()),
+                Err(_) => return Err(kobo_storage::CommitError::Closed.into()),
             }
         }
         for scope in after.touched_scopes {

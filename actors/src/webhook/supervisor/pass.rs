@@ -8,7 +8,7 @@ use super::*;
 #[derive(Default)]
 struct Pass {
     jobs: Vec<Job>,
-    drops: Batch,
+    drops: Batches,
     dropped: u64,
     bodies: HashMap<Uuid, Bytes>,
 }
@@ -50,6 +50,8 @@ impl Supervisor {
         pass: &mut Pass,
     ) -> DomainResult<()> {
         let endpoint = Self::endpoint(read, ep)?;
+        // Endpoints are never removed (deletion marks them).
+        let merchant = endpoint.as_ref().map_or(Uuid::nil(), |e| e.merchant);
         let rows = queued(read, ep)?;
         let scanned_all = rows.len() < SCAN_MAX;
         let mut next_due = None;
@@ -63,7 +65,7 @@ impl Supervisor {
             }
             let dkey = delivery_key(ev, ep);
             let Some(mut d) = read.get_decoded::<Delivery>(Table::Deliveries, &dkey)? else {
-                pass.drops.delete(Table::DeliveryQueue, key);
+                pass.drops.of(merchant).delete(Table::DeliveryQueue, key);
                 continue;
             };
             if !endpoint.as_ref().is_some_and(|e| e.accepts(d.generation)) {
@@ -71,6 +73,7 @@ impl Supervisor {
                 d.status = DeliveryStatus::Failed;
                 d.next_attempt_at = None;
                 pass.drops
+                    .of(merchant)
                     .delete(Table::DeliveryQueue, key)
                     .put(Table::Deliveries, dkey, &d);
                 pass.dropped += 1;
@@ -87,7 +90,7 @@ impl Supervisor {
             }
             let endpoint = endpoint.as_ref().expect("accepts() checked it");
             let Some(body) = event_body(read, &mut pass.bodies, ev)? else {
-                pass.drops.delete(Table::DeliveryQueue, key);
+                pass.drops.of(merchant).delete(Table::DeliveryQueue, key);
                 continue;
             };
             let claim = Claim {
@@ -125,12 +128,12 @@ impl Supervisor {
         let stats = &self.hub.stats;
         stats.attempts.fetch_add(attempts, Ordering::Relaxed);
         self.publish_in_flight();
-        if !pass.drops.is_empty() {
+        if !pass.drops.0.is_empty() {
             let after = After {
                 dropped: pass.dropped,
                 ..After::default()
             };
-            self.commit(pass.drops, after).await?;
+            self.commit_all(pass.drops.0.into_values(), after).await?;
         }
         Ok(())
     }
