@@ -348,6 +348,10 @@ impl Writer {
     /// Makes every batch that names its merchant ([`Batch::owned_by`])
     /// commit only under this node's lease on the merchant's shard (cluster
     /// mode; see [`crate::fence`]). Set once, before the first such batch.
+    /// The PostgreSQL engine checks the stamped fences in the committing
+    /// transaction; the embedded redb engine ignores them (one process owns
+    /// a redb file, so there is nobody to fence off: a cluster on redb is a
+    /// misconfiguration the server refuses at start).
     pub fn set_ownership(&self, ownership: Arc<dyn Ownership>) {
         if self.ownership.set(ownership).is_err() {
             panic!("the writer's ownership is set once");
