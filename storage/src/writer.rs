@@ -170,6 +170,14 @@ impl Batch {
     pub fn fence(&self) -> Option<Fence> {
         self.fence
     }
+    /// Stamps a fence as the writer would (the engines' tests, which
+    /// commit groups without a writer).
+    #[cfg(test)]
+    pub(crate) fn set_fence(&mut self, fence: Fence) -> &mut Self {
+        self.shard = Some(fence.shard);
+        self.fence = Some(fence);
+        self
+    }
     pub fn append(&mut self, mut other: Batch) -> &mut Self {
         if let Some(shard) = other.shard {
             debug_assert!(

@@ -148,7 +148,7 @@ impl Leases for PgLeases {
                         "SELECT node_id, address,
                                 (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000000)::bigint
                          FROM kobo_nodes
-                         WHERE heartbeat_at > now() - $1 * interval '1 microsecond'
+                         WHERE heartbeat_at > now() - $1::bigint * interval '1 microsecond'
                          ORDER BY node_id",
                         &[&ttl],
                     )
@@ -176,7 +176,7 @@ impl Leases for PgLeases {
                              token = CASE WHEN node_id = $2 AND expires_at > now()
                                           THEN token ELSE token + 1 END,
                              node_id = $2,
-                             expires_at = now() + $3 * interval '1 microsecond'
+                             expires_at = now() + $3::bigint * interval '1 microsecond'
                          WHERE shard = $1
                            AND (node_id IS NULL OR node_id = $2
                                 OR expires_at IS NULL OR expires_at <= now())
@@ -216,7 +216,7 @@ impl Leases for PgLeases {
                     .map_err(pg_err)?;
                     c.query(
                         "UPDATE kobo_leases l
-                         SET expires_at = now() + $4 * interval '1 microsecond'
+                         SET expires_at = now() + $4::bigint * interval '1 microsecond'
                          FROM unnest($2::int[], $3::bigint[]) AS h(shard, token)
                          WHERE l.shard = h.shard AND l.token = h.token
                            AND l.node_id = $1 AND l.expires_at > now()

@@ -27,6 +27,8 @@
 pub mod cluster;
 mod commit;
 pub mod lease;
+#[cfg(test)]
+mod lease_tests;
 pub mod schema;
 
 use std::future::Future;
