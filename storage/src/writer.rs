@@ -71,10 +71,9 @@ pub enum Op {
 /// commits). The engines check them against the transaction as it stands,
 /// earlier batches of the group included.
 ///
-/// A later precondition (a lease's fencing token, checked by the database
-/// in the same transaction) is one more variant here; the engines already
-/// evaluate every precondition of a group after one read of the
-/// transaction's state (docs/ARCHITECTURE.md, "The storage seam").
+/// A lease's fencing token is checked the same way, in the same
+/// transaction, but travels apart ([`Batch::fence`]): the writer stamps it,
+/// not the batch's author (docs/ARCHITECTURE.md, "The storage seam").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Precondition {
     /// The physical key must be absent.
