@@ -215,8 +215,39 @@ impl Store {
     /// [`StoreError::DatabaseLocked`] while another kobo holds it).
     pub fn connect(url: &str) -> Result<Store, StoreError> {
         Ok(Store {
-            engine: Engine::Postgres(Arc::new(pg::PgStore::open(url)?)),
+            engine: Engine::Postgres(Arc::new(pg::PgStore::open(url, pg::Mode::Single)?)),
         })
+    }
+
+    /// Connects to the PostgreSQL database at `url` as one node of a
+    /// cluster (issue 21): creates or migrates its schema, takes the
+    /// database's writer lock SHARED (with the other nodes; refused with
+    /// [`StoreError::DatabaseLocked`] while a single-process kobo holds it,
+    /// and a single-process kobo is refused while nodes hold it), and seeds
+    /// the cluster's sequence above every number noted before. Its group
+    /// commits check batches' fences and lock their read sets across nodes;
+    /// [`Store::leases`] is the membership and leases.
+    pub fn connect_cluster(url: &str) -> Result<Store, StoreError> {
+        Ok(Store {
+            engine: Engine::Postgres(Arc::new(pg::PgStore::open(url, pg::Mode::Cluster)?)),
+        })
+    }
+
+    /// The cluster's membership, leases and sequence blocks: `Some` only for
+    /// a store opened with [`Store::connect_cluster`].
+    pub fn leases(&self) -> Option<Arc<dyn fence::Leases>> {
+        match &self.engine {
+            Engine::Postgres(pg) => pg.leases().map(|l| l as Arc<dyn fence::Leases>),
+            Engine::Redb { .. } => None,
+        }
+    }
+
+    /// Whether this store is a cluster node's ([`Store::connect_cluster`]).
+    pub fn is_cluster(&self) -> bool {
+        match &self.engine {
+            Engine::Postgres(pg) => pg.leases().is_some(),
+            Engine::Redb { .. } => false,
+        }
     }
 
     /// Connects to the PostgreSQL database at `url` for reading only (its

@@ -71,10 +71,9 @@ pub enum Op {
 /// commits). The engines check them against the transaction as it stands,
 /// earlier batches of the group included.
 ///
-/// A later precondition (a lease's fencing token, checked by the database
-/// in the same transaction) is one more variant here; the engines already
-/// evaluate every precondition of a group after one read of the
-/// transaction's state (docs/ARCHITECTURE.md, "The storage seam").
+/// A lease's fencing token is checked the same way, in the same
+/// transaction, but travels apart ([`Batch::fence`]): the writer stamps it,
+/// not the batch's author (docs/ARCHITECTURE.md, "The storage seam").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Precondition {
     /// The physical key must be absent.
@@ -169,6 +168,14 @@ impl Batch {
     /// the committing transaction.
     pub fn fence(&self) -> Option<Fence> {
         self.fence
+    }
+    /// Stamps a fence as the writer would (the engines' tests, which
+    /// commit groups without a writer).
+    #[cfg(test)]
+    pub(crate) fn set_fence(&mut self, fence: Fence) -> &mut Self {
+        self.shard = Some(fence.shard);
+        self.fence = Some(fence);
+        self
     }
     pub fn append(&mut self, mut other: Batch) -> &mut Self {
         if let Some(shard) = other.shard {
@@ -365,6 +372,10 @@ impl Writer {
     /// Makes every batch that names its merchant ([`Batch::owned_by`])
     /// commit only under this node's lease on the merchant's shard (cluster
     /// mode; see [`crate::fence`]). Set once, before the first such batch.
+    /// The PostgreSQL engine checks the stamped fences in the committing
+    /// transaction; the embedded redb engine ignores them (one process owns
+    /// a redb file, so there is nobody to fence off: a cluster on redb is a
+    /// misconfiguration the server refuses at start).
     pub fn set_ownership(&self, ownership: Arc<dyn Ownership>) {
         if self.ownership.set(ownership).is_err() {
             panic!("the writer's ownership is set once");

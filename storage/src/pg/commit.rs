@@ -16,20 +16,52 @@
 //! BEGIN and the read are pipelined, and so are the writes and COMMIT: two
 //! round trips and one WAL flush per group. The acknowledgements go out
 //! only after COMMIT returned (synchronous_commit on: the WAL is flushed).
+//!
+//! Fences (cluster mode, [`crate::fence`]): the lease rows of the group's
+//! fenced batches are read `FOR SHARE` in the same round trip as the read
+//! set; a batch whose token is not the row's current one is refused alone
+//! with [`CommitError::NotOwner`]. The row lock holds a takeover's `UPDATE`
+//! off until this transaction ends, so no batch commits under a token
+//! already replaced.
+//!
+//! Cluster mode (several writers on one database, the writer lock
+//! shared): "nothing else changes `kobo_kv`" no longer holds by itself, so
+//! the transaction first takes a transaction advisory lock on a 64-bit hash
+//! of every read-set key ([`key_locks`]; sorted, one statement, pipelined
+//! before the read): two nodes checking or counting the same key serialise,
+//! and the read (READ COMMITTED: a fresh snapshot per statement) sees the
+//! other's commit. The sequence high-water mark is not written (nodes take
+//! numbers from `kobo_seq`, [`super::lease`]), and a group is split into
+//! transactions of at most [`MAX_LOCKED_KEYS`] read-set keys, so one
+//! transaction never fills PostgreSQL's lock table. A deadlock or
+//! serialization failure (a row two nodes write in opposite orders) rolls
+//! the transaction back and runs it again: nothing was acknowledged yet.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use sha2::{Digest, Sha256};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 
 use crate::tables::Table;
 use crate::writer::{counters, u64_from, META_SEQ_HIGH_WATER};
 use crate::{Batch, CommitError, Op, Precondition};
 
-use super::{describe, WriterConn};
+use super::{describe, Mode, WriterConn};
+
+/// The most read-set keys one cluster-mode transaction locks.
+pub(crate) const MAX_LOCKED_KEYS: usize = 1024;
+
+/// How many times a transaction the database aborted as a deadlock or a
+/// serialization failure is run again before the writer gives up.
+const RETRIES: usize = 8;
 
 /// Every key whose current value the group needs: the keys its
 /// preconditions name, the counters it adds to, and the sequence
-/// high-water mark when a batch raises it. Sorted, without repeats.
-pub(crate) fn read_set<'a>(batches: &[&'a Batch], meta: &'a [u8]) -> Vec<&'a [u8]> {
+/// high-water mark (`meta`, `None` in cluster mode) when a batch raises it.
+/// Sorted, without repeats.
+pub(crate) fn read_set<'a>(batches: &[&'a Batch], meta: Option<&'a [u8]>) -> Vec<&'a [u8]> {
     let mut keys: BTreeSet<&[u8]> = BTreeSet::new();
     for b in batches {
         for p in b.preconditions() {
@@ -42,10 +74,60 @@ pub(crate) fn read_set<'a>(batches: &[&'a Batch], meta: &'a [u8]) -> Vec<&'a [u8
             }
         }
     }
-    if batches.iter().any(|b| b.seq_high_water() > 0) {
-        keys.insert(meta);
+    if let Some(meta) = meta {
+        if batches.iter().any(|b| b.seq_high_water() > 0) {
+            keys.insert(meta);
+        }
     }
     keys.into_iter().collect()
+}
+
+/// The transaction advisory locks of `keys` (cluster mode): the first 8
+/// bytes of each key's SHA-256 (stable across builds and nodes), sorted and
+/// without repeats so two transactions always lock in the same order, as
+/// the two `int4` halves `pg_advisory_xact_lock(int4, int4)` takes (a key
+/// space apart from the `bigint` writer and migration locks).
+pub(crate) fn key_locks(keys: &[&[u8]]) -> (Vec<i32>, Vec<i32>) {
+    let mut hashes: Vec<u64> = keys
+        .iter()
+        .map(|k| {
+            let digest = Sha256::digest(k);
+            u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
+        })
+        .collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    hashes
+        .iter()
+        .map(|h| ((h >> 32) as u32 as i32, *h as u32 as i32))
+        .unzip()
+}
+
+/// The group split into runs of consecutive batches whose read sets hold at
+/// most [`MAX_LOCKED_KEYS`] keys (at least one batch per run): cluster
+/// mode's transactions. A single process commits the group whole.
+pub(crate) fn chunks<'a, 'b>(batches: &'b [&'a Batch], mode: Mode) -> Vec<&'b [&'a Batch]> {
+    if mode == Mode::Single {
+        return vec![batches];
+    }
+    let mut runs = Vec::new();
+    let (mut start, mut keys) = (0, 0);
+    for (i, b) in batches.iter().enumerate() {
+        let n = b.preconditions().len()
+            + b.ops()
+                .iter()
+                .filter(|op| matches!(op, Op::Add(..)))
+                .count();
+        if i > start && keys + n > MAX_LOCKED_KEYS {
+            runs.push(&batches[start..i]);
+            (start, keys) = (i, 0);
+        }
+        keys += n;
+    }
+    if start < batches.len() {
+        runs.push(&batches[start..]);
+    }
+    runs
 }
 
 /// What a group's transaction writes, and each batch's outcome.
@@ -57,13 +139,17 @@ pub(crate) struct Plan<'a> {
 }
 
 /// Evaluates the group in order over `current` (the read set's rows as
-/// stored): the preconditions of a batch against the state its predecessors
-/// left, then (when they hold) its operations, with redb's semantics
-/// (`writer::apply_batch`).
+/// stored) and `tokens` (the current token of each fenced shard's lease):
+/// a fenced batch whose token is not current is refused first; then the
+/// preconditions of a batch against the state its predecessors left, then
+/// (when they hold) its operations, with redb's semantics
+/// (`writer::apply_batch`). The sequence high-water mark goes to `meta`
+/// (`None`: not kept, cluster mode).
 pub(crate) fn plan<'a>(
     batches: &[&'a Batch],
     current: &'a HashMap<Vec<u8>, Vec<u8>>,
-    meta: &'a [u8],
+    tokens: &HashMap<u16, i64>,
+    meta: Option<&'a [u8]>,
 ) -> Plan<'a> {
     let mut overlay: BTreeMap<&'a [u8], Option<Cow<'a, [u8]>>> = BTreeMap::new();
     let value =
@@ -81,6 +167,12 @@ pub(crate) fn plan<'a>(
     let mut outcomes = Vec::with_capacity(batches.len());
     let mut high_water = 0u64;
     for b in batches {
+        if let Some(fence) = b.fence() {
+            if tokens.get(&fence.shard) != Some(&fence.token) {
+                outcomes.push(Err(CommitError::NotOwner { shard: fence.shard }));
+                continue;
+            }
+        }
         let refused = b.preconditions().iter().find_map(|p| {
             let Precondition::Absent(table, key) = p;
             present(&overlay, key).then(|| CommitError::Conflict {
@@ -116,7 +208,7 @@ pub(crate) fn plan<'a>(
         high_water = high_water.max(b.seq_high_water());
         outcomes.push(Ok(()));
     }
-    if high_water > 0 {
+    if let (Some(meta), true) = (meta, high_water > 0) {
         let stored = value(&overlay, meta).map(|v| u64_from(&v)).unwrap_or(0);
         if high_water > stored {
             overlay.insert(meta, Some(Cow::Owned(high_water.to_be_bytes().to_vec())));
@@ -135,39 +227,116 @@ pub(crate) fn plan<'a>(
     plan
 }
 
-/// Commits `batches` in one transaction on the writer's connection. The
-/// error is a storage failure (the writer stops the process); refused
-/// preconditions are outcomes.
+/// A failed transaction: its message, and whether running it again may
+/// succeed (the database aborted it as a deadlock or serialization failure).
+struct Failure {
+    message: String,
+    retry: bool,
+}
+
+fn failure(e: tokio_postgres::Error) -> Failure {
+    let retry = matches!(
+        e.code(),
+        Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
+    );
+    Failure {
+        message: describe(&e),
+        retry,
+    }
+}
+
+/// Commits `batches` in one transaction on the writer's connection (run
+/// again, up to [`RETRIES`] times, when the database aborts it as a
+/// deadlock). The error is a storage failure (the writer stops the
+/// process); refused preconditions and stale fences are outcomes.
 pub(crate) async fn commit(
     conn: &WriterConn,
     batches: &[&Batch],
 ) -> Result<Vec<Result<(), CommitError>>, String> {
-    let meta = Table::Meta.physical(META_SEQ_HIGH_WATER);
-    let reads = read_set(batches, &meta);
-    let client = &conn.client;
-    let current: HashMap<Vec<u8>, Vec<u8>> = if reads.is_empty() {
-        client
-            .batch_execute("BEGIN")
-            .await
-            .map_err(|e| describe(&e))?;
-        HashMap::new()
+    let mut tries = 0;
+    loop {
+        match attempt(conn, batches).await {
+            Ok(outcomes) => return Ok(outcomes),
+            Err(f) => {
+                // Ends the transaction when a failure left it open (a
+                // warning, not an error, when it is already over).
+                let _ = conn.client.batch_execute("ROLLBACK").await;
+                tries += 1;
+                if !f.retry || tries > RETRIES {
+                    return Err(f.message);
+                }
+                tracing::warn!(error = %f.message, tries, "a group commit was aborted by the database; running it again");
+            }
+        }
+    }
+}
+
+async fn attempt(
+    conn: &WriterConn,
+    batches: &[&Batch],
+) -> Result<Vec<Result<(), CommitError>>, Failure> {
+    let meta_key = Table::Meta.physical(META_SEQ_HIGH_WATER);
+    let cluster = conn.mode == Mode::Cluster;
+    let meta = (!cluster).then_some(meta_key.as_slice());
+    let reads = read_set(batches, meta);
+    let (hi, lo) = if cluster {
+        key_locks(&reads)
     } else {
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&reads];
-        let (begun, rows) = tokio::join!(
-            client.batch_execute("BEGIN"),
-            client.query(&conn.select, &params)
-        );
-        begun.map_err(|e| describe(&e))?;
-        rows.map_err(|e| describe(&e))?
-            .into_iter()
-            .map(|r| (r.get::<_, Vec<u8>>(0), r.get::<_, Vec<u8>>(1)))
-            .collect()
+        (Vec::new(), Vec::new())
     };
-    let plan = plan(batches, &current, &meta);
+    let mut shards: Vec<i32> = batches
+        .iter()
+        .filter_map(|b| b.fence().map(|f| i32::from(f.shard)))
+        .collect();
+    shards.sort_unstable();
+    shards.dedup();
+    let client = &conn.client;
+    let lock_params: [&(dyn ToSql + Sync); 2] = [&hi, &lo];
+    let fence_params: [&(dyn ToSql + Sync); 1] = [&shards];
+    let read_params: [&(dyn ToSql + Sync); 1] = [&reads];
+    // One round trip: BEGIN, the key locks, the fenced lease rows, the
+    // read set, in this order on the connection (each request goes out on
+    // its future's first poll, and `join!` polls them in order).
+    let locks = async {
+        if hi.is_empty() {
+            Ok(0)
+        } else {
+            client.execute(&conn.lock_keys, &lock_params).await
+        }
+    };
+    let fences = async {
+        if shards.is_empty() {
+            Ok(Vec::new())
+        } else {
+            client.query(&conn.fences, &fence_params).await
+        }
+    };
+    let rows = async {
+        if reads.is_empty() {
+            Ok(Vec::new())
+        } else {
+            client.query(&conn.select, &read_params).await
+        }
+    };
+    let (begun, locked, fences, rows) =
+        tokio::join!(client.batch_execute("BEGIN"), locks, fences, rows);
+    begun.map_err(failure)?;
+    locked.map_err(failure)?;
+    let tokens: HashMap<u16, i64> = fences
+        .map_err(failure)?
+        .iter()
+        .map(|r| (r.get::<_, i32>(0) as u16, r.get::<_, i64>(1)))
+        .collect();
+    let current: HashMap<Vec<u8>, Vec<u8>> = rows
+        .map_err(failure)?
+        .into_iter()
+        .map(|r| (r.get::<_, Vec<u8>>(0), r.get::<_, Vec<u8>>(1)))
+        .collect();
+    let plan = plan(batches, &current, &tokens, meta);
     let keys: Vec<&[u8]> = plan.puts.iter().map(|(k, _)| *k).collect();
     let values: Vec<&[u8]> = plan.puts.iter().map(|(_, v)| v.as_ref()).collect();
-    let upsert_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&keys, &values];
-    let delete_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&plan.deletes];
+    let upsert_params: [&(dyn ToSql + Sync); 2] = [&keys, &values];
+    let delete_params: [&(dyn ToSql + Sync); 1] = [&plan.deletes];
     let upsert = async {
         if keys.is_empty() {
             Ok(0)
@@ -187,9 +356,9 @@ pub(crate) async fn commit(
     // process before an acknowledgement goes out.
     let (upserted, deleted, committed) =
         tokio::join!(upsert, delete, client.batch_execute("COMMIT"));
-    upserted.map_err(|e| describe(&e))?;
-    deleted.map_err(|e| describe(&e))?;
-    committed.map_err(|e| describe(&e))?;
+    upserted.map_err(failure)?;
+    deleted.map_err(failure)?;
+    committed.map_err(failure)?;
     Ok(plan.outcomes)
 }
 
@@ -225,8 +394,8 @@ mod tests {
         .into_iter()
         .collect();
         let batches = [&a, &b, &c];
-        assert_eq!(read_set(&batches, &meta).len(), 3);
-        let plan = plan(&batches, &current, &meta);
+        assert_eq!(read_set(&batches, Some(&meta)).len(), 3);
+        let plan = plan(&batches, &current, &HashMap::new(), Some(&meta));
         assert!(plan.outcomes[0].is_ok());
         assert!(matches!(
             plan.outcomes[1],

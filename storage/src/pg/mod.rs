@@ -9,8 +9,11 @@
 //!   migrates the schema ([`schema`]), and takes the database's writer lock
 //!   (a session advisory lock held by that connection for the life of the
 //!   process): one kobo writes a database at a time, as one holds a redb
-//!   file.
+//!   file. A cluster node ([`Mode::Cluster`]) takes the same lock SHARED:
+//!   any number of nodes write together, and a single-process kobo and
+//!   cluster nodes never mix on one database.
 //! - The group commit ([`commit`]): one transaction per group of batches.
+//! - The cluster's membership, leases and sequence blocks ([`lease`]).
 //! - Reads ([`Snapshot`]): a REPEATABLE READ READ ONLY transaction on a
 //!   pooled connection, one snapshot for every `get` and scan of a
 //!   [`crate::ReadTxn`]; its BEGIN rides with the first read.
@@ -23,6 +26,9 @@
 
 pub mod cluster;
 mod commit;
+pub mod lease;
+#[cfg(test)]
+mod lease_tests;
 pub mod schema;
 
 use std::future::Future;
@@ -34,7 +40,8 @@ use crate::writer::Submission;
 use crate::{Batch, CommitError, StoreError};
 
 /// The advisory lock a writing kobo holds on its database (session level,
-/// on the writer's connection).
+/// on the writer's connection): exclusive for a single process, shared by
+/// cluster nodes.
 const WRITER_LOCK: i64 = 0x6b6f_626f_0001;
 
 /// How long [`PgStore::open`] waits for the writer lock: a kobo killed a
@@ -165,12 +172,26 @@ async fn connect(config: Config) -> Result<Client, StoreError> {
     Ok(client)
 }
 
+/// How a store writes its database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// The only writer (the writer lock exclusive): `kobo serve --store`.
+    Single,
+    /// One of several nodes (the writer lock shared): `--cluster`.
+    Cluster,
+}
+
 /// The writer's connection and its statements.
 pub(crate) struct WriterConn {
     client: Client,
+    mode: Mode,
     select: Statement,
     upsert: Statement,
     delete: Statement,
+    /// Cluster mode: transaction advisory locks on the read set's keys.
+    lock_keys: Statement,
+    /// The lease rows of the group's fences, `FOR SHARE`.
+    fences: Statement,
 }
 
 /// A reader's connection and its statements.
@@ -189,17 +210,28 @@ pub struct PgStore {
     /// `None` for a read-only store.
     writer: Option<Arc<tokio::sync::Mutex<WriterConn>>>,
     idle: Arc<Mutex<Vec<Arc<ReadConn>>>>,
+    /// A cluster node's membership and leases.
+    leases: Option<Arc<lease::PgLeases>>,
 }
 
 impl PgStore {
-    /// Connects, migrates the schema, and takes the writer lock.
-    pub(crate) fn open(url: &str) -> Result<PgStore, StoreError> {
+    /// Connects, migrates the schema, and takes the writer lock (exclusive,
+    /// or shared for a cluster node).
+    pub(crate) fn open(url: &str, mode: Mode) -> Result<PgStore, StoreError> {
         let config = config(url)?;
         let c = config.clone();
         let writer = call(async move {
             let client = connect(c).await?;
             schema::migrate(&client).await?;
-            take_writer_lock(&client).await?;
+            take_writer_lock(&client, mode).await?;
+            match mode {
+                // Sequence blocks start above every number noted before.
+                Mode::Cluster => {
+                    lease::reserve(&client, 0).await?;
+                }
+                // Numbers reserved by cluster nodes count as used.
+                Mode::Single => raise_high_water_to_reserved(&client).await?,
+            }
             // Every acknowledgement follows a durable COMMIT, whatever the
             // server's default.
             let sync: String = client
@@ -228,18 +260,42 @@ impl PgStore {
                 .prepare("DELETE FROM kobo_kv WHERE k = ANY($1::bytea[])")
                 .await
                 .map_err(pg_err)?;
+            let lock_keys = client
+                .prepare(
+                    "SELECT pg_advisory_xact_lock(h, l) FROM unnest($1::int4[], $2::int4[]) AS t(h, l)",
+                )
+                .await
+                .map_err(pg_err)?;
+            let fences = client
+                .prepare(
+                    "SELECT shard, token FROM kobo_leases WHERE shard = ANY($1::int4[]) \
+                     ORDER BY shard FOR SHARE",
+                )
+                .await
+                .map_err(pg_err)?;
             Ok::<_, StoreError>(WriterConn {
                 client,
+                mode,
                 select,
                 upsert,
                 delete,
+                lock_keys,
+                fences,
             })
         })?;
+        let leases =
+            (mode == Mode::Cluster).then(|| Arc::new(lease::PgLeases::new(config.clone())));
         Ok(PgStore {
             config,
             writer: Some(Arc::new(tokio::sync::Mutex::new(writer))),
             idle: Arc::default(),
+            leases,
         })
+    }
+
+    /// A cluster node's leases (`None` for a single process).
+    pub(crate) fn leases(&self) -> Option<Arc<lease::PgLeases>> {
+        self.leases.clone()
     }
 
     /// Connects and migrates, without the writer lock or a writer.
@@ -254,6 +310,7 @@ impl PgStore {
             config,
             writer: None,
             idle: Arc::default(),
+            leases: None,
         })
     }
 
@@ -309,14 +366,16 @@ impl PgStore {
     }
 }
 
-async fn take_writer_lock(client: &Client) -> Result<(), StoreError> {
+async fn take_writer_lock(client: &Client, mode: Mode) -> Result<(), StoreError> {
     client
         .batch_execute(&format!("SET lock_timeout = '{WRITER_LOCK_WAIT}'"))
         .await
         .map_err(pg_err)?;
-    let locked = client
-        .execute("SELECT pg_advisory_lock($1)", &[&WRITER_LOCK])
-        .await;
+    let take = match mode {
+        Mode::Single => "SELECT pg_advisory_lock($1)",
+        Mode::Cluster => "SELECT pg_advisory_lock_shared($1)",
+    };
+    let locked = client.execute(take, &[&WRITER_LOCK]).await;
     client
         .batch_execute("RESET lock_timeout")
         .await
@@ -324,12 +383,49 @@ async fn take_writer_lock(client: &Client) -> Result<(), StoreError> {
     match locked {
         Ok(_) => Ok(()),
         Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
-            Err(StoreError::DatabaseLocked(format!(
-                "its writer lock, advisory lock {WRITER_LOCK}, is held by another session"
-            )))
+            Err(StoreError::DatabaseLocked(match mode {
+                Mode::Single => format!(
+                    "its writer lock, advisory lock {WRITER_LOCK}, is held by another session: \
+                     another single-process kobo, or cluster nodes (kobo serve --cluster); \
+                     a single-process kobo never shares its database"
+                ),
+                Mode::Cluster => format!(
+                    "its writer lock, advisory lock {WRITER_LOCK}, is held exclusively by a \
+                     single-process kobo (kobo serve without --cluster); cluster nodes share a \
+                     database only with each other"
+                ),
+            }))
         }
         Err(e) => Err(pg_err(e)),
     }
+}
+
+/// Raises the sequence high-water mark in Meta to the highest number
+/// cluster nodes reserved (`kobo_seq`), so a single-process kobo started on
+/// a database that ran as a cluster never reuses their numbers.
+async fn raise_high_water_to_reserved(client: &Client) -> Result<(), StoreError> {
+    let meta = crate::Table::Meta.physical(crate::writer::META_SEQ_HIGH_WATER);
+    let reserved: i64 = client
+        .query_one("SELECT last_value FROM kobo_seq", &[])
+        .await
+        .map_err(pg_err)?
+        .get(0);
+    let noted = client
+        .query_opt("SELECT v FROM kobo_kv WHERE k = $1", &[&meta])
+        .await
+        .map_err(pg_err)?
+        .map_or(0, |r| crate::writer::u64_from(r.get::<_, &[u8]>(0)));
+    if reserved > 0 && reserved as u64 > noted {
+        client
+            .execute(
+                "INSERT INTO kobo_kv (k, v) VALUES ($1, $2) \
+                 ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+                &[&meta, &(reserved as u64).to_be_bytes().to_vec()],
+            )
+            .await
+            .map_err(pg_err)?;
+    }
+    Ok(())
 }
 
 async fn read_conn(config: Config) -> Result<ReadConn, StoreError> {
@@ -369,7 +465,11 @@ impl PgWriter {
         let batches: Vec<&Batch> = group.iter().map(|s| &s.batch).collect();
         runtime().block_on(async {
             let conn = self.conn.lock().await;
-            commit::commit(&conn, &batches).await
+            let mut outcomes = Vec::with_capacity(batches.len());
+            for run in commit::chunks(&batches, conn.mode) {
+                outcomes.extend(commit::commit(&conn, run).await?);
+            }
+            Ok(outcomes)
         })
     }
 }

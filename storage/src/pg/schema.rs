@@ -20,6 +20,24 @@ pub const MIGRATIONS: &[&str] = &[
     // 1: the store's one table, as redb's physical table: table id byte,
     // then the key; the encoded value.
     "CREATE TABLE kobo_kv (k bytea PRIMARY KEY, v bytea NOT NULL)",
+    // 2: the cluster (issue 21; `storage::pg::lease`). Nodes and their
+    // heartbeats; one lease row per shard (`fence::SHARDS` of them: shards
+    // 0..=255), its holder, fencing token and expiry, every time by the
+    // database's clock; and the highest sequence number any node reserved
+    // (`Leases::reserve_sequence`).
+    "CREATE TABLE kobo_nodes (
+         node_id text PRIMARY KEY,
+         address text NOT NULL,
+         heartbeat_at timestamptz NOT NULL
+     );
+     CREATE TABLE kobo_leases (
+         shard integer PRIMARY KEY,
+         node_id text NULL,
+         token bigint NOT NULL DEFAULT 0,
+         expires_at timestamptz NULL
+     );
+     INSERT INTO kobo_leases (shard) SELECT generate_series(0, 255);
+     CREATE SEQUENCE kobo_seq AS bigint MINVALUE 0 START 0",
 ];
 
 /// The version this kobo writes.
