@@ -333,6 +333,12 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         }
         Err(e) => return Err(e).context("opening the store"),
     };
+    if store.repaired_on_open() {
+        // Tests read this line (tests/api/server.rs): keep its words.
+        tracing::warn!(
+            "the store was not closed cleanly (a crash or kill -9): its allocator state was rebuilt by reading every page; a stop by SIGTERM records it"
+        );
+    }
     if spec != StoreSpec::Redb {
         // The key files still live in the data directory.
         crate::keyfile::private_dir(&args.data)?;
