@@ -243,3 +243,62 @@ fn a_node_whose_renewals_fail_stops_owning_at_its_local_deadline() {
     assert_eq!(c.db.holder(0).as_deref(), Some("node-a"));
     assert!(c.members[a].link.reserve_sequence(1).is_err());
 }
+
+#[test]
+fn a_cluster_sequence_comes_in_blocks_and_jumps_above_every_other_nodes_numbers() {
+    use super::timing::SEQUENCE_BLOCK;
+    let dir = tempfile::tempdir().unwrap();
+    let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
+    let db = MemoryLeases::new(ManualTime::default());
+    let (here, other) = (Link::new(&db), Link::new(&db));
+    kobo.seq.use_blocks(here.clone()).unwrap();
+    assert_eq!(kobo.seq.next(), 1);
+    assert_eq!(kobo.seq.next(), 2);
+    // Another node reserves the next block; acquiring a shard jumps past it.
+    let theirs = other.reserve_sequence(SEQUENCE_BLOCK).unwrap();
+    kobo.seq.jump().unwrap();
+    let n = kobo.seq.next();
+    assert!(n >= theirs.end, "{n} not above {theirs:?}");
+    // A used-up block is followed by a fresh one.
+    for _ in 1..SEQUENCE_BLOCK {
+        kobo.seq.next();
+    }
+    let after = kobo.seq.next();
+    assert!(after > n + SEQUENCE_BLOCK - 1);
+    // No node can get these numbers any more.
+    assert!(other.reserve_sequence(1).unwrap().start > after);
+}
+
+#[tokio::test]
+async fn a_due_timer_fires_only_on_the_node_owning_its_merchant() {
+    use crate::ids::Mode;
+    use crate::timer::{next_due_group, Timer, TimerKind};
+    let dir = tempfile::tempdir().unwrap();
+    let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
+    let time = ManualTime::default();
+    let db = MemoryLeases::new(time.clone());
+    let view = Arc::new(ClusterView::new("n1", "http://n1", Arc::new(time.clone())));
+    assert!(kobo.env.cluster.set(view.clone()).is_ok());
+    let mut batch = kobo_storage::Batch::new();
+    let merchant = uuid::Uuid::new_v4();
+    Timer::new(
+        TimerKind::PayoutSend,
+        uuid::Uuid::new_v4(),
+        merchant,
+        Mode::Test,
+    )
+    .schedule(&mut batch, kobo.clock.now());
+    kobo.writer.commit(batch).await.unwrap();
+    // Not (yet) this node's merchant: the timer stays due, untouched.
+    assert!(!kobo.owns(&merchant));
+    assert!(next_due_group(&kobo.env, kobo.clock.now())
+        .unwrap()
+        .is_none());
+    // The node takes every shard (alone in the cluster): now it runs it.
+    let node = Node::new(view, Link::new(&db), Arc::new(time), kobo.clone());
+    assert_eq!(node.tick().acquired.len(), SHARDS as usize);
+    let (_, group) = next_due_group(&kobo.env, kobo.clock.now())
+        .unwrap()
+        .expect("due here now");
+    assert_eq!(group[0].1.merchant, merchant);
+}

@@ -73,9 +73,12 @@ impl Supervisor {
         batch: &mut Batch,
         after: &mut After,
     ) -> DomainResult<bool> {
+        // Rows of other nodes' merchants (cluster mode) stay for their
+        // owners; up to this many are looked past.
+        const SCAN_MAX: usize = 4 * OUTBOX_SLICE;
         let mut rows: Vec<(Vec<u8>, Uuid)> = Vec::new();
         read.scan_prefix(Table::EventOutbox, &[], None, |k, v| {
-            if rows.len() >= OUTBOX_SLICE {
+            if rows.len() >= SCAN_MAX {
                 return Ok(false);
             }
             if let Ok(id) = Uuid::from_slice(v) {
@@ -85,14 +88,22 @@ impl Supervisor {
             }
             Ok(true)
         })?;
-        let more = rows.len() >= OUTBOX_SLICE;
         let now = self.hub.env.clock.now();
+        let mut taken = 0;
         for (key, id) in rows {
-            batch.delete(Table::EventOutbox, key);
+            if taken >= OUTBOX_SLICE {
+                break;
+            }
             let Some(event) = read.get_decoded::<Event>(Table::Events, id.as_bytes())? else {
+                batch.delete(Table::EventOutbox, key);
                 tracing::warn!(event = %id, "outbox row without its event; skipped");
                 continue;
             };
+            if !self.hub.env.owns(&event.merchant) {
+                continue;
+            }
+            taken += 1;
+            batch.delete(Table::EventOutbox, key);
             let endpoints = self.scope(read, event.merchant, event.mode)?;
             for ep in endpoints.iter() {
                 // Only events from the moment the endpoint was (re-)enabled:
@@ -127,7 +138,7 @@ impl Supervisor {
                 data: event.to_api().to_string().into(),
             }));
         }
-        Ok(more)
+        Ok(taken >= OUTBOX_SLICE)
     }
 }
 
