@@ -127,7 +127,8 @@ pub struct ServeArgs {
     /// Run as one node of a cluster sharing a PostgreSQL --store: merchants
     /// are spread over the live nodes by leases, and a request for another
     /// node's merchant is forwarded to it (docs/ARCHITECTURE.md, "Cluster").
-    #[arg(long, env = "KOBO_CLUSTER")]
+    /// (`KOBO_CLUSTER=1`, `true` or `yes` turns it on.)
+    #[arg(long, env = "KOBO_CLUSTER", value_parser = clap::builder::BoolishValueParser::new())]
     pub cluster: bool,
     /// This node's id in the cluster (unique among the nodes).
     #[arg(long, env = "KOBO_NODE_ID", value_name = "ID", requires = "cluster")]

@@ -59,4 +59,25 @@ fn serve_with_cluster_on_the_embedded_store_is_refused_with_a_clear_message() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     // Nothing was created in the data directory.
     assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+    // The same through the environment.
+    let out = Command::new(env!("CARGO_BIN_EXE_kobo"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "redb",
+            "--data",
+        ])
+        .arg(dir.path())
+        .env("KOBO_CLUSTER", "1")
+        .env("KOBO_NODE_ID", "n1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--cluster needs a shared PostgreSQL store"),
+        "{stderr}"
+    );
 }
