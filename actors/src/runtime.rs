@@ -217,6 +217,7 @@ impl Kobo {
             payouts: payouts.clone(),
             fx: fx.clone(),
             crypto_payouts: crypto_payouts.clone(),
+            acquired: Default::default(),
         });
         Ok(Arc::new(Kobo {
             webhooks: Arc::new(Hub::new(env.clone())),
@@ -288,13 +289,15 @@ impl Kobo {
 
 /// What a cluster node does when its shards change: before serving newly
 /// acquired shards, the sequence jumps to a fresh block (so a merchant's
-/// numbers only grow across owners) and webhook deliveries are rescheduled
-/// for the merchants owned now; on any loss, every cached actor and cache
-/// is dropped ([`Kobo::evict_all`]).
+/// numbers only grow across owners), webhook deliveries are rescheduled
+/// for the merchants owned now, and the shards are noted for the next
+/// timer pass to schedule their daily settlement runs; on any loss, every
+/// cached actor and cache is dropped ([`Kobo::evict_all`]).
 impl crate::cluster::ShardEvents for Kobo {
-    fn acquired(&self, _shards: &[u16]) -> Result<(), kobo_storage::StoreError> {
+    fn acquired(&self, shards: &[u16]) -> Result<(), kobo_storage::StoreError> {
         self.seq.jump()?;
         self.webhooks.reset();
+        crate::settlement::note_acquired(&self.settlement, shards);
         Ok(())
     }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
+use kobo_storage::fence::{shard_of, Ownership, SHARDS};
 use kobo_storage::{Batch, Table};
 
 use crate::clock::micros;
@@ -30,6 +31,9 @@ pub struct Settlement {
     pub payouts: Arc<Registry<PayoutActor>>,
     pub fx: Arc<crate::fx::Fx>,
     pub crypto_payouts: crate::usdt::service::CryptoPayouts,
+    /// Shards acquired whose daily runs the next timer pass ensures
+    /// ([`note_acquired`]).
+    pub acquired: parking_lot::Mutex<std::collections::BTreeSet<u16>>,
 }
 
 /// The keys of a merchant's scheduled releases from `bucket`, due at or
@@ -83,66 +87,158 @@ pub async fn release(
 /// Scheduled releases one ledger message carries.
 pub const RELEASE_CHUNK: usize = 500;
 
-/// The meta key holding when the next daily settlement run is due.
+/// The meta key holding when the next daily settlement run is due (the
+/// nil anchor's; see [`run_meta_key`]).
 pub const META_SETTLEMENT_RUN: &[u8] = b"settlement_run_due";
 
-/// Makes sure the daily settlement run is scheduled (once, at start-up).
+/// The anchor of `shard`'s daily run: the id its timer is filed under, all
+/// zero but bytes 14..16 (the shard, big-endian), so it falls in `shard`
+/// and shard 0's anchor is the nil id (the single-process run's).
+pub fn anchor(shard: u16) -> Uuid {
+    let mut b = [0u8; 16];
+    b[14..16].copy_from_slice(&shard.to_be_bytes());
+    Uuid::from_bytes(b)
+}
+
+/// The meta key holding when `anchor`'s next run is due: the nil anchor
+/// keeps [`META_SETTLEMENT_RUN`] (so stores from before clusters keep
+/// their schedule), other anchors append their shard.
+pub fn run_meta_key(anchor: Uuid) -> Vec<u8> {
+    let mut key = META_SETTLEMENT_RUN.to_vec();
+    if !anchor.is_nil() {
+        key.push(b'/');
+        key.extend_from_slice(&anchor.as_bytes()[14..16]);
+    }
+    key
+}
+
+/// Whether the run filed under `anchor` settles `merchant`: in a single
+/// process the one run settles every merchant; in a cluster each shard's
+/// run settles that shard's merchants.
+pub fn settles(cluster: bool, anchor: Uuid, merchant: Uuid) -> bool {
+    !cluster || shard_of(merchant.as_bytes()) == shard_of(anchor.as_bytes())
+}
+
+/// The anchors of the runs this node keeps: the nil anchor in a single
+/// process, the anchor of every shard it owns in a cluster.
+fn owned_anchors(env: &Env) -> Vec<Uuid> {
+    match env.cluster.get() {
+        None => vec![Uuid::nil()],
+        Some(view) => (0..SHARDS)
+            .filter(|&s| view.token(s).is_some())
+            .map(anchor)
+            .collect(),
+    }
+}
+
+/// Makes sure the daily settlement runs this node keeps are scheduled (at
+/// start-up, and in a cluster after it acquires shards): one run in a
+/// single process, one per owned shard in a cluster. A run already
+/// scheduled is left alone.
 pub async fn ensure_daily_run(kobo: &Env) -> crate::error::DomainResult<()> {
-    // The run is scheduled when its timer row exists (the meta row says
-    // when it is due).
+    for anchor in owned_anchors(kobo) {
+        if let Some(batch) = run_batch_if_absent(kobo, anchor)? {
+            kobo.writer
+                .commit(batch)
+                .await
+                .map_err(crate::error::DomainError::from)?;
+        }
+    }
+    Ok(())
+}
+
+/// Shards acquired since the last timer pass: their runs are ensured by
+/// [`ensure_acquired`] (the membership thread cannot, as the shards are
+/// not yet held while it reports them).
+pub fn note_acquired(kobo: &Settlement, shards: &[u16]) {
+    kobo.acquired.lock().extend(shards.iter().copied());
+}
+
+/// Ensures the daily runs of the shards noted by [`note_acquired`] that
+/// this node still owns (called at the start of every timer pass). A
+/// shard whose run could not be scheduled is kept for the next pass.
+pub async fn ensure_acquired(kobo: &Settlement) {
+    let shards = std::mem::take(&mut *kobo.acquired.lock());
+    let Some(view) = kobo.env.cluster.get() else {
+        return;
+    };
+    for shard in shards {
+        if view.token(shard).is_none() {
+            continue;
+        }
+        let outcome = match run_batch_if_absent(&kobo.env, anchor(shard)) {
+            Ok(Some(batch)) => kobo.env.writer.commit(batch).await.map_err(Into::into),
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = outcome {
+            let e: crate::error::DomainError = e;
+            tracing::warn!(shard, error = %e, "scheduling the shard's settlement run");
+            kobo.acquired.lock().insert(shard);
+        }
+    }
+}
+
+/// The batch scheduling `anchor`'s daily run, unless its timer row exists
+/// (the meta row says when it is due). The timer key must still be absent
+/// when it commits, so a second try never duplicates it.
+fn run_batch_if_absent(kobo: &Env, anchor: Uuid) -> crate::error::DomainResult<Option<Batch>> {
+    let meta_key = run_meta_key(anchor);
     let read = kobo.store.read()?;
-    if let Some(due) = read.get(Table::Meta, META_SETTLEMENT_RUN)? {
+    if let Some(due) = read.get(Table::Meta, &meta_key)? {
         let due = crate::clock::from_micros(kobo_storage::writer::u64_from(&due) as i64);
         if read
             .get(
                 Table::Timers,
-                &Timer::key(due, TimerKind::SettlementRun, Uuid::nil()),
+                &Timer::key(due, TimerKind::SettlementRun, anchor),
             )?
             .is_some()
         {
-            return Ok(());
+            return Ok(None);
         }
     }
     drop(read);
     let due = kobo.calendar.next_settlement_instant(kobo.clock.now());
     let mut batch = Batch::new();
-    batch.owned_by(Uuid::nil().as_bytes());
-    schedule_daily_run(&mut batch, due);
-    kobo.writer
-        .commit(batch)
-        .await
-        .map_err(crate::error::DomainError::from)
+    batch.owned_by(anchor.as_bytes());
+    batch.require_absent(
+        Table::Timers,
+        Timer::key(due, TimerKind::SettlementRun, anchor),
+    );
+    schedule_daily_run(&mut batch, anchor, due);
+    Ok(Some(batch))
 }
 
-fn schedule_daily_run(batch: &mut Batch, due: DateTime<Utc>) {
-    Timer::new(
-        TimerKind::SettlementRun,
-        Uuid::nil(),
-        Uuid::nil(),
-        Mode::Test,
-    )
-    .schedule(batch, due);
+fn schedule_daily_run(batch: &mut Batch, anchor: Uuid, due: DateTime<Utc>) {
+    Timer::new(TimerKind::SettlementRun, anchor, anchor, Mode::Test).schedule(batch, due);
     batch.put_raw(
         Table::Meta,
-        META_SETTLEMENT_RUN.to_vec(),
+        run_meta_key(anchor),
         micros(due).to_be_bytes().to_vec(),
     );
 }
 
 /// The daily run at 08:00 Lagos on business days (after that instant's
 /// releases, which sort first): automatic settlement for every merchant
-/// that has it, then the next run is scheduled. A run interrupted by a crash
-/// runs again; it pays only what is available then, so nothing is paid twice.
-pub async fn run_daily(kobo: &Settlement, timer_key: Vec<u8>) -> crate::error::DomainResult<()> {
+/// the run filed under `anchor` settles ([`settles`]) that has it, then
+/// that anchor's next run is scheduled. A run interrupted by a crash runs
+/// again; it pays only what is available then, so nothing is paid twice.
+pub async fn run_daily(
+    kobo: &Settlement,
+    timer_key: Vec<u8>,
+    anchor: Uuid,
+) -> crate::error::DomainResult<()> {
+    let cluster = kobo.env.cluster.get().is_some();
     let merchants: Vec<crate::merchant::Merchant> = {
         let read = kobo.env.store.read()?;
         let mut out = Vec::new();
         read.scan_prefix(Table::Merchants, &[], None, |_, v| {
             let m: crate::merchant::Merchant = kobo_storage::decode(v)?;
-            if m.settings
-                .auto_settlement
-                .as_ref()
-                .is_some_and(|a| a.enabled)
+            if settles(cluster, anchor, m.id)
+                && m.settings
+                    .auto_settlement
+                    .as_ref()
+                    .is_some_and(|a| a.enabled)
             {
                 out.push(m);
             }
@@ -164,20 +260,23 @@ pub async fn run_daily(kobo: &Settlement, timer_key: Vec<u8>) -> crate::error::D
     }
     let now = kobo.env.clock.now();
     let mut batch = Batch::new();
-    batch.owned_by(Uuid::nil().as_bytes());
+    batch.owned_by(anchor.as_bytes());
     batch.delete(Table::Timers, timer_key);
     // Strictly after now: the next business day's 08:00.
     let next = kobo
         .env
         .calendar
         .next_settlement_instant(now + Duration::seconds(1));
-    schedule_daily_run(&mut batch, next);
+    schedule_daily_run(&mut batch, anchor, next);
     kobo.env
         .writer
         .commit(batch)
         .await
         .map_err(crate::error::DomainError::from)
 }
+
+#[cfg(test)]
+mod run_tests;
 
 /// What dollar settlement did for one merchant and mode.
 #[derive(Debug, Clone, Default)]

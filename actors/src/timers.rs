@@ -49,7 +49,9 @@ async fn deliver(kobo: &Arc<Kobo>, key: &[u8], timer: &Timer) -> DomainResult<()
     match timer.kind {
         TimerKind::ReleasePending => release(kobo, key, timer, Bucket::Pending).await,
         TimerKind::ReleaseReserve => release(kobo, key, timer, Bucket::Reserve).await,
-        TimerKind::SettlementRun => crate::settlement::run_daily(&kobo.settlement, timer_key).await,
+        TimerKind::SettlementRun => {
+            crate::settlement::run_daily(&kobo.settlement, timer_key, timer.target).await
+        }
         TimerKind::CryptoPayoutCheck => {
             let msg = CryptoPayoutMessage {
                 merchant: timer.merchant,
@@ -225,6 +227,8 @@ pub const RETRY_AFTER_SECS: i64 = 60;
 /// clock the clock steps to each due time first.
 pub async fn run_due(kobo: &Arc<Kobo>, limit: DateTime<Utc>) -> DomainResult<u64> {
     let mut fired = 0u64;
+    // Shards acquired since the last pass get their daily runs first.
+    crate::settlement::ensure_acquired(&kobo.settlement).await;
     while let Some((due, group)) = next_due_group(kobo, limit)? {
         kobo.clock.set(due);
         fired += group.len() as u64;

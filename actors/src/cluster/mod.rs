@@ -17,7 +17,7 @@ pub mod timing;
 pub mod view;
 
 #[cfg(test)]
-mod memory;
+pub(crate) mod memory;
 #[cfg(test)]
 mod tests;
 
