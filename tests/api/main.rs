@@ -10,6 +10,7 @@ mod balance;
 mod browser;
 mod cards;
 mod cluster;
+mod cluster_failover;
 mod console_auth;
 mod console_browser;
 mod console_pages;

@@ -48,6 +48,14 @@ const WRITER_LOCK: i64 = 0x6b6f_626f_0001;
 /// moment ago lets go of it when PostgreSQL notices its connection closed.
 const WRITER_LOCK_WAIT: &str = "5s";
 
+/// How long a cluster node's writer (or lease) session may sit inside a
+/// transaction without sending anything before the server ends it: far
+/// longer than a group commit's planning, shorter than a lease.
+const PAUSED_SESSION_TIMEOUT: &str = "3s";
+
+/// How long a lease operation waits for a row lock.
+const LEASE_LOCK_TIMEOUT: &str = "2s";
+
 /// Idle read connections kept for reuse.
 const MAX_IDLE_READERS: usize = 16;
 
@@ -245,6 +253,18 @@ impl PgStore {
                     .await
                     .map_err(pg_err)?;
             }
+            if mode == Mode::Cluster {
+                // A node paused (SIGSTOP, a stalled VM) inside a group
+                // commit holds its lease rows FOR SHARE: the server ends
+                // that session, so the takeover waits for this, not for
+                // the node to wake up.
+                client
+                    .batch_execute(&format!(
+                        "SET idle_in_transaction_session_timeout TO '{PAUSED_SESSION_TIMEOUT}'"
+                    ))
+                    .await
+                    .map_err(pg_err)?;
+            }
             let select = client
                 .prepare("SELECT k, v FROM kobo_kv WHERE k = ANY($1::bytea[])")
                 .await
@@ -283,8 +303,16 @@ impl PgStore {
                 fences,
             })
         })?;
-        let leases =
-            (mode == Mode::Cluster).then(|| Arc::new(lease::PgLeases::new(config.clone())));
+        let leases = (mode == Mode::Cluster).then(|| {
+            // A lease operation never waits long on a row lock (a paused
+            // node's, until its session is ended): the tick fails and the
+            // next one tries again.
+            let mut c = config.clone();
+            c.options(&format!(
+                "-c lock_timeout={LEASE_LOCK_TIMEOUT} -c idle_in_transaction_session_timeout={PAUSED_SESSION_TIMEOUT}"
+            ));
+            Arc::new(lease::PgLeases::new(c))
+        });
         Ok(PgStore {
             config,
             writer: Some(Arc::new(tokio::sync::Mutex::new(writer))),
