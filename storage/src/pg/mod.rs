@@ -18,6 +18,9 @@
 //!   pooled connection, one snapshot for every `get` and scan of a
 //!   [`crate::ReadTxn`]; its BEGIN rides with the first read.
 //!
+//! Connections use TLS as the URL's `sslmode` and `sslrootcert` say
+//! (libpq's meanings; [`tls`]).
+//!
 //! Every connection is driven by tokio-postgres on one small runtime of
 //! this module's own ([`runtime`]). Callers are synchronous (actor threads
 //! that are themselves inside actix's runtimes, where blocking on another
@@ -30,11 +33,16 @@ pub mod lease;
 #[cfg(test)]
 mod lease_tests;
 pub mod schema;
+pub mod tls;
+#[cfg(test)]
+mod tls_tests;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres::{Client, NoTls, Statement};
+
+use tls::Target;
 
 use crate::writer::Submission;
 use crate::{Batch, CommitError, StoreError};
@@ -151,25 +159,50 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-fn config(url: &str) -> Result<Config, StoreError> {
-    let mut config: Config = url
-        .parse()
-        .map_err(|e| StoreError::Postgres(format!("{}: {}", redact(url), describe(&e))))?;
-    if config.get_application_name().is_none() {
-        config.application_name("kobo");
-    }
-    Ok(config)
+fn target(url: &str) -> Result<Target, StoreError> {
+    Target::parse(url)
 }
 
-/// Opens one connection (its driver spawned on [`runtime`]).
-async fn connect(config: Config) -> Result<Client, StoreError> {
-    let (client, connection) = config.connect(NoTls).await.map_err(pg_err)?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!(error = %describe(&e), "a PostgreSQL connection closed");
+/// Opens one connection (its driver spawned on [`runtime`]), with TLS as
+/// the target's `sslmode` says.
+async fn connect(target: Target) -> Result<Client, StoreError> {
+    fn drive<F>(connection: F)
+    where
+        F: Future<Output = Result<(), tokio_postgres::Error>> + Send + 'static,
+    {
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %describe(&e), "a PostgreSQL connection closed");
+            }
+        });
+    }
+    let Target {
+        config, tls, mode, ..
+    } = target;
+    let refused = |e: tokio_postgres::Error| {
+        let mut message = describe(&e);
+        if message.contains("TLS") {
+            message = format!("TLS to PostgreSQL (sslmode={}): {message}", mode.as_str());
         }
-    });
-    Ok(client)
+        if message.contains("pg_hba.conf") && message.contains("no encryption") {
+            message.push_str(
+                " (the server accepts this client only over TLS: sslmode=disable forbids it)",
+            );
+        }
+        StoreError::Postgres(message)
+    };
+    match tls {
+        None => {
+            let (client, connection) = config.connect(NoTls).await.map_err(refused)?;
+            drive(connection);
+            Ok(client)
+        }
+        Some(tls) => {
+            let (client, connection) = config.connect(tls).await.map_err(refused)?;
+            drive(connection);
+            Ok(client)
+        }
+    }
 }
 
 /// How a store writes its database.
@@ -204,7 +237,7 @@ struct ReadConn {
 
 /// The PostgreSQL engine of one [`crate::Store`].
 pub struct PgStore {
-    config: Config,
+    target: Target,
     /// Behind an async mutex: the writer thread's group commits and
     /// [`PgStore::apply`] never share the connection's transaction.
     /// `None` for a read-only store.
@@ -218,8 +251,9 @@ impl PgStore {
     /// Connects, migrates the schema, and takes the writer lock (exclusive,
     /// or shared for a cluster node).
     pub(crate) fn open(url: &str, mode: Mode) -> Result<PgStore, StoreError> {
-        let config = config(url)?;
-        let c = config.clone();
+        let target = target(url)?;
+        target.warn_if_weak(url);
+        let c = target.clone();
         let writer = call(async move {
             let client = connect(c).await?;
             schema::migrate(&client).await?;
@@ -284,9 +318,9 @@ impl PgStore {
             })
         })?;
         let leases =
-            (mode == Mode::Cluster).then(|| Arc::new(lease::PgLeases::new(config.clone())));
+            (mode == Mode::Cluster).then(|| Arc::new(lease::PgLeases::new(target.clone())));
         Ok(PgStore {
-            config,
+            target,
             writer: Some(Arc::new(tokio::sync::Mutex::new(writer))),
             idle: Arc::default(),
             leases,
@@ -300,14 +334,14 @@ impl PgStore {
 
     /// Connects and migrates, without the writer lock or a writer.
     pub(crate) fn open_read_only(url: &str) -> Result<PgStore, StoreError> {
-        let config = config(url)?;
-        let c = config.clone();
+        let target = target(url)?;
+        let c = target.clone();
         call(async move {
             let client = connect(c).await?;
             schema::migrate(&client).await
         })?;
         Ok(PgStore {
-            config,
+            target,
             writer: None,
             idle: Arc::default(),
             leases: None,
@@ -354,8 +388,8 @@ impl PgStore {
         let conn = match idle {
             Some(conn) => conn,
             None => {
-                let config = self.config.clone();
-                Arc::new(call(read_conn(config))?)
+                let target = self.target.clone();
+                Arc::new(call(read_conn(target))?)
             }
         };
         Ok(Snapshot {
@@ -428,8 +462,8 @@ async fn raise_high_water_to_reserved(client: &Client) -> Result<(), StoreError>
     Ok(())
 }
 
-async fn read_conn(config: Config) -> Result<ReadConn, StoreError> {
-    let client = connect(config).await?;
+async fn read_conn(target: Target) -> Result<ReadConn, StoreError> {
+    let client = connect(target).await?;
     let get = client
         .prepare("SELECT v FROM kobo_kv WHERE k = $1")
         .await
@@ -590,9 +624,9 @@ impl Drop for Snapshot {
 /// (without taking the writer lock: a migration is its own transaction
 /// under its own lock). Returns the versions before and after.
 pub fn migrate(url: &str) -> Result<(i32, i32), StoreError> {
-    let config = config(url)?;
+    let target = target(url)?;
     call(async move {
-        let client = connect(config).await?;
+        let client = connect(target).await?;
         schema::migrate(&client).await
     })
 }
@@ -600,10 +634,10 @@ pub fn migrate(url: &str) -> Result<(i32, i32), StoreError> {
 /// Runs `sql` on the database at `url` (operators' and tests' one-off
 /// statements; never on the write path).
 pub fn execute(url: &str, sql: &str) -> Result<(), StoreError> {
-    let config = config(url)?;
+    let target = target(url)?;
     let sql = sql.to_string();
     call(async move {
-        let client = connect(config).await?;
+        let client = connect(target).await?;
         client.batch_execute(&sql).await.map_err(pg_err)
     })
 }
