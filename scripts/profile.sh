@@ -8,7 +8,9 @@
 #
 # OUT_PREFIX defaults to /tmp/kobo-profile-SCENARIO: writes PREFIX.txt and
 # PREFIX.svg. BIN_DIR holds a release `kobo` (default
-# target/release, built first).
+# target/release, built first). PREFILL (environment) creates that many
+# payment intents first (at 64 connections, not recorded), to profile
+# against a large store.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
@@ -34,13 +36,20 @@ for _ in $(seq 100); do grep -q "kobo listening on" "$DATA/stdout" 2>/dev/null &
 BASE=$(grep -o 'http://[0-9.:]*' "$DATA/stdout" | head -1)
 KEY=$(curl -s -X POST "$BASE/admin/v1/merchants" -H "Authorization: Bearer $TOKEN" \
   -d '{"name":"Profile Ltd","settings":{"rate_limits":{"test_per_second":100000,"live_per_second":100000}}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])')
+if [ "${PREFILL:-0}" -gt 0 ]; then
+  "$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix create --connections 64 \
+    --duration 100000 --max-ops "$PREFILL" >"$DATA/prefill.json"
+fi
 "$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix "$SCENARIO" \
   --connections "$CONNECTIONS" --duration "$((SECONDS_PER_RUN + 3))" >"$DATA/load.json" &
 LOAD=$!
 sleep 2
 perf record -F 499 -g -p "$PID" -o "$DATA/perf.data" -- sleep "$SECONDS_PER_RUN" 2>/dev/null >&2
 wait $LOAD
-echo "load: $(cat "$DATA/load.json")" >"$OUT.txt"
+{
+  [ -f "$DATA/prefill.json" ] && echo "prefill: $(cat "$DATA/prefill.json")"
+  echo "load: $(cat "$DATA/load.json")"
+} >"$OUT.txt"
 {
   echo "== by thread (share of samples)"
   perf report -i "$DATA/perf.data" --no-children --sort comm --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -15 || true

@@ -11,11 +11,14 @@
 //!   load`) and the offline store commands (`kobo backup`, `kobo restore`,
 //!   `kobo check`, `kobo migrate`).
 //! - [`backup`]: backup file names, answers and audit entries.
+//! - [`cluster`]: cluster mode: the node's membership loop and request
+//!   forwarding to the node owning a merchant.
 
 mod api;
 mod backup;
 mod checkout;
 mod cli;
+mod cluster;
 mod console;
 mod dashboard;
 mod health;

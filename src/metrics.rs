@@ -24,6 +24,70 @@ pub struct Metrics {
     timers_due: prometheus::IntGauge,
     webhooks: IntGaugeVec,
     health: HealthGauges,
+    cluster: ClusterGauges,
+}
+
+/// Cluster mode: this node's shards, lease changes and forwarded requests,
+/// and `kobo_node_info{node}` naming the node (every series of one scrape
+/// is that node's).
+#[derive(Clone)]
+struct ClusterGauges {
+    shards_owned: prometheus::IntGauge,
+    lease_changes: prometheus::IntCounter,
+    forwarded: IntCounterVec,
+    node_info: IntGaugeVec,
+}
+
+impl ClusterGauges {
+    fn new(registry: &Registry) -> Self {
+        let g = ClusterGauges {
+            shards_owned: prometheus::IntGauge::new(
+                "kobo_cluster_shards_owned",
+                "Merchant shards this node holds a lease on (all 256 without --cluster)",
+            )
+            .unwrap(),
+            lease_changes: prometheus::IntCounter::new(
+                "kobo_cluster_lease_changes_total",
+                "Shards this node acquired or lost since it started",
+            )
+            .unwrap(),
+            forwarded: IntCounterVec::new(
+                Opts::new(
+                    "kobo_forwarded_requests_total",
+                    "Requests this node forwarded to the node owning their merchant, by that node",
+                ),
+                &["to"],
+            )
+            .unwrap(),
+            node_info: IntGaugeVec::new(
+                Opts::new("kobo_node_info", "1, labelled with this node's cluster id"),
+                &["node"],
+            )
+            .unwrap(),
+        };
+        registry.register(Box::new(g.shards_owned.clone())).unwrap();
+        registry
+            .register(Box::new(g.lease_changes.clone()))
+            .unwrap();
+        registry.register(Box::new(g.forwarded.clone())).unwrap();
+        registry.register(Box::new(g.node_info.clone())).unwrap();
+        g
+    }
+
+    fn set(&self, kobo: &Kobo) {
+        match kobo.env.cluster.get() {
+            Some(view) => {
+                self.node_info.with_label_values(&[view.node_id()]).set(1);
+                self.shards_owned.set(view.owned_count() as i64);
+                let changes = view.lease_changes();
+                self.lease_changes
+                    .inc_by(changes.saturating_sub(self.lease_changes.get()));
+            }
+            None => self
+                .shards_owned
+                .set(i64::from(kobo_storage::fence::SHARDS)),
+        }
+    }
 }
 
 /// The health data beyond the counters: mailbox depths, overdue timers,
@@ -201,6 +265,7 @@ impl Metrics {
         .unwrap();
         registry.register(Box::new(webhooks.clone())).unwrap();
         let health = HealthGauges::new(&registry);
+        let cluster = ClusterGauges::new(&registry);
         for c in writer.collectors() {
             registry.register(c).unwrap();
         }
@@ -213,7 +278,13 @@ impl Metrics {
             timers_due,
             webhooks,
             health,
+            cluster,
         }
+    }
+
+    /// Counts a request forwarded to node `to`.
+    pub fn forwarded(&self, to: &str) {
+        self.cluster.forwarded.with_label_values(&[to]).inc();
     }
 
     /// Counts one request. Every label comes from a closed set, so no caller
@@ -246,6 +317,7 @@ impl Metrics {
         let timers = kobo_actors::timers::timer_backlog(kobo, kobo.clock.now())?;
         self.timers_due.set(timers.due as i64);
         self.health.set(kobo, health, timers.overdue);
+        self.cluster.set(kobo);
         let w = kobo.webhooks.stats();
         for (what, n) in [
             ("in_flight", w.in_flight as i64),

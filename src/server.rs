@@ -124,6 +124,18 @@ pub struct ServeArgs {
     /// <data>/backups); the API never chooses a path.
     #[arg(long, env = "KOBO_BACKUP_DIR", value_name = "DIR")]
     pub backup_dir: Option<PathBuf>,
+    /// Run as one node of a cluster sharing a PostgreSQL --store: merchants
+    /// are spread over the live nodes by leases, and a request for another
+    /// node's merchant is forwarded to it (docs/ARCHITECTURE.md, "Cluster").
+    /// (`KOBO_CLUSTER=1`, `true` or `yes` turns it on.)
+    #[arg(long, env = "KOBO_CLUSTER", value_parser = clap::builder::BoolishValueParser::new())]
+    pub cluster: bool,
+    /// This node's id in the cluster (unique among the nodes).
+    #[arg(long, env = "KOBO_NODE_ID", value_name = "ID", requires = "cluster")]
+    pub node_id: Option<String>,
+    /// The URL other nodes reach this one at (default http://<bound address>).
+    #[arg(long, env = "KOBO_ADVERTISE", value_name = "URL", requires = "cluster")]
+    pub advertise: Option<String>,
 }
 
 const META_DEMO_MERCHANT: &[u8] = b"demo_merchant";
@@ -159,6 +171,14 @@ fn admin_token(args: &ServeArgs) -> Result<String> {
     let token = format!("kobo_admin_{}", random_base62(40));
     write_private(&path, &token).with_context(|| format!("writing {}", path.display()))?;
     Ok(token)
+}
+
+/// A node id: 1 to 64 letters, digits, `-`, `_` or `.`.
+fn valid_node_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// Where a generated admin token is kept, in the data directory.
@@ -321,7 +341,23 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         restoring.display()
     );
     let spec = StoreSpec::from_option(args.store.as_deref())?;
-    let store = match Store::open_spec(&spec, &args.data, args.store_cache_mb.max(16) << 20) {
+    anyhow::ensure!(
+        !args.cluster || spec != StoreSpec::Redb,
+        "--cluster needs a shared PostgreSQL store (--store postgres://...); the embedded redb store belongs to one process"
+    );
+    let node_id = match (&args.cluster, &args.node_id) {
+        (false, _) => None,
+        (true, Some(id)) if valid_node_id(id) => Some(id.clone()),
+        (true, _) => anyhow::bail!(
+            "--cluster needs --node-id (KOBO_NODE_ID): 1 to 64 letters, digits, '-', '_' or '.', unique among the nodes"
+        ),
+    };
+    let opened = match (&spec, node_id.is_some()) {
+        // Cluster nodes share the database (its writer lock taken shared).
+        (StoreSpec::Postgres(url), true) => Store::connect_cluster(url),
+        _ => Store::open_spec(&spec, &args.data, args.store_cache_mb.max(16) << 20),
+    };
+    let store = match opened {
         Ok(s) => s,
         Err(StoreError::Locked(path)) => anyhow::bail!(
             "the data directory {} is already in use by another kobo process ({} is locked); stop that process or choose another --data",
@@ -333,6 +369,12 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         }
         Err(e) => return Err(e).context("opening the store"),
     };
+    if store.repaired_on_open() {
+        // Tests read this line (tests/api/server.rs): keep its words.
+        tracing::warn!(
+            "the store was not closed cleanly (a crash or kill -9): its allocator state was rebuilt by reading every page; a stop by SIGTERM records it"
+        );
+    }
     if spec != StoreSpec::Redb {
         // The key files still live in the data directory.
         crate::keyfile::private_dir(&args.data)?;
@@ -412,7 +454,27 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         )
         .await?;
     }
-    let demo = demo_merchant(&kobo, &store, &writer).await?;
+    let cluster = match &node_id {
+        Some(id) => {
+            let leases = crate::cluster::store_leases(&store).context(
+                "this store offers no cluster leases (PostgreSQL with cluster support is needed for --cluster)",
+            )?;
+            let advertise = args
+                .advertise
+                .clone()
+                .unwrap_or_else(|| format!("http://{addr}"));
+            Some(crate::cluster::start(
+                &kobo, &writer, leases, id, &advertise,
+            )?)
+        }
+        None => None,
+    };
+
+    // A cluster's merchants are created through the operator API.
+    let demo = match cluster {
+        Some(_) => None,
+        None => demo_merchant(&kobo, &store, &writer).await?,
+    };
 
     kobo_actors::settlement::ensure_daily_run(&kobo).await?;
     kobo_actors::customer::service::backfill_indexes(&kobo).await?;
@@ -461,6 +523,7 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
         App::new()
             .app_data(state.clone())
             .app_data(limits.clone())
+            .wrap(middleware::from_fn(crate::cluster::forward::route))
             .wrap(middleware::from_fn(api::limits::per_ip))
             .app_data(form_key.clone())
             .app_data(console.clone())

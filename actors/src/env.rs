@@ -2,10 +2,21 @@
 //! writer, the clock, the global sequence, the calendar and configuration.
 //! A core leaf: it knows no resource and no actor.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use kobo_storage::{writer::u64_from, writer::META_SEQ_HIGH_WATER, Store, Table, Writer};
+use parking_lot::Mutex;
+use uuid::Uuid;
+
+use kobo_storage::fence::Leases;
+use kobo_storage::{
+    writer::u64_from, writer::META_SEQ_HIGH_WATER, Store, StoreError, Table, Writer,
+};
+
+use crate::cluster::timing::SEQUENCE_BLOCK;
+use crate::cluster::ClusterView;
 
 use crate::calendar::Calendar;
 use crate::clock::Clock;
@@ -26,13 +37,74 @@ pub struct Config {
     pub sandbox_card_latency: Duration,
 }
 
-/// One increasing sequence for object order and ledger line ids. Its high
-/// water mark is persisted by the writer with every batch that uses it.
-pub struct Sequence(AtomicU64);
+/// One increasing sequence for object order and ledger line ids. A single
+/// process counts in memory from the high water mark the writer persists
+/// with every batch that uses it. A cluster node ([`Sequence::use_blocks`])
+/// takes blocks of [`SEQUENCE_BLOCK`] numbers reserved in the shared
+/// database, and jumps to a fresh block whenever it acquires a shard
+/// ([`Sequence::jump`]), so a merchant's numbers only grow across owners.
+pub struct Sequence {
+    local: AtomicU64,
+    blocks: OnceLock<Blocks>,
+}
+
+struct Blocks {
+    leases: Arc<dyn Leases>,
+    current: Mutex<Range<u64>>,
+}
+
+impl Blocks {
+    fn reserve(&self) -> Result<Range<u64>, StoreError> {
+        self.leases.reserve_sequence(SEQUENCE_BLOCK)
+    }
+}
 
 impl Sequence {
+    fn starting_after(high_water: u64) -> Self {
+        Sequence {
+            local: AtomicU64::new(high_water),
+            blocks: OnceLock::new(),
+        }
+    }
+
     pub fn next(&self) -> u64 {
-        self.0.fetch_add(1, Ordering::Relaxed) + 1
+        let Some(blocks) = self.blocks.get() else {
+            return self.local.fetch_add(1, Ordering::Relaxed) + 1;
+        };
+        let mut current = blocks.current.lock();
+        if current.is_empty() {
+            // Once per block. Without a number nothing can be written: the
+            // panic is answered as an internal error by the actor's guard.
+            *current = blocks
+                .reserve()
+                .unwrap_or_else(|e| panic!("reserving a block of sequence numbers: {e}"));
+        }
+        current.next().expect("a fresh block is not empty")
+    }
+
+    /// Cluster mode: from now on numbers come from blocks reserved in
+    /// `leases` (the first one now).
+    pub fn use_blocks(&self, leases: Arc<dyn Leases>) -> Result<(), StoreError> {
+        let first = leases.reserve_sequence(SEQUENCE_BLOCK)?;
+        let blocks = Blocks {
+            leases,
+            current: Mutex::new(first),
+        };
+        if self.blocks.set(blocks).is_err() {
+            panic!("the sequence's blocks are set once");
+        }
+        Ok(())
+    }
+
+    /// Cluster mode: continue from a freshly reserved block, above every
+    /// number any node used so far (a shard was acquired). Single process:
+    /// nothing to do.
+    pub fn jump(&self) -> Result<(), StoreError> {
+        if let Some(blocks) = self.blocks.get() {
+            let fresh = blocks.reserve()?;
+            *blocks.current.lock() = fresh;
+        }
+        Ok(())
     }
 }
 
@@ -43,6 +115,8 @@ pub struct Env {
     pub clock: Clock,
     pub seq: Sequence,
     pub config: Config,
+    /// Cluster mode: this node's ownership view (set once at start).
+    pub cluster: OnceLock<Arc<ClusterView>>,
 }
 
 impl Env {
@@ -59,8 +133,16 @@ impl Env {
             store,
             writer,
             clock,
-            seq: Sequence(AtomicU64::new(high_water)),
+            seq: Sequence::starting_after(high_water),
             config,
+            cluster: OnceLock::new(),
         })
+    }
+
+    /// Whether this node runs `merchant`'s work (timers, webhooks): always
+    /// in a single process; in a cluster, while it holds the merchant's
+    /// shard.
+    pub fn owns(&self, merchant: &Uuid) -> bool {
+        self.cluster.get().is_none_or(|c| c.owns(merchant))
     }
 }

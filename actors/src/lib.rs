@@ -25,6 +25,7 @@
 //! - [`stored_json`]: JSON inside compact stored values, compressed
 //!   against kobo's preset dictionary.
 //! - [`credential`]: the hosted checkout's credential (HMAC, server key).
+//! - [`cluster`]: membership, shard leases and ownership (cluster mode).
 //! - [`clock`], [`provider`], [`runtime`], [`error`], [`ids`]: plumbing.
 
 pub mod admin;
@@ -34,6 +35,7 @@ pub mod banks;
 pub mod calendar;
 pub mod check;
 pub mod clock;
+pub mod cluster;
 pub mod credential;
 pub mod customer;
 pub mod dashboard_user;

@@ -14,6 +14,12 @@
 //!   messages already queued is refused with `overloaded` (HTTP 503 +
 //!   Retry-After) instead of queueing without limit.
 //! - The registry lock guards only the address map, never domain state.
+//! - [`Registry::evict_all`] (a cluster node lost a shard) makes every
+//!   activation stale: an idle one leaves the map at once (the next
+//!   message activates a fresh one from the store) and stops at its next
+//!   idle check; a busy one keeps its messages (never two activations of a
+//!   key) and leaves as soon as it is idle. An object actor reloads its
+//!   object from the store before any command it handles while stale.
 //! - A registry is built at assembly with the handles its actors receive
 //!   (`VirtualActor::Deps`); an actor reaches nothing else.
 
@@ -51,6 +57,8 @@ pub struct Activation<A: VirtualActor> {
     pub key: A::Key,
     pub generation: u64,
     pub deps: Arc<A::Deps>,
+    /// The registry's eviction epoch when this activation started.
+    born: u64,
     queued: Arc<AtomicUsize>,
     stats: Arc<KindStats>,
     last_active: std::cell::Cell<Instant>,
@@ -66,6 +74,11 @@ impl<A: VirtualActor> Activation<A> {
         self.queued.fetch_sub(1, Ordering::AcqRel);
         self.stats.messages.fetch_add(1, Ordering::Relaxed);
         self.last_active.set(Instant::now());
+    }
+    /// True once [`Registry::evict_all`] ran after this activation
+    /// started: what it keeps in memory may no longer be the store's.
+    pub fn is_stale(&self) -> bool {
+        self.stats.epoch.load(Ordering::Acquire) != self.born
     }
     /// Call when work finishes (so idleness counts from then).
     pub fn rest(&self) {
@@ -84,7 +97,17 @@ impl<A: VirtualActor> Activation<A> {
 fn watch_idle<A: VirtualActor>(ctx: &mut Context<A>) {
     ctx.run_interval(IDLE_CHECK, |act: &mut A, ctx: &mut Context<A>| {
         let a = act.activation();
-        if a.last_active.get().elapsed() < a.idle || !act.can_passivate() {
+        let retired = a
+            .slots
+            .lock()
+            .get(&a.key)
+            .is_none_or(|s| s.generation != a.generation);
+        if retired && act.can_passivate() {
+            // Evicted while idle: a fresh activation may already serve the key.
+            actix::ActorContext::stop(ctx);
+            return;
+        }
+        if (a.last_active.get().elapsed() < a.idle && !a.is_stale()) || !act.can_passivate() {
             return;
         }
         if try_passivate(&a.slots, &a.stats, a.key, a.generation) {
@@ -122,6 +145,8 @@ pub struct KindStats {
     messages: AtomicU64,
     /// The message of the latest panic that restarted an actor of the kind.
     last_panic: Mutex<Option<String>>,
+    /// Raised by every [`Registry::evict_all`].
+    epoch: AtomicU64,
 }
 
 /// The longest panic message kept (longer ones are cut at a char boundary).
@@ -147,6 +172,8 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 struct Slot<A: Actor> {
     addr: Addr<A>,
     generation: u64,
+    /// The eviction epoch it was activated in.
+    epoch: u64,
     queued: Arc<AtomicUsize>,
     /// Messages sent and not yet answered (queued or being handled).
     in_flight: Arc<AtomicUsize>,
@@ -224,8 +251,12 @@ impl<A: VirtualActor> Registry<A> {
     /// instead of queueing behind it.
     fn lease(&self, key: A::Key, busy: Option<fn() -> DomainError>) -> DomainResult<Lease<A>> {
         let mut slots = self.slots.lock();
+        let epoch = self.stats.epoch.load(Ordering::Acquire);
         if let Some(slot) = slots.get(&key) {
-            if slot.addr.connected() {
+            let retire = slot.epoch != epoch
+                && slot.queued.load(Ordering::Acquire) == 0
+                && slot.in_flight.load(Ordering::Acquire) == 0;
+            if slot.addr.connected() && !retire {
                 if let Some(busy) = busy {
                     if slot.in_flight.load(Ordering::Acquire) > 0 {
                         return Err(busy());
@@ -252,6 +283,7 @@ impl<A: VirtualActor> Registry<A> {
             key,
             generation,
             deps: self.deps.clone(),
+            born: epoch,
             queued: queued.clone(),
             stats: self.stats.clone(),
             last_active: std::cell::Cell::new(Instant::now()),
@@ -270,6 +302,7 @@ impl<A: VirtualActor> Registry<A> {
             Slot {
                 addr: addr.clone(),
                 generation,
+                epoch,
                 queued: queued.clone(),
                 in_flight: in_flight.clone(),
             },
@@ -343,6 +376,18 @@ impl<A: VirtualActor> Registry<A> {
         try_passivate(&self.slots, &self.stats, key, generation)
     }
 
+    /// Drops every activation's memory (a cluster node lost a shard): idle
+    /// activations leave at once, busy ones as soon as they are idle (see
+    /// the module's invariants).
+    pub fn evict_all(&self) {
+        let epoch = self.stats.epoch.fetch_add(1, Ordering::AcqRel) + 1;
+        self.slots.lock().retain(|_, s| {
+            s.epoch == epoch
+                || s.queued.load(Ordering::Acquire) > 0
+                || s.in_flight.load(Ordering::Acquire) > 0
+        });
+    }
+
     fn forget(&self, key: A::Key, generation: u64) {
         let mut slots = self.slots.lock();
         if slots.get(&key).is_some_and(|s| s.generation == generation) {
@@ -408,6 +453,10 @@ where
     act.activation_mut().touch();
     let deps = act.activation().deps.clone();
     let id = act.activation().key;
+    if act.activation().is_stale() {
+        // Evicted: another node may have changed it meanwhile.
+        *act.object() = None;
+    }
     let current = match act.object() {
         Some(o) => Ok(Some(o.clone())),
         None => A::load(&deps, id),
@@ -537,6 +586,60 @@ mod tests {
             let s = registry.snapshot();
             assert_eq!(s.restarts, 2);
             assert_eq!(s.last_panic.as_deref(), Some("the books do not balance"));
+        });
+    }
+
+    /// An actor that counts its messages in memory.
+    struct Counter {
+        activation: Activation<Counter>,
+        count: u32,
+    }
+
+    impl Actor for Counter {
+        type Context = Context<Self>;
+    }
+
+    impl VirtualActor for Counter {
+        type Key = u8;
+        type Deps = ();
+        const KIND: &'static str = "counter";
+        fn activate(activation: Activation<Self>) -> Self {
+            Counter {
+                activation,
+                count: 0,
+            }
+        }
+        fn activation(&self) -> &Activation<Self> {
+            &self.activation
+        }
+    }
+
+    #[derive(Clone, actix::Message)]
+    #[rtype(result = "u32")]
+    struct Count;
+
+    impl Handler<Count> for Counter {
+        type Result = u32;
+        fn handle(&mut self, _: Count, _: &mut Context<Self>) -> u32 {
+            self.activation.touch();
+            self.count += 1;
+            self.count
+        }
+    }
+
+    #[test]
+    fn after_an_eviction_the_next_message_meets_a_fresh_activation() {
+        actix::System::new().block_on(async {
+            let registry = Registry::<Counter>::new(Arc::new(()), 4, Duration::from_secs(30));
+            assert_eq!(registry.send(1, Count).await.unwrap(), 1);
+            assert_eq!(registry.send(1, Count).await.unwrap(), 2);
+            assert_eq!(registry.send(2, Count).await.unwrap(), 1);
+            registry.evict_all();
+            assert_eq!(registry.snapshot().live, 0);
+            assert_eq!(registry.send(1, Count).await.unwrap(), 1);
+            assert_eq!(registry.send(1, Count).await.unwrap(), 2);
+            let s = registry.snapshot();
+            assert_eq!((s.live, s.activations), (1, 3));
         });
     }
 

@@ -243,6 +243,29 @@ impl Kobo {
         }))
     }
 
+    /// Drops every cached actor and cache of this node (a cluster node lost
+    /// a shard: correct and simple, and ownership changes are rare). Each
+    /// is read from the store again when next needed.
+    pub fn evict_all(&self) {
+        self.payment_intents.evict_all();
+        self.ledgers.evict_all();
+        self.merchants.evict_all();
+        self.payouts.evict_all();
+        self.aftercare.evict_all();
+        self.crypto_payouts.evict_all();
+        self.usdt_wallets.evict_all();
+        self.mandates.evict_all();
+        self.customers.evict_all();
+        self.virtual_accounts.evict_all();
+        self.virtual_accounts.deps().serials.forget();
+        self.payment_links.evict_all();
+        self.invoices.evict_all();
+        self.invoices.deps().numbers.forget();
+        self.plans.evict_all();
+        self.subscriptions.evict_all();
+        self.webhooks.reset();
+    }
+
     pub fn actor_health(&self) -> Vec<KindSnapshot> {
         vec![
             self.payment_intents.snapshot(),
@@ -260,6 +283,23 @@ impl Kobo {
             self.plans.snapshot(),
             self.subscriptions.snapshot(),
         ]
+    }
+}
+
+/// What a cluster node does when its shards change: before serving newly
+/// acquired shards, the sequence jumps to a fresh block (so a merchant's
+/// numbers only grow across owners) and webhook deliveries are rescheduled
+/// for the merchants owned now; on any loss, every cached actor and cache
+/// is dropped ([`Kobo::evict_all`]).
+impl crate::cluster::ShardEvents for Kobo {
+    fn acquired(&self, _shards: &[u16]) -> Result<(), kobo_storage::StoreError> {
+        self.seq.jump()?;
+        self.webhooks.reset();
+        Ok(())
+    }
+
+    fn lost(&self, _shards: &[u16]) {
+        self.evict_all();
     }
 }
 

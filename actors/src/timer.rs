@@ -140,8 +140,14 @@ pub fn next_due_group(env: &Env, limit: DateTime<Utc>) -> DomainResult<Option<Du
         if due > limit || first.is_some_and(|f| f != head) || group.len() >= TIMER_FANOUT_MAX {
             return Ok(false);
         }
+        let timer: Timer = decode(v)?;
+        if !env.owns(&timer.merchant) {
+            // Another node's merchant (cluster mode): it stays due for its
+            // owner. Global timers (no merchant) run on shard 0's owner.
+            return Ok(true);
+        }
         first = Some(head);
-        group.push((k.to_vec(), decode(v)?));
+        group.push((k.to_vec(), timer));
         Ok(true)
     })?;
     Ok(first.map(|f| (due_of(&f), group)))

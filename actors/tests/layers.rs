@@ -37,6 +37,7 @@ const CORE: &[&str] = &[
     "auth",
     "calendar",
     "clock",
+    "cluster",
     "credential",
     "env",
     "error",

@@ -31,6 +31,7 @@ pub fn configure(cfg: &mut crate::api::route_table::Routes) {
         .service(resource("/admin/v1/clock").route(web::get().to(get_clock)))
         .service(resource("/admin/v1/clock/advance").route(web::post().to(advance_clock)))
         .service(resource("/admin/v1/actors").route(web::get().to(actors)))
+        .service(resource("/admin/v1/cluster").route(web::get().to(cluster)))
         .service(resource("/admin/v1/health/history").route(web::get().to(health_history)))
         .service(resource("/admin/v1/audit").route(web::get().to(audit_log)))
         .service(resource("/admin/v1/backups").route(web::post().to(create_backup)));
@@ -220,6 +221,44 @@ async fn actors(req: HttpRequest, state: State) -> ApiResult {
     Endpoint::operator(200)
         .operate(req, state, |state| async move {
             Ok(crate::health::report(&state.kobo, &state.health)?)
+        })
+        .await
+}
+
+/// `GET /admin/v1/cluster`: the nodes, the shards' leases and this node,
+/// as this node last read them (docs/api.md, "Cluster"). Without
+/// `--cluster`: one process owning every shard, and no nodes or leases.
+async fn cluster(req: HttpRequest, state: State) -> ApiResult {
+    Endpoint::operator(200)
+        .operate(req, state, |state| async move {
+            let shards = kobo_storage::fence::SHARDS;
+            Ok(match state.kobo.env.cluster.get() {
+                Some(view) => {
+                    let s = view.snapshot();
+                    serde_json::json!({
+                        "object": "cluster",
+                        "clustered": true,
+                        "node_id": s.node_id,
+                        "address": s.address,
+                        "ready": s.ready,
+                        "shards": shards,
+                        "shards_owned": s.shards_owned,
+                        "nodes": s.nodes,
+                        "leases": s.leases,
+                    })
+                }
+                None => serde_json::json!({
+                    "object": "cluster",
+                    "clustered": false,
+                    "node_id": null,
+                    "address": null,
+                    "ready": true,
+                    "shards": shards,
+                    "shards_owned": shards,
+                    "nodes": [],
+                    "leases": [],
+                }),
+            })
         })
         .await
 }

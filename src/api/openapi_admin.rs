@@ -95,6 +95,72 @@ struct Op {
     query: Vec<Parameter>,
 }
 
+/// The answer of `GET /admin/v1/cluster`.
+fn cluster() -> RefOr<Schema> {
+    let typed = |t: Type, d: &str| ObjectBuilder::new().schema_type(t).description(Some(d));
+    let array = |d: &str| {
+        utoipa::openapi::ArrayBuilder::new()
+            .items(ObjectBuilder::new().schema_type(Type::Object))
+            .description(Some(d))
+    };
+    let nullable = |d: &str| {
+        // A string, or null: no type keyword.
+        ObjectBuilder::new().description(Some(d))
+    };
+    let mut b = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("object", string("`cluster`."))
+        .property(
+            "clustered",
+            typed(Type::Boolean, "Started with `--cluster`."),
+        )
+        .property(
+            "node_id",
+            nullable("This node's id (null without `--cluster`)."),
+        )
+        .property(
+            "address",
+            nullable("This node's advertised URL (null without `--cluster`)."),
+        )
+        .property(
+            "ready",
+            typed(
+                Type::Boolean,
+                "Registered, with a lease view refreshed within 4 s.",
+            ),
+        )
+        .property(
+            "shards",
+            typed(Type::Integer, "Merchant shards in all (256)."),
+        )
+        .property(
+            "shards_owned",
+            typed(Type::Integer, "Shards this node holds a lease on."),
+        )
+        .property(
+            "nodes",
+            array("Live nodes: `{node_id, address, heartbeat_age_ms, shards_held}`."),
+        )
+        .property(
+            "leases",
+            array("Every shard's lease: `{shard, node_id, token, remaining_ms}`."),
+        );
+    for name in [
+        "object",
+        "clustered",
+        "node_id",
+        "address",
+        "ready",
+        "shards",
+        "shards_owned",
+        "nodes",
+        "leases",
+    ] {
+        b = b.required(name);
+    }
+    b.into()
+}
+
 /// The answer of `POST /admin/v1/backups`.
 fn backup() -> RefOr<Schema> {
     let integer = |d: &str| {
@@ -357,6 +423,17 @@ fn operations() -> Vec<Op> {
                     .required("object")
                     .into(),
             ),
+            errors: &[],
+            query: Vec::new(),
+        },
+        Op {
+            method: HttpMethod::Get,
+            path: "/admin/v1/cluster",
+            id: "cluster",
+            summary: "The cluster",
+            description: "As this node last read them (every second): the live nodes (`node_id`, `address`, `heartbeat_age_ms`, `shards_held`), every shard's lease (`shard`, `node_id`, `token`, `remaining_ms`) and this node (`node_id`, `address`, `ready`, `shards_owned` of `shards`). Without `--cluster`: `clustered: false`, one process owning every shard, no nodes or leases.",
+            body: None,
+            ok: ("200", "The cluster (`object: cluster`).", cluster()),
             errors: &[],
             query: Vec::new(),
         },

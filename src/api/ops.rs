@@ -15,13 +15,36 @@ async fn healthz() -> HttpResponse {
     json_response(200, &json!({"status": "ok"}))
 }
 
+/// Ready: the store answers, the timer supervisor runs, and (cluster mode)
+/// the node is registered with a lease view refreshed within the last 4 s.
+/// The body also tells how many of the 256 merchant shards the node owns
+/// (all of them without `--cluster`).
 async fn readyz(state: State) -> HttpResponse {
     let store_ok = state.kobo.store.read().is_ok();
     let actors_ok = state.timers.connected();
-    let status = if store_ok && actors_ok { 200 } else { 503 };
+    let (cluster, cluster_ok, owned) = match state.kobo.env.cluster.get() {
+        Some(view) => {
+            let fresh = view.is_fresh();
+            let owned = view.owned_count();
+            let node = json!({"node_id": view.node_id(), "registered": fresh});
+            (node, fresh, owned)
+        }
+        None => (
+            serde_json::Value::Null,
+            true,
+            usize::from(kobo_storage::fence::SHARDS),
+        ),
+    };
+    let ready = store_ok && actors_ok && cluster_ok;
     json_response(
-        status,
-        &json!({"status": if status == 200 { "ready" } else { "not_ready" }, "store": store_ok, "actors": actors_ok}),
+        if ready { 200 } else { 503 },
+        &json!({
+            "status": if ready { "ready" } else { "not_ready" },
+            "store": store_ok,
+            "actors": actors_ok,
+            "shards_owned": owned,
+            "cluster": cluster,
+        }),
     )
 }
 

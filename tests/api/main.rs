@@ -9,6 +9,7 @@ mod auth;
 mod balance;
 mod browser;
 mod cards;
+mod cluster;
 mod console_auth;
 mod console_browser;
 mod console_pages;

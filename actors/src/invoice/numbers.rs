@@ -58,6 +58,8 @@ struct Pending {
 struct Lane {
     /// The next number to give, once read from the store.
     next: Option<u64>,
+    /// Forgotten while a round ran: read the store again after it.
+    forgotten: bool,
     queue: Vec<Pending>,
     /// A round's task is running (it takes the queue when it is done).
     running: bool,
@@ -70,6 +72,15 @@ pub struct InvoiceNumbers {
 }
 
 impl InvoiceNumbers {
+    /// Drops every cached next number (a cluster node lost a shard: another
+    /// node may have numbered invoices meanwhile).
+    pub fn forget(&self) {
+        for lane in self.lanes.lock().values_mut() {
+            lane.next = None;
+            lane.forgotten = lane.running;
+        }
+    }
+
     /// Finalizes through `key`'s lane: answers once the finalize's batch
     /// committed with the next number of the brand, or the error of its
     /// build or commit (then no number was used).
@@ -107,7 +118,9 @@ impl InvoiceNumbers {
                 (lane.next, std::mem::take(&mut lane.queue))
             };
             let next = round(&env, key, next, pending).await;
-            self.lanes.lock().entry(key).or_default().next = next;
+            let mut lanes = self.lanes.lock();
+            let lane = lanes.entry(key).or_default();
+            lane.next = next.filter(|_| !std::mem::take(&mut lane.forgotten));
         }
     }
 }

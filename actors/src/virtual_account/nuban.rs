@@ -60,6 +60,11 @@ pub struct Serials {
 }
 
 impl Serials {
+    /// Drops the cached next serial (read from the store again).
+    pub fn forget(&self) {
+        *self.next.lock() = None;
+    }
+
     /// A serial nobody was given before.
     pub fn take(&self, env: &Env) -> DomainResult<u64> {
         let mut next = self.next.lock();

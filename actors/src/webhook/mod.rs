@@ -493,6 +493,10 @@ pub(crate) enum Msg {
     Command(Command, oneshot::Sender<DomainResult<Answer<WebhookView>>>),
     /// Fan out the outbox, then dispatch what is due; answer when done.
     Pump(oneshot::Sender<()>),
+    /// This node's shards changed (cluster mode): forget the schedule and
+    /// the caches, and rebuild them from the store for the merchants it
+    /// owns now.
+    Reset,
 }
 
 /// Counters for operators (`/admin/v1/actors`, `/metrics`).
@@ -593,6 +597,12 @@ impl Hub {
     pub(crate) fn announce(&self, item: Arc<StreamItem>) {
         // No subscriber is not an error.
         let _ = self.stream.send(item);
+    }
+
+    /// Cluster mode: this node's shards changed; deliveries follow (see
+    /// [`Msg::Reset`]).
+    pub fn reset(&self) {
+        let _ = self.tx.send(Msg::Reset);
     }
 
     pub(crate) fn sender(&self) -> mpsc::UnboundedSender<Msg> {

@@ -77,9 +77,12 @@ impl Supervisor {
         batches: &mut Batches,
         after: &mut After,
     ) -> DomainResult<bool> {
+        // Rows of other nodes' merchants (cluster mode) stay for their
+        // owners; up to this many are looked past.
+        const SCAN_MAX: usize = 4 * OUTBOX_SLICE;
         let mut rows: Vec<(Vec<u8>, Uuid)> = Vec::new();
         read.scan_prefix(Table::EventOutbox, &[], None, |k, v| {
-            if rows.len() >= OUTBOX_SLICE {
+            if rows.len() >= SCAN_MAX {
                 return Ok(false);
             }
             if let Ok(id) = Uuid::from_slice(v) {
@@ -89,15 +92,25 @@ impl Supervisor {
             }
             Ok(true)
         })?;
-        let more = rows.len() >= OUTBOX_SLICE;
         let now = self.hub.env.clock.now();
+        let mut taken = 0;
         for (key, id) in rows {
+            if taken >= OUTBOX_SLICE {
+                break;
+            }
             let Some(event) = read.get_decoded::<Event>(Table::Events, id.as_bytes())? else {
                 tracing::warn!(event = %id, "outbox row without its event; skipped");
-                // Whose row it was is unknown: kobo's own (the nil id).
-                batches.of(Uuid::nil()).delete(Table::EventOutbox, key);
+                // Whose row it was is unknown: kobo's own (the nil id,
+                // shard 0's owner in a cluster).
+                if self.hub.env.owns(&Uuid::nil()) {
+                    batches.of(Uuid::nil()).delete(Table::EventOutbox, key);
+                }
                 continue;
             };
+            if !self.hub.env.owns(&event.merchant) {
+                continue;
+            }
+            taken += 1;
             let batch = batches.of(event.merchant);
             batch.delete(Table::EventOutbox, key);
             let endpoints = self.scope(read, event.merchant, event.mode)?;
@@ -134,7 +147,7 @@ impl Supervisor {
                 data: event.to_api().to_string().into(),
             }));
         }
-        Ok(more)
+        Ok(taken >= OUTBOX_SLICE)
     }
 }
 

@@ -310,8 +310,10 @@ impl Supervisor {
         let mut outcomes = Vec::new();
         let mut commands = Vec::new();
         let mut outbox_dirty = outbox_dirty;
+        let mut reset = false;
         for m in msgs {
             match m {
+                Msg::Reset => reset = true,
                 Msg::Outcome(o) => outcomes.push(o),
                 Msg::Command(c, reply) => commands.push((c, reply)),
                 Msg::Pump(w) => {
@@ -319,6 +321,16 @@ impl Supervisor {
                     outbox_dirty = true;
                 }
             }
+        }
+        if reset {
+            // Attempts in flight report to no claim and are made again by
+            // whichever node owns their merchant (at least once).
+            self.claims.clear();
+            self.sched = Sched::default();
+            self.scopes.clear();
+            self.publish_in_flight();
+            self.rebuild()?;
+            outbox_dirty = true;
         }
         let mut batches = Batches::default();
         let mut after = After::default();
@@ -412,7 +424,12 @@ impl Supervisor {
             let Some((endpoint, due, _)) = first else {
                 break;
             };
-            self.sched.note(endpoint, due);
+            // Another node's merchant's deliveries stay queued for it.
+            let owned =
+                Self::endpoint(&read, endpoint)?.is_none_or(|e| self.hub.env.owns(&e.merchant));
+            if owned {
+                self.sched.note(endpoint, due);
+            }
             let end = prefix_end(endpoint.as_bytes());
             if end.is_empty() {
                 break;

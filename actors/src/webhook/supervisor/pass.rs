@@ -50,6 +50,14 @@ impl Supervisor {
         pass: &mut Pass,
     ) -> DomainResult<()> {
         let endpoint = Self::endpoint(read, ep)?;
+        if endpoint
+            .as_ref()
+            .is_some_and(|e| !self.hub.env.owns(&e.merchant))
+        {
+            // Another node owns its merchant now (its deliveries stay
+            // queued for that node; a reset brings them back if ours again).
+            return Ok(());
+        }
         // Endpoints are never removed (deletion marks them).
         let merchant = endpoint.as_ref().map_or(Uuid::nil(), |e| e.merchant);
         let rows = queued(read, ep)?;

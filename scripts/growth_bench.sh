@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Creates as the store grows (docs/performance.md, issue 20: "no decline as
+# the store grows from 0 to 1M intents"): a fresh release kobo (default
+# flags, system clock), then SLICES consecutive runs of `kobo load --mix
+# create` at CONNECTIONS, each stopping after PER_SLICE creates, on the same
+# store and server. Prints each slice's rate, latencies and the store file's
+# size after it, then the last slice against the first.
+#
+#   scripts/growth_bench.sh [SLICES] [PER_SLICE] [CONNECTIONS] [BIN_DIR]
+#
+# Defaults: 10 slices of 100,000 creates at 64 connections (1,000,000
+# intents), BIN_DIR target/release (built first when it has no kobo).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
+# progress line, no money audit (a benchmark run), never failing on errors
+# (they are counted in the line).
+LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
+SLICES=${1:-10}
+PER_SLICE=${2:-100000}
+CONNECTIONS=${3:-64}
+BIN=${4:-${CARGO_TARGET_DIR:-target}/release}
+if [ ! -x "$BIN/kobo" ]; then
+  cargo build --release --bin kobo >&2
+fi
+DATA=$(mktemp -d)
+TOKEN=growth-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
+RUST_LOG=warn "$BIN/kobo" serve --listen 127.0.0.1:0 --data "$DATA/store" --admin-token "$TOKEN" \
+  --ip-rate-limit 0 >"$DATA/stdout" 2>"$DATA/stderr" &
+PID=$!
+trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DATA"' EXIT
+for _ in $(seq 100); do grep -q "kobo listening on" "$DATA/stdout" 2>/dev/null && break; sleep 0.1; done
+BASE=$(grep -o 'http://[0-9.:]*' "$DATA/stdout" | head -1)
+KEY=$(curl -s -X POST "$BASE/admin/v1/merchants" -H "Authorization: Bearer $TOKEN" \
+  -d '{"name":"Growth Ltd","settings":{"rate_limits":{"test_per_second":100000,"live_per_second":100000}}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])')
+: >"$DATA/slices"
+for s in $(seq "$SLICES"); do
+  line=$("$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix create \
+    --connections "$CONNECTIONS" --duration 100000 --max-ops "$PER_SLICE")
+  echo "$line $(stat -c %s "$DATA/store/kobo.redb")" >>"$DATA/slices"
+  echo "slice $s: $line" >&2
+done
+echo "commits and batches:"
+curl -s "$BASE/metrics" | grep -E '^kobo_store_(commits_total|batches_total)' || true
+python3 - "$DATA/slices" "$PER_SLICE" "$CONNECTIONS" <<'PY'
+import json, sys
+path, per, conns = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+rows = []
+for l in open(path):
+    j, size = l.rsplit(" ", 1)
+    rows.append((json.loads(j), int(size)))
+print(f"\n| intents in the store | creates/s @ {conns} | p50 ms | p99 ms | p99.9 ms | max ms | errors | store file |")
+print("|---|---|---|---|---|---|---|---|")
+for i, (r, size) in enumerate(rows):
+    print(f"| {i*per:,} - {(i+1)*per:,} | {r['ops_per_sec']:,.0f} | {r['p50_ms']} | {r['p99_ms']} | {r['p999_ms']} | {r['max_ms']} | {r['errors']} | {size/1e6:,.0f} MB |")
+a, b = rows[0][0], rows[-1][0]
+print(f"\nlast slice / first slice: creates/s {b['ops_per_sec']:,.0f} / {a['ops_per_sec']:,.0f} = {b['ops_per_sec']/a['ops_per_sec']:.3f}; p99 {a['p99_ms']} -> {b['p99_ms']} ms")
+PY
