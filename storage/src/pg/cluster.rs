@@ -9,6 +9,10 @@
 //! process stops the cluster (immediate shutdown) and removes its directory
 //! once the test process has exited, however it exited.
 //!
+//! [`Cluster::start_tls`] starts another kind for the TLS tests: listening
+//! on 127.0.0.1 with `ssl = on`, a given server certificate, and a
+//! `pg_hba.conf` that admits TCP clients only over TLS (`hostssl`).
+//!
 //! The binaries are found in `KOBO_PG_BIN` when set, else on `PATH`, else
 //! in Debian's `/usr/lib/postgresql/<version>/bin` (the newest);
 //! `scripts/test.sh` installs them when none is found.
@@ -24,6 +28,14 @@ pub struct Cluster {
     /// The cluster's directory: data in `data/`, the socket beside it.
     root: PathBuf,
     next: AtomicU64,
+    /// A TLS cluster's TCP port on 127.0.0.1.
+    tls_port: Option<u16>,
+}
+
+/// A TLS cluster's server certificate chain and key (PEM).
+pub struct ServerTls {
+    pub cert_pem: String,
+    pub key_pem: String,
 }
 
 /// The test process's cluster, started on first use. Panics (failing the
@@ -31,7 +43,7 @@ pub struct Cluster {
 pub fn shared() -> &'static Cluster {
     static CLUSTER: OnceLock<Cluster> = OnceLock::new();
     CLUSTER.get_or_init(|| {
-        Cluster::start().unwrap_or_else(|e| {
+        Cluster::start(None).unwrap_or_else(|e| {
             panic!("cannot start a throw-away PostgreSQL cluster: {e} (scripts/test.sh installs PostgreSQL; KOBO_PG_BIN names its bin directory)")
         })
     })
@@ -107,7 +119,12 @@ fn run(mut c: Command, what: &str) -> Result<(), String> {
 }
 
 impl Cluster {
-    fn start() -> Result<Cluster, String> {
+    /// A cluster of its own for the TLS tests (see the module's comment).
+    pub fn start_tls(tls: &ServerTls) -> Result<Cluster, String> {
+        Cluster::start(Some(tls))
+    }
+
+    fn start(tls: Option<&ServerTls>) -> Result<Cluster, String> {
         let bin = bin_dir()?;
         let user = run_as();
         let nanos = std::time::SystemTime::now()
@@ -116,10 +133,14 @@ impl Cluster {
             .unwrap_or(0);
         let root = std::env::temp_dir().join(format!("kobo-pg-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
-        if let Some((uid, gid)) = user {
-            std::os::unix::fs::chown(&root, Some(uid), Some(gid))
-                .map_err(|e| format!("chown {}: {e}", root.display()))?;
-        }
+        let own = |path: &Path| -> Result<(), String> {
+            if let Some((uid, gid)) = user {
+                std::os::unix::fs::chown(path, Some(uid), Some(gid))
+                    .map_err(|e| format!("chown {}: {e}", path.display()))?;
+            }
+            Ok(())
+        };
+        own(&root)?;
         let data = root.join("data");
         let mut initdb = command(&bin, "initdb", user);
         initdb.arg("-D").arg(&data).args([
@@ -131,11 +152,42 @@ impl Cluster {
             "--no-locale",
         ]);
         run(initdb, "initdb")?;
-        let options = format!(
-            "-c listen_addresses='' -c unix_socket_directories='{}' -c fsync=on \
+        let mut options = format!(
+            "-c unix_socket_directories='{}' -c fsync=on \
              -c synchronous_commit=on -c max_connections=400 -c shared_buffers=64MB",
             root.display()
         );
+        let mut tls_port = None;
+        match tls {
+            None => options.push_str(" -c listen_addresses=''"),
+            Some(tls) => {
+                use std::os::unix::fs::PermissionsExt;
+                let write = |name: &str, text: &str| -> Result<(), String> {
+                    let path = data.join(name);
+                    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                    own(&path)
+                };
+                write("server.crt", &tls.cert_pem)?;
+                write("server.key", &tls.key_pem)?;
+                // Over TCP only with TLS; the Unix socket (for creating
+                // databases) as before.
+                write(
+                    "pg_hba.conf",
+                    "local all all trust\nhostssl all all 127.0.0.1/32 trust\n",
+                )?;
+                let port = std::net::TcpListener::bind("127.0.0.1:0")
+                    .and_then(|l| l.local_addr())
+                    .map_err(|e| format!("finding a free port: {e}"))?
+                    .port();
+                options.push_str(&format!(
+                    " -c listen_addresses='127.0.0.1' -c port={port} -c ssl=on \
+                     -c ssl_cert_file=server.crt -c ssl_key_file=server.key"
+                ));
+                tls_port = Some(port);
+            }
+        }
         let mut start = command(&bin, "pg_ctl", user);
         start
             .arg("-D")
@@ -148,19 +200,36 @@ impl Cluster {
         Ok(Cluster {
             root,
             next: AtomicU64::new(0),
+            tls_port,
         })
+    }
+
+    /// A TLS cluster's URL of database `name` over TCP: host name
+    /// `host`, reached at 127.0.0.1, with the URL parameters `params`.
+    pub fn tcp_url(&self, host: &str, name: &str, params: &str) -> String {
+        let port = self.tls_port.expect("a TLS cluster listens on TCP");
+        format!("postgresql://kobo@{host}:{port}/{name}?hostaddr=127.0.0.1&{params}")
     }
 
     /// The URL of database `name` in this cluster.
     pub fn url(&self, name: &str) -> String {
+        let port = self
+            .tls_port
+            .map_or(String::new(), |p| format!("&port={p}"));
         format!(
-            "postgresql:///{name}?host={}&user=kobo",
+            "postgresql:///{name}?host={}&user=kobo{port}",
             self.root.display()
         )
     }
 
     /// Creates a new, empty database; its URL.
     pub fn fresh_database(&self) -> String {
+        let name = self.fresh_database_name();
+        self.url(&name)
+    }
+
+    /// Creates a new, empty database; its name.
+    pub fn fresh_database_name(&self) -> String {
         let name = format!(
             "kobo_{}_{}",
             self.next.fetch_add(1, Ordering::Relaxed),
@@ -169,8 +238,8 @@ impl Cluster {
         let admin = self.url("postgres");
         let sql = format!("CREATE DATABASE {name}");
         let created = super::call(async move {
-            let config: tokio_postgres::Config = admin.parse().map_err(|e| format!("{e}"))?;
-            let client = super::connect(config).await.map_err(|e| e.to_string())?;
+            let target = super::tls::Target::parse(&admin).map_err(|e| e.to_string())?;
+            let client = super::connect(target).await.map_err(|e| e.to_string())?;
             client
                 .batch_execute(&sql)
                 .await
@@ -179,7 +248,7 @@ impl Cluster {
         if let Err(e) = created {
             panic!("creating a test database: {e}");
         }
-        self.url(&name)
+        name
     }
 }
 

@@ -25,8 +25,9 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_postgres::{Client, Config};
+use tokio_postgres::Client;
 
+use super::tls::Target;
 use super::{call, connect, pg_err};
 use crate::fence::{Fence, LeaseRow, Leases, NodeRow};
 use crate::tables::Table;
@@ -47,15 +48,15 @@ fn duration(micros: i64) -> Duration {
 
 /// The PostgreSQL [`Leases`] of one cluster node.
 pub struct PgLeases {
-    config: Config,
+    target: Target,
     /// Connected on first use, reconnected when it closed.
     conn: Arc<tokio::sync::Mutex<Option<Client>>>,
 }
 
 impl PgLeases {
-    pub(crate) fn new(config: Config) -> PgLeases {
+    pub(crate) fn new(target: Target) -> PgLeases {
         PgLeases {
-            config,
+            target,
             conn: Arc::default(),
         }
     }
@@ -72,11 +73,11 @@ impl PgLeases {
             + 'static,
     {
         let conn = self.conn.clone();
-        let config = self.config.clone();
+        let target = self.target.clone();
         call(async move {
             let mut guard = conn.lock().await;
             if guard.as_ref().is_none_or(|c| c.is_closed()) {
-                *guard = Some(connect(config).await?);
+                *guard = Some(connect(target).await?);
             }
             f(guard.as_ref().expect("connected")).await
         })

@@ -18,6 +18,9 @@
 //!   pooled connection, one snapshot for every `get` and scan of a
 //!   [`crate::ReadTxn`]; its BEGIN rides with the first read.
 //!
+//! Connections use TLS as the URL's `sslmode` and `sslrootcert` say
+//! (libpq's meanings; [`tls`]).
+//!
 //! Every connection is driven by tokio-postgres on one small runtime of
 //! this module's own ([`runtime`]). Callers are synchronous (actor threads
 //! that are themselves inside actix's runtimes, where blocking on another
@@ -30,11 +33,16 @@ pub mod lease;
 #[cfg(test)]
 mod lease_tests;
 pub mod schema;
+pub mod tls;
+#[cfg(test)]
+mod tls_tests;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres::{Client, NoTls, Statement};
+
+use tls::Target;
 
 use crate::writer::Submission;
 use crate::{Batch, CommitError, StoreError};
@@ -159,25 +167,50 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-fn config(url: &str) -> Result<Config, StoreError> {
-    let mut config: Config = url
-        .parse()
-        .map_err(|e| StoreError::Postgres(format!("{}: {}", redact(url), describe(&e))))?;
-    if config.get_application_name().is_none() {
-        config.application_name("kobo");
-    }
-    Ok(config)
+fn target(url: &str) -> Result<Target, StoreError> {
+    Target::parse(url)
 }
 
-/// Opens one connection (its driver spawned on [`runtime`]).
-async fn connect(config: Config) -> Result<Client, StoreError> {
-    let (client, connection) = config.connect(NoTls).await.map_err(pg_err)?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!(error = %describe(&e), "a PostgreSQL connection closed");
+/// Opens one connection (its driver spawned on [`runtime`]), with TLS as
+/// the target's `sslmode` says.
+async fn connect(target: Target) -> Result<Client, StoreError> {
+    fn drive<F>(connection: F)
+    where
+        F: Future<Output = Result<(), tokio_postgres::Error>> + Send + 'static,
+    {
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %describe(&e), "a PostgreSQL connection closed");
+            }
+        });
+    }
+    let Target {
+        config, tls, mode, ..
+    } = target;
+    let refused = |e: tokio_postgres::Error| {
+        let mut message = describe(&e);
+        if message.contains("TLS") {
+            message = format!("TLS to PostgreSQL (sslmode={}): {message}", mode.as_str());
         }
-    });
-    Ok(client)
+        if message.contains("pg_hba.conf") && message.contains("no encryption") {
+            message.push_str(
+                " (the server accepts this client only over TLS: sslmode=disable forbids it)",
+            );
+        }
+        StoreError::Postgres(message)
+    };
+    match tls {
+        None => {
+            let (client, connection) = config.connect(NoTls).await.map_err(refused)?;
+            drive(connection);
+            Ok(client)
+        }
+        Some(tls) => {
+            let (client, connection) = config.connect(tls).await.map_err(refused)?;
+            drive(connection);
+            Ok(client)
+        }
+    }
 }
 
 /// How a store writes its database.
@@ -212,7 +245,7 @@ struct ReadConn {
 
 /// The PostgreSQL engine of one [`crate::Store`].
 pub struct PgStore {
-    config: Config,
+    target: Target,
     /// Behind an async mutex: the writer thread's group commits and
     /// [`PgStore::apply`] never share the connection's transaction.
     /// `None` for a read-only store.
@@ -226,8 +259,9 @@ impl PgStore {
     /// Connects, migrates the schema, and takes the writer lock (exclusive,
     /// or shared for a cluster node).
     pub(crate) fn open(url: &str, mode: Mode) -> Result<PgStore, StoreError> {
-        let config = config(url)?;
-        let c = config.clone();
+        let target = target(url)?;
+        target.warn_if_weak(url);
+        let c = target.clone();
         let writer = call(async move {
             let client = connect(c).await?;
             schema::migrate(&client).await?;
@@ -307,14 +341,14 @@ impl PgStore {
             // A lease operation never waits long on a row lock (a paused
             // node's, until its session is ended): the tick fails and the
             // next one tries again.
-            let mut c = config.clone();
-            c.options(&format!(
+            let mut t = target.clone();
+            t.config.options(&format!(
                 "-c lock_timeout={LEASE_LOCK_TIMEOUT} -c idle_in_transaction_session_timeout={PAUSED_SESSION_TIMEOUT}"
             ));
-            Arc::new(lease::PgLeases::new(c))
+            Arc::new(lease::PgLeases::new(t))
         });
         Ok(PgStore {
-            config,
+            target,
             writer: Some(Arc::new(tokio::sync::Mutex::new(writer))),
             idle: Arc::default(),
             leases,
@@ -328,14 +362,14 @@ impl PgStore {
 
     /// Connects and migrates, without the writer lock or a writer.
     pub(crate) fn open_read_only(url: &str) -> Result<PgStore, StoreError> {
-        let config = config(url)?;
-        let c = config.clone();
+        let target = target(url)?;
+        let c = target.clone();
         call(async move {
             let client = connect(c).await?;
             schema::migrate(&client).await
         })?;
         Ok(PgStore {
-            config,
+            target,
             writer: None,
             idle: Arc::default(),
             leases: None,
@@ -382,8 +416,8 @@ impl PgStore {
         let conn = match idle {
             Some(conn) => conn,
             None => {
-                let config = self.config.clone();
-                Arc::new(call(read_conn(config))?)
+                let target = self.target.clone();
+                Arc::new(call(read_conn(target))?)
             }
         };
         Ok(Snapshot {
@@ -456,8 +490,8 @@ async fn raise_high_water_to_reserved(client: &Client) -> Result<(), StoreError>
     Ok(())
 }
 
-async fn read_conn(config: Config) -> Result<ReadConn, StoreError> {
-    let client = connect(config).await?;
+async fn read_conn(target: Target) -> Result<ReadConn, StoreError> {
+    let client = connect(target).await?;
     let get = client
         .prepare("SELECT v FROM kobo_kv WHERE k = $1")
         .await
@@ -618,9 +652,9 @@ impl Drop for Snapshot {
 /// (without taking the writer lock: a migration is its own transaction
 /// under its own lock). Returns the versions before and after.
 pub fn migrate(url: &str) -> Result<(i32, i32), StoreError> {
-    let config = config(url)?;
+    let target = target(url)?;
     call(async move {
-        let client = connect(config).await?;
+        let client = connect(target).await?;
         schema::migrate(&client).await
     })
 }
@@ -628,10 +662,10 @@ pub fn migrate(url: &str) -> Result<(i32, i32), StoreError> {
 /// Runs `sql` on the database at `url` (operators' and tests' one-off
 /// statements; never on the write path).
 pub fn execute(url: &str, sql: &str) -> Result<(), StoreError> {
-    let config = config(url)?;
+    let target = target(url)?;
     let sql = sql.to_string();
     call(async move {
-        let client = connect(config).await?;
+        let client = connect(target).await?;
         client.batch_execute(&sql).await.map_err(pg_err)
     })
 }
