@@ -248,6 +248,16 @@ impl Store {
         }
     }
 
+    /// The highest sequence number cluster nodes reserved on this store's
+    /// database (0 on redb, or when no node ever did); sequences in use may
+    /// reach it while the Meta high-water mark stays lower.
+    pub fn reserved_sequence(&self) -> Result<u64, StoreError> {
+        match &self.engine {
+            Engine::Postgres(pg) => pg.reserved_sequence(),
+            Engine::Redb { .. } => Ok(0),
+        }
+    }
+
     /// Whether this store is a cluster node's ([`Store::connect_cluster`]).
     pub fn is_cluster(&self) -> bool {
         match &self.engine {

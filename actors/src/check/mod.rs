@@ -194,10 +194,13 @@ pub(crate) fn uuid_of(v: &[u8]) -> Option<Uuid> {
 /// Runs every check over one snapshot of `store`.
 pub fn check(store: &Store) -> Result<Report, StoreError> {
     let read = store.read()?;
+    // Cluster nodes take their numbers in blocks reserved from the
+    // database's sequence and note no high-water mark.
     let seq_high_water = read
         .get(Table::Meta, META_SEQ_HIGH_WATER)?
         .map(|v| u64_from(&v))
-        .unwrap_or(0);
+        .unwrap_or(0)
+        .max(store.reserved_sequence()?);
     let mut c = Checker {
         read: &read,
         sections: SECTIONS

@@ -342,7 +342,7 @@ impl PgStore {
             // node's, until its session is ended): the tick fails and the
             // next one tries again.
             let mut t = target.clone();
-            t.config.options(&format!(
+            t.config.options(format!(
                 "-c lock_timeout={LEASE_LOCK_TIMEOUT} -c idle_in_transaction_session_timeout={PAUSED_SESSION_TIMEOUT}"
             ));
             Arc::new(lease::PgLeases::new(t))
@@ -352,6 +352,22 @@ impl PgStore {
             writer: Some(Arc::new(tokio::sync::Mutex::new(writer))),
             idle: Arc::default(),
             leases,
+        })
+    }
+
+    /// The highest sequence number cluster nodes reserved (`kobo_seq`; 0
+    /// when none did): numbers up to it may be in use although the Meta
+    /// high-water mark, which cluster nodes do not write, is lower.
+    pub(crate) fn reserved_sequence(&self) -> Result<u64, StoreError> {
+        let target = self.target.clone();
+        call(async move {
+            let client = connect(target).await?;
+            let reserved: i64 = client
+                .query_one("SELECT last_value FROM kobo_seq", &[])
+                .await
+                .map_err(pg_err)?
+                .get(0);
+            Ok(reserved.max(0) as u64)
         })
     }
 
