@@ -188,11 +188,15 @@ pub(crate) fn message_page(
     html(status, frame(title, merchant, livemode, &main, ""), false)
 }
 
-fn load_by_code(state: &State, code: &str) -> Result<Option<PaymentIntent>, DomainError> {
+/// The payment intent of checkout code `code` (the `/c/{code}` page's).
+pub(crate) fn load_by_code(
+    kobo: &kobo_actors::Kobo,
+    code: &str,
+) -> Result<Option<PaymentIntent>, DomainError> {
     if code.is_empty() || code.len() > 64 || !code.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return Ok(None);
     }
-    let read = state.kobo.store.read()?;
+    let read = kobo.store.read()?;
     let Some(raw) = read.get(Table::CheckoutLinks, code.as_bytes())? else {
         return Ok(None);
     };
@@ -229,7 +233,7 @@ pub(crate) fn server_error(e: DomainError) -> HttpResponse {
 
 /// `GET /c/{code}`: the hosted checkout page of one payment intent.
 async fn page(state: State, path: web::Path<String>) -> HttpResponse {
-    let intent = match load_by_code(&state, &path) {
+    let intent = match load_by_code(&state.kobo, &path) {
         Ok(Some(i)) => i,
         Ok(None) => {
             return message_page(

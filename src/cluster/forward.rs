@@ -87,12 +87,16 @@ pub async fn route(
 }
 
 /// The merchant a request acts for, when it names one: its API key's (the
-/// auth layer's lookup), or its dashboard session's.
+/// auth layer's lookup), its customer-facing page's object's
+/// ([`super::pages`]), or its dashboard session's.
 async fn merchant_of(req: &ServiceRequest, state: &AppState) -> Option<Uuid> {
     if let Some(token) = bearer(req) {
         let principal =
             kobo_actors::query::authenticate(&state.kobo, token, &state.checkout_key).ok()?;
         return Some(principal.merchant.id);
+    }
+    if let Some(merchant) = super::pages::merchant_of_page(state, req.path()) {
+        return Some(merchant);
     }
     if req.path().starts_with("/dashboard") {
         let token = req.cookie(crate::dashboard::COOKIE)?.value().to_owned();

@@ -5,6 +5,7 @@
 //! `kobo_actors::cluster`.
 
 pub mod forward;
+pub mod pages;
 
 use std::sync::Arc;
 

@@ -29,7 +29,7 @@ const KEY_FILES: [&str; 3] = [
 const FAILOVER_BOUND: Duration = Duration::from_secs(10);
 
 /// Starts node `id` on `url`; nodes after the first copy its key files.
-fn node(url: &str, id: &str, first: Option<&TestApp>, flags: &[String]) -> TestApp {
+pub(crate) fn node(url: &str, id: &str, first: Option<&TestApp>, flags: &[String]) -> TestApp {
     let mut app = unstarted_app_on(flags, Some(url.to_string()));
     if let Some(first) = first {
         std::fs::create_dir_all(app.data_dir()).unwrap();
@@ -59,7 +59,7 @@ async fn holders(app: &TestApp) -> HashMap<u64, String> {
 
 /// Polls `app`'s view until every shard is held by one of `nodes` and each
 /// of them holds some; answers how long that took. Panics past `bound`.
-async fn wait_for_shards(app: &TestApp, nodes: &[&str], bound: Duration) -> Duration {
+pub(crate) async fn wait_for_shards(app: &TestApp, nodes: &[&str], bound: Duration) -> Duration {
     let started = Instant::now();
     loop {
         let held = holders(app).await;
