@@ -84,29 +84,36 @@ impl PgLeases {
     }
 }
 
+/// The highest number cluster nodes reserved (`kobo_seq`) and the Meta
+/// high-water mark a single-process kobo's batches noted (0 when none).
+pub(crate) async fn reserved_and_noted(client: &Client) -> Result<(u64, u64), StoreError> {
+    let meta = Table::Meta.physical(META_SEQ_HIGH_WATER);
+    let reserved: i64 = client
+        .query_one("SELECT last_value FROM kobo_seq", &[])
+        .await
+        .map_err(pg_err)?
+        .get(0);
+    let noted = client
+        .query_opt("SELECT v FROM kobo_kv WHERE k = $1", &[&meta])
+        .await
+        .map_err(pg_err)?
+        .map_or(0, |r| u64_from(r.get::<_, &[u8]>(0)));
+    Ok((reserved.max(0) as u64, noted))
+}
+
 /// Reserves `n` numbers (none for `n == 0`: only raises the sequence to the
 /// noted high-water mark) above both `kobo_seq` and the high-water mark the
 /// batches of a single-process kobo noted in Meta. Reservations serialise on
 /// a transaction lock, so two nodes' blocks never overlap.
 pub(crate) async fn reserve(client: &Client, n: u64) -> Result<Range<u64>, StoreError> {
-    let meta = Table::Meta.physical(META_SEQ_HIGH_WATER);
     client.batch_execute("BEGIN").await.map_err(pg_err)?;
     let result = async {
         client
             .execute("SELECT pg_advisory_xact_lock($1)", &[&SEQUENCE_LOCK])
             .await
             .map_err(pg_err)?;
-        let reserved: i64 = client
-            .query_one("SELECT last_value FROM kobo_seq", &[])
-            .await
-            .map_err(pg_err)?
-            .get(0);
-        let noted = client
-            .query_opt("SELECT v FROM kobo_kv WHERE k = $1", &[&meta])
-            .await
-            .map_err(pg_err)?
-            .map_or(0, |r| u64_from(r.get::<_, &[u8]>(0)));
-        let start = (reserved.max(0) as u64).max(noted) + 1;
+        let (reserved, noted) = reserved_and_noted(client).await?;
+        let start = reserved.max(noted) + 1;
         let end = start + n;
         let last = i64::try_from(end - 1)
             .map_err(|_| StoreError::Postgres("the sequence is exhausted".into()))?;

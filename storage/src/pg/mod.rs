@@ -362,12 +362,7 @@ impl PgStore {
         let target = self.target.clone();
         call(async move {
             let client = connect(target).await?;
-            let reserved: i64 = client
-                .query_one("SELECT last_value FROM kobo_seq", &[])
-                .await
-                .map_err(pg_err)?
-                .get(0);
-            Ok(reserved.max(0) as u64)
+            Ok(lease::reserved_and_noted(&client).await?.0)
         })
     }
 
@@ -483,22 +478,13 @@ async fn take_writer_lock(client: &Client, mode: Mode) -> Result<(), StoreError>
 /// a database that ran as a cluster never reuses their numbers.
 async fn raise_high_water_to_reserved(client: &Client) -> Result<(), StoreError> {
     let meta = crate::Table::Meta.physical(crate::writer::META_SEQ_HIGH_WATER);
-    let reserved: i64 = client
-        .query_one("SELECT last_value FROM kobo_seq", &[])
-        .await
-        .map_err(pg_err)?
-        .get(0);
-    let noted = client
-        .query_opt("SELECT v FROM kobo_kv WHERE k = $1", &[&meta])
-        .await
-        .map_err(pg_err)?
-        .map_or(0, |r| crate::writer::u64_from(r.get::<_, &[u8]>(0)));
-    if reserved > 0 && reserved as u64 > noted {
+    let (reserved, noted) = lease::reserved_and_noted(client).await?;
+    if reserved > noted {
         client
             .execute(
                 "INSERT INTO kobo_kv (k, v) VALUES ($1, $2) \
                  ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-                &[&meta, &(reserved as u64).to_be_bytes().to_vec()],
+                &[&meta, &reserved.to_be_bytes().to_vec()],
             )
             .await
             .map_err(pg_err)?;
