@@ -358,9 +358,23 @@ fn payment_move(
 
 /// The end of a pipelined commit: ledger batches carry no preconditions, so
 /// a refused batch would leave memory ahead of disk, which must never be.
-fn settle(outcome: Result<Result<(), CommitError>, oneshot::error::RecvError>) -> DomainResult<()> {
+/// The one refusal that is not a bug: in a cluster the merchant's shard
+/// left this node (its lease lapsed or went to another node). Nothing of the
+/// batch was written; the actor forgets what it held in memory, so its next
+/// command reads the store again, and the caller is told to retry
+/// (503 `merchant_moving`).
+fn settle(
+    act: &mut LedgerActor,
+    outcome: Result<Result<(), CommitError>, oneshot::error::RecvError>,
+) -> DomainResult<()> {
     match outcome {
         Ok(Ok(())) => Ok(()),
+        Ok(Err(moved @ CommitError::NotOwner { .. })) => {
+            act.balances = None;
+            act.usage.clear();
+            act.overlay.clear();
+            Err(moved.into())
+        }
         Ok(Err(conflict)) => {
             tracing::error!(%conflict, "ledger batch rejected; stopping");
             std::process::abort();
@@ -382,7 +396,7 @@ impl Handler<PostEntry> for LedgerActor {
         Box::pin(ack.into_actor(self).map(move |outcome, act, _ctx| {
             act.pending_commits -= 1;
             act.activation.rest();
-            settle(outcome).map(|()| lines)
+            settle(act, outcome).map(|()| lines)
         }))
     }
 }
@@ -431,7 +445,7 @@ fn finish_commit<T: 'static>(
     act.pending_commits -= 1;
     act.settle_rows(rows);
     act.activation.rest();
-    settle(outcome).map(|()| value)
+    settle(act, outcome).map(|()| value)
 }
 
 impl Handler<ReleaseScheduled> for LedgerActor {

@@ -8,6 +8,8 @@
 //! `balance_after` computed in one place.
 
 pub mod actor;
+#[cfg(test)]
+mod moved_tests;
 mod post;
 pub mod query;
 pub mod release;
