@@ -38,12 +38,11 @@ if [ -z "${BIN_DIR:-}" ]; then
   BIN_DIR=${CARGO_TARGET_DIR:-target}/release
 fi
 KOBO=$BIN_DIR/kobo
-PGBIN=${KOBO_PG_BIN:-$(dirname "$(readlink -f "$(command -v initdb 2>/dev/null || ls /usr/lib/postgresql/*/bin/initdb | tail -1)")")}
+source scripts/throwaway_pg.sh
+pg_find_bin
 WORK=$(mktemp -d)
 chmod 755 "$WORK"
 PIDS=()
-# PostgreSQL refuses to run as root: the throw-away cluster runs as nobody.
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi; }
 stop_nodes() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -51,17 +50,11 @@ stop_nodes() {
 }
 cleanup() {
   stop_nodes
-  [ -f "$WORK/pg/data/postmaster.pid" ] && as_pg "$PGBIN/pg_ctl" -D "$WORK/pg/data" -m immediate stop >/dev/null 2>&1
+  pg_stop
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-mkdir "$WORK/pg"
-chown nobody "$WORK/pg" 2>/dev/null || true
-as_pg "$PGBIN/initdb" -D "$WORK/pg/data" -A trust -U kobo >/dev/null
-as_pg "$PGBIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/log" -w \
-  -o "-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c listen_addresses='' -c unix_socket_directories=$WORK/pg -c max_connections=300" \
-  start >/dev/null
-pg_url() { echo "postgresql:///$1?host=$WORK/pg&user=kobo"; }
+pg_start 300
 LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
 TOKEN=bench-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
 KEYFILES="card-fingerprint-key checkout-credential-key sandbox-form-key"

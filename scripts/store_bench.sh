@@ -21,25 +21,19 @@ if [ -z "${BIN_DIR:-}" ]; then
   BIN_DIR=${CARGO_TARGET_DIR:-target}/release
 fi
 BIN=$BIN_DIR
-PGBIN=${KOBO_PG_BIN:-$(dirname "$(command -v initdb 2>/dev/null || ls /usr/lib/postgresql/*/bin/initdb | tail -1)")}
+source scripts/throwaway_pg.sh
+pg_find_bin
 WORK=$(mktemp -d)
 chmod 755 "$WORK"
 PID=
-# PostgreSQL refuses to run as root: the throw-away cluster runs as nobody.
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u nobody -- "$@"; else "$@"; fi; }
 cleanup() {
   [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
-  [ -f "$WORK/pg/data/postmaster.pid" ] && as_pg "$PGBIN/pg_ctl" -D "$WORK/pg/data" -m immediate stop >/dev/null 2>&1
+  pg_stop
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-mkdir "$WORK/pg"
-chown nobody "$WORK/pg" 2>/dev/null || true
-as_pg "$PGBIN/initdb" -D "$WORK/pg/data" -A trust -U kobo >/dev/null
-as_pg "$PGBIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/log" -w \
-  -o "-c fsync=on -c synchronous_commit=on -c full_page_writes=on -c listen_addresses='' -c unix_socket_directories=$WORK/pg -c max_connections=100" \
-  start >/dev/null
-PG_URL="postgresql:///postgres?host=$WORK/pg&user=kobo"
+pg_start 100
+PG_URL=$(pg_url postgres)
 LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
 TOKEN=bench-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
 
