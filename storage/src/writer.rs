@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge};
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts};
 use redb::{Database, Durability, ReadableTable};
 
 use crate::Engine;
@@ -250,6 +250,10 @@ pub struct WriterMetrics {
     pub batches_per_commit: Histogram,
     pub commit_seconds: Histogram,
     pub queue_depth: IntGauge,
+    /// Batches refused for want of the merchant's shard (cluster mode),
+    /// `by`: `node` (this node holds no lease on it) or `database` (the
+    /// lease's token had gone stale when the commit reached the database).
+    pub fenced: IntCounterVec,
     /// The durations of the latest commits, for percentiles over a short
     /// window (the health sampler takes them every second).
     pub recent: Arc<RecentCommits>,
@@ -313,6 +317,14 @@ impl WriterMetrics {
             .unwrap(),
             queue_depth: IntGauge::new("kobo_store_queue_depth", "Batches waiting for the writer")
                 .unwrap(),
+            fenced: IntCounterVec::new(
+                Opts::new(
+                    "kobo_cluster_batches_fenced_total",
+                    "Batches refused because this node did not hold the merchant's shard",
+                ),
+                &["by"],
+            )
+            .unwrap(),
             recent: Arc::default(),
         }
     }
@@ -323,6 +335,7 @@ impl WriterMetrics {
             Box::new(self.batches_per_commit.clone()),
             Box::new(self.commit_seconds.clone()),
             Box::new(self.queue_depth.clone()),
+            Box::new(self.fenced.clone()),
         ]
     }
 }
@@ -401,6 +414,7 @@ impl Writer {
             match ownership.token(shard) {
                 Some(token) => batch.fence = Some(Fence { shard, token }),
                 None => {
+                    self.metrics.fenced.with_label_values(&["node"]).inc();
                     let _ = ack.send((Err(CommitError::NotOwner { shard }), batch));
                     return Ack(rx);
                 }
@@ -534,6 +548,18 @@ fn run(
         metrics.batches.inc_by(group.len() as u64);
         metrics.batches_per_commit.observe(group.len() as f64);
         commits_done.fetch_add(1, Ordering::Relaxed);
+        // A batch refused here was stamped with a token the database no
+        // longer had (the node's own refusals never reach this thread).
+        let stale = outcomes
+            .iter()
+            .filter(|o| matches!(o, Err(CommitError::NotOwner { .. })))
+            .count();
+        if stale > 0 {
+            metrics
+                .fenced
+                .with_label_values(&["database"])
+                .inc_by(stale as u64);
+        }
         wake_watchers(&watches, &group, &outcomes);
         for (sub, outcome) in group.drain(..).zip(outcomes) {
             let _ = sub.ack.send((outcome, sub.batch));

@@ -26,18 +26,25 @@ const KEY_FILES: [&str; 3] = [
 
 /// The failover bound docs/ARCHITECTURE.md promises (lease TTL + a tick,
 /// with room for a loaded test machine).
-const FAILOVER_BOUND: Duration = Duration::from_secs(10);
+pub(crate) const FAILOVER_BOUND: Duration = Duration::from_secs(10);
 
 /// Starts node `id` on `url`; nodes after the first copy its key files.
 pub(crate) fn node(url: &str, id: &str, first: Option<&TestApp>, flags: &[String]) -> TestApp {
-    let mut app = unstarted_app_on(flags, Some(url.to_string()));
+    let mut app = unstarted_node(url, first, flags);
+    app.start(&["--cluster", "--node-id", id]);
+    app
+}
+
+/// A node on `url` not started yet (start it with `--cluster --node-id`),
+/// with the key files of `first` when given.
+pub(crate) fn unstarted_node(url: &str, first: Option<&TestApp>, flags: &[String]) -> TestApp {
+    let app = unstarted_app_on(flags, Some(url.to_string()));
     if let Some(first) = first {
         std::fs::create_dir_all(app.data_dir()).unwrap();
         for name in KEY_FILES {
             std::fs::copy(first.data_dir().join(name), app.data_dir().join(name)).unwrap();
         }
     }
-    app.start(&["--cluster", "--node-id", id]);
     app
 }
 

@@ -11,6 +11,7 @@ mod browser;
 mod cards;
 mod cluster;
 mod cluster_failover;
+mod cluster_fence;
 mod cluster_routing;
 mod console_auth;
 mod console_browser;

@@ -527,6 +527,7 @@ impl PgWriter {
         group: &[Submission],
     ) -> Result<Vec<Result<(), CommitError>>, String> {
         let batches: Vec<&Batch> = group.iter().map(|s| &s.batch).collect();
+        hold_while_asked();
         runtime().block_on(async {
             let conn = self.conn.lock().await;
             let mut outcomes = Vec::with_capacity(batches.len());
@@ -536,6 +537,35 @@ impl PgWriter {
             Ok(outcomes)
         })
     }
+}
+
+/// The fault a cluster test injects to show the database's fence at work
+/// (debug builds only): while the file `KOBO_TEST_HOLD_COMMITS` names
+/// exists, the writer holds the group in hand, its fences already
+/// stamped, before it reaches the database (and says so by creating the
+/// same path with `.held` appended, removed when it lets go). The test
+/// pauses the node past its leases meanwhile, removes the file and wakes
+/// it: the group reaches the database with stale tokens.
+fn hold_while_asked() {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    static ASKED: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let Some(path) =
+        ASKED.get_or_init(|| std::env::var_os("KOBO_TEST_HOLD_COMMITS").map(Into::into))
+    else {
+        return;
+    };
+    if !path.exists() {
+        return;
+    }
+    let mut held = path.clone().into_os_string();
+    held.push(".held");
+    let _ = std::fs::write(&held, b"");
+    while path.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let _ = std::fs::remove_file(&held);
 }
 
 /// A read snapshot: an open REPEATABLE READ READ ONLY transaction on one

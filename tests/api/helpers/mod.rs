@@ -33,6 +33,8 @@ pub struct TestApp {
     /// or `None` for the embedded store in its data directory. See
     /// [`test_store`].
     pub store: Option<String>,
+    /// Environment variables every start of this app's server gets.
+    pub envs: Vec<(String, String)>,
 }
 
 /// The store every spawned server uses: `KOBO_TEST_STORE=postgres` gives
@@ -183,6 +185,7 @@ pub fn unstarted_app_on(extra: &[String], store: Option<String>) -> TestApp {
         keys: AtomicU64::new(0),
         extra_args: extra,
         store,
+        envs: Vec::new(),
     }
 }
 
@@ -231,6 +234,7 @@ impl TestApp {
             .args(&self.extra_args)
             .args(extra)
             .env("RUST_LOG", "info")
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
