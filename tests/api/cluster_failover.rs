@@ -4,8 +4,10 @@
 //! Afterwards the survivors hold every shard (taken within the failover
 //! bound), nothing acknowledged is lost, every acknowledgement replays,
 //! no payout moved money twice, every event reached its endpoint, the
-//! ledgers balance (`kobo check`), and the paused node's late writes were
-//! refused.
+//! ledgers balance (`kobo check`), no timer fired twice (automatic
+//! settlement once per merchant and morning, one event per transition),
+//! and the paused node's late writes were refused (the database's fence
+//! alone: `cluster_fence`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -166,6 +168,65 @@ async fn post_until_answered(
         }
         at += 1;
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// POSTs to the operator API through each node in turn until one answers
+/// anything but 503 `merchant_moving` (the merchant's owner commits it).
+async fn admin_post_until_answered(nodes: &[&TestApp], path: &str, body: Value) {
+    let started = Instant::now();
+    for at in 0.. {
+        let r = nodes[at % nodes.len()].admin_post(path, body.clone()).await;
+        if r.status != 503 {
+            r.assert_status(200);
+            return;
+        }
+        assert_eq!(r.body["error"]["code"], "merchant_moving", "{}", r.text);
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{path}: {}",
+            r.text
+        );
+    }
+}
+
+/// Asserts that no timer of merchant `mi` fired twice: at most one
+/// automatic payout per morning (and at least one morning), one event
+/// per type and object, and one `payout.paid` per paid payout.
+async fn assert_timers_fired_once(app: &TestApp, mi: usize, key: &str) {
+    let payouts = app.all_pages(key, "/v1/payouts").await;
+    let mut mornings: HashMap<String, usize> = HashMap::new();
+    for p in payouts.iter().filter(|p| p["automatic"] == true) {
+        let day = p["created_at"].as_str().unwrap()[..10].to_string();
+        *mornings.entry(day).or_default() += 1;
+    }
+    assert!(
+        !mornings.is_empty(),
+        "merchant {mi}: no automatic settlement ran"
+    );
+    assert!(
+        mornings.values().all(|&n| n == 1),
+        "merchant {mi}: automatic payouts per morning {mornings:?}"
+    );
+    let mut events: HashMap<(String, String), usize> = HashMap::new();
+    for e in app.all_pages(key, "/v1/events").await {
+        let object = e["data"]["object"]["id"].as_str().unwrap_or_default();
+        *events
+            .entry((e["type"].as_str().unwrap().to_string(), object.to_string()))
+            .or_default() += 1;
+    }
+    let twice: Vec<_> = events.iter().filter(|(_, &n)| n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "merchant {mi}: events recorded more than once {twice:?}"
+    );
+    for p in payouts.iter().filter(|p| p["status"] == "paid") {
+        let id = p["id"].as_str().unwrap().to_string();
+        assert_eq!(
+            events.get(&("payout.paid".to_string(), id.clone())),
+            Some(&1),
+            "merchant {mi}: payout {id} paid without its one event"
+        );
     }
 }
 
@@ -361,6 +422,34 @@ async fn three_nodes_survive_a_sigkill_and_a_pause_without_losing_or_doubling_mo
             .await;
         assert!(again.replayed(), "{} {} did not replay", x.path, x.idem);
         assert_eq!(again.body, x.response, "{} {}", x.path, x.idem);
+    }
+
+    // Automatic settlement from here on (the keys above replayed before
+    // they expire): each shard's daily run fires on
+    // that shard's owner. Four days on every node's clock hold two or
+    // more business mornings; then the payouts they made are sent.
+    for (m, acct) in merchants.iter().zip(&accounts) {
+        let settings = json!({"settings": {"auto_settlement": {
+            "enabled": true, "bank_account_id": acct, "minimum": 10_000
+        }}});
+        admin_post_until_answered(
+            &[&a, &b, &c],
+            &format!("/admin/v1/merchants/{}", m.id),
+            settings,
+        )
+        .await;
+    }
+    for app in [&a, &b, &c] {
+        app.advance(4 * 86_400).await;
+    }
+    for app in [&a, &b, &c] {
+        app.advance(600).await;
+    }
+    // No timer fired twice: one automatic payout per merchant and morning,
+    // one event per transition of each object, one `payout.paid` per
+    // paid payout.
+    for (mi, m) in merchants.iter().enumerate() {
+        assert_timers_fired_once(&a, mi, &m.test_key).await;
     }
 
     // No payout moved money twice; money is conserved per merchant.

@@ -22,6 +22,8 @@ pub mod directory;
 pub mod identity;
 mod patch;
 pub mod service;
+#[cfg(test)]
+mod service_tests;
 mod steps;
 
 pub use patch::{CustomerPatch, Field, NewCustomer};
