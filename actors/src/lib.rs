@@ -61,6 +61,7 @@ pub mod principal;
 pub mod query;
 pub mod refund;
 pub mod registry;
+pub mod resume;
 pub mod runtime;
 pub mod settlement;
 pub mod stored_json;
