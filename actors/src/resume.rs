@@ -101,25 +101,38 @@ pub struct Resumed {
 }
 
 impl Resumed {
-    pub fn is_empty(&self) -> bool {
-        self.notifications + self.crypto_payouts + self.refunds + self.links == 0
-    }
-
     /// Runs the work to its end (each message answered or its failure
     /// logged).
     pub async fn finish(self) {
         join_all(self.work).await;
     }
 
-    fn log(&self, what: &str) {
-        if !self.is_empty() {
-            tracing::info!(
-                notifications = self.notifications,
-                crypto_payouts = self.crypto_payouts,
-                refunds = self.refunds,
-                payment_links = self.links,
-                "{what}"
-            );
+    /// One line per resource with work found; `shards`: how many shards
+    /// were taken over (none: a single process's start).
+    fn log(&self, shards: Option<usize>) {
+        let lines = [
+            (
+                self.notifications,
+                "delivering transfer notifications left unrecorded",
+            ),
+            (
+                self.crypto_payouts,
+                "re-asking the USDT partner about unconfirmed payouts",
+            ),
+            (
+                self.refunds,
+                "asked again about refunds awaiting confirmation",
+            ),
+            (
+                self.links,
+                "checking payment links' outbox rows left unchecked",
+            ),
+        ];
+        for (count, what) in lines.into_iter().filter(|(n, _)| *n > 0) {
+            match shards {
+                Some(shards) => tracing::info!(count, shards, "{what} (shards taken over)"),
+                None => tracing::info!(count, "{what}"),
+            }
         }
     }
 }
@@ -147,7 +160,7 @@ pub fn resume(kobo: &Kobo, merchants: &Merchants) -> DomainResult<Resumed> {
 /// background (a read error stops the start).
 pub fn at_start(kobo: &Kobo) -> DomainResult<()> {
     let resumed = resume(kobo, &Merchants::owned(&kobo.env))?;
-    resumed.log("resuming work left pending by the previous run");
+    resumed.log(None);
     actix::spawn(resumed.finish());
     Ok(())
 }
@@ -207,7 +220,7 @@ pub fn start_takeovers(kobo: &Arc<Kobo>) {
                 &Merchants::in_shards(&kobo.env, shards.iter().copied()),
             ) {
                 Ok(resumed) => {
-                    resumed.log("resuming work pending in shards taken over");
+                    resumed.log(Some(shards.len()));
                     resumed.finish().await;
                 }
                 Err(e) => {
