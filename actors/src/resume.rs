@@ -140,19 +140,23 @@ impl Resumed {
 /// Reads every resource's pending rows of `merchants`: the counts, and the
 /// work to run.
 pub fn resume(kobo: &Kobo, merchants: &Merchants) -> DomainResult<Resumed> {
-    let parts = [
-        crate::virtual_account::actor::resume_notifications(&kobo.virtual_accounts, merchants)?,
-        crate::usdt::service::resume_open(&kobo.crypto_payouts, merchants)?,
-        crate::refund::actor::resume_confirmations(kobo.aftercare.deps(), merchants)?,
-        crate::payment_link::actor::resume_outbox(&kobo.payment_links, merchants)?,
-    ];
-    let found: Vec<usize> = parts.iter().map(|p| p.found).collect();
+    use crate::{payment_link, refund, usdt, virtual_account};
+    let notifications =
+        virtual_account::actor::resume_notifications(&kobo.virtual_accounts, merchants)?;
+    let crypto_payouts = usdt::service::resume_open(&kobo.crypto_payouts, merchants)?;
+    let refunds = refund::actor::resume_confirmations(kobo.aftercare.deps(), merchants)?;
+    let links = payment_link::actor::resume_outbox(&kobo.payment_links, merchants)?;
     Ok(Resumed {
-        notifications: found[0],
-        crypto_payouts: found[1],
-        refunds: found[2],
-        links: found[3],
-        work: parts.into_iter().map(|p| p.work).collect(),
+        notifications: notifications.found,
+        crypto_payouts: crypto_payouts.found,
+        refunds: refunds.found,
+        links: links.found,
+        work: vec![
+            notifications.work,
+            crypto_payouts.work,
+            refunds.work,
+            links.work,
+        ],
     })
 }
 
