@@ -11,8 +11,10 @@
 //!   ([`crate::payment_link::actor::resume_outbox`]).
 //!
 //! Each resumption lives in its resource's module, reads its rows once,
-//! keeps those of the [`Merchants`] asked for and answers a [`Resumption`]:
-//! how many it found and the work (messages to the actors) still to run.
+//! keeps those of the [`Merchants`] asked for and answers a
+//! [`Resumption`](crate::resumption::Resumption)
+//! (both in the core leaf `resumption.rs`): how many it found and the work
+//! (messages to the actors) still to run.
 //! [`resume`] runs the four over one filter. A single process resumes every
 //! merchant once at start ([`at_start`]). A cluster node resumes the
 //! merchants of the shards it takes over (at its first tick, and at every
@@ -24,68 +26,15 @@
 //! next owner's takeover.
 
 use std::collections::BTreeSet;
-use std::future::Future;
 use std::sync::Arc;
 
 use futures_util::future::{join_all, LocalBoxFuture};
 use parking_lot::Mutex;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
-use uuid::Uuid;
 
-use kobo_storage::fence::shard_of;
-
-use crate::env::Env;
 use crate::error::DomainResult;
+use crate::resumption::Merchants;
 use crate::runtime::Kobo;
-
-/// Whose pending work a resumption takes: the merchants this node owns
-/// (every merchant in a single process), optionally only those of some
-/// shards (the ones a cluster node just took over).
-#[derive(Clone)]
-pub struct Merchants {
-    env: Arc<Env>,
-    shards: Option<Arc<BTreeSet<u16>>>,
-}
-
-impl Merchants {
-    /// Every merchant this node owns.
-    pub fn owned(env: &Arc<Env>) -> Self {
-        Merchants {
-            env: env.clone(),
-            shards: None,
-        }
-    }
-
-    /// The merchants of `shards` this node owns.
-    pub fn in_shards(env: &Arc<Env>, shards: impl IntoIterator<Item = u16>) -> Self {
-        Merchants {
-            env: env.clone(),
-            shards: Some(Arc::new(shards.into_iter().collect())),
-        }
-    }
-
-    pub fn include(&self, merchant: &Uuid) -> bool {
-        self.shards
-            .as_ref()
-            .is_none_or(|s| s.contains(&shard_of(merchant.as_bytes())))
-            && self.env.owns(merchant)
-    }
-}
-
-/// One resource's resumption: the rows found, and the messages to send.
-pub struct Resumption {
-    pub found: usize,
-    work: LocalBoxFuture<'static, ()>,
-}
-
-impl Resumption {
-    pub fn new(found: usize, work: impl Future<Output = ()> + 'static) -> Self {
-        Resumption {
-            found,
-            work: Box::pin(work),
-        }
-    }
-}
 
 /// What [`resume`] found, per resource, and the work to run.
 pub struct Resumed {

@@ -24,7 +24,7 @@ use crate::payment_intent::link::{read_counters, HELD, PAYMENTS};
 use crate::payment_intent::service::create_for_link;
 use crate::payment_intent::{PaymentIntent, PaymentIntentView};
 use crate::registry::{run_command, Activation, ObjectActor, Registry, VirtualActor};
-use crate::resume::{Merchants, Resumption};
+use crate::resumption::{Merchants, Resumption};
 use crate::timer::{Timer, TimerKind};
 
 use super::service::{commit_change, load};

@@ -25,7 +25,7 @@ use crate::refund::provider::{sandbox_answer, RefundAnswer, SANDBOX_CONFIRMATION
 use crate::refund::service::{self, dispute_list_key, refund_by_payment_key, refund_list_key};
 use crate::refund::{Aftercare, Dispute, Refund, RefundStatus};
 use crate::registry::{run_once, Activation, Registry, VirtualActor};
-use crate::resume::{Merchants, Resumption};
+use crate::resumption::{Merchants, Resumption};
 
 /// What the aftercare actor reaches: the merchant's ledger.
 pub struct AftercareDeps {

@@ -22,7 +22,7 @@ use crate::merchant::{Merchant, UsdtSettings};
 use crate::money::Currency;
 use crate::paging::{page_by_index, Page};
 use crate::registry::Registry;
-use crate::resume::{Merchants, Resumption};
+use crate::resumption::{Merchants, Resumption};
 use crate::timer::{Timer, TimerKind};
 use crate::usdt::actor::{CryptoAction, CryptoPayoutActor, CryptoPayoutMessage, UsdtDeps};
 

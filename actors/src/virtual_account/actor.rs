@@ -23,7 +23,7 @@ use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::Mode;
 use crate::payment_intent::PaymentIntentView;
 use crate::registry::{run_command, Activation, ObjectActor, Registry, VirtualActor};
-use crate::resume::{Merchants, Resumption};
+use crate::resumption::{Merchants, Resumption};
 use crate::timer::{Timer, TimerKind};
 
 /// The accounts' registry: what `src/` and the timers hold.
