@@ -478,21 +478,17 @@ pub async fn serve(args: ServeArgs) -> Result<()> {
 
     kobo_actors::settlement::ensure_daily_run(&kobo).await?;
     kobo_actors::customer::service::backfill_indexes(&kobo).await?;
-    let notified = kobo_actors::virtual_account::actor::start(&kobo.virtual_accounts)?;
-    if notified > 0 {
-        tracing::info!(
-            notified,
-            "delivering transfer notifications left unrecorded"
-        );
-    }
     kobo_actors::usdt::service::start(&kobo.crypto_payouts).map_err(|e| anyhow::anyhow!(e))?;
-    let resumed = kobo_actors::refund::actor::resume_confirmations(kobo.aftercare.deps())?;
-    if resumed > 0 {
-        tracing::info!(resumed, "asked again about refunds awaiting confirmation");
-    }
     kobo_actors::webhook::supervisor::start(&kobo.webhooks, webhook_config(&args)?)
         .map_err(|e| anyhow::anyhow!(e))?;
     kobo_actors::payment_link::actor::start(&kobo.payment_links);
+    // Work left pending (notifications, confirmations, link checks): a
+    // single process resumes every merchant's now; a cluster node those of
+    // each shard it takes over, the first tick's included.
+    match cluster {
+        Some(_) => kobo_actors::resume::start_takeovers(&kobo),
+        None => kobo_actors::resume::at_start(&kobo)?,
+    }
     let timers = TimerSupervisor::new(kobo.clone()).start();
     let metrics = Metrics::new(&writer_metrics);
     let health = crate::health::Health::new(writer_metrics.clone());

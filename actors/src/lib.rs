@@ -26,6 +26,8 @@
 //!   against kobo's preset dictionary.
 //! - [`credential`]: the hosted checkout's credential (HMAC, server key).
 //! - [`cluster`]: membership, shard leases and ownership (cluster mode).
+//! - [`resume`], [`resumption`]: work left pending by a previous run (or
+//!   a dead node), resumed at start or when a node takes shards over.
 //! - [`clock`], [`provider`], [`runtime`], [`error`], [`ids`]: plumbing.
 
 pub mod admin;
@@ -61,6 +63,8 @@ pub mod principal;
 pub mod query;
 pub mod refund;
 pub mod registry;
+pub mod resume;
+pub mod resumption;
 pub mod runtime;
 pub mod settlement;
 pub mod stored_json;

@@ -79,6 +79,8 @@ pub struct Kobo {
     pub invoices: Invoices,
     pub plans: Plans,
     pub subscriptions: Subscriptions,
+    /// Shards taken over, queued for their merchants' resumption.
+    pub takeovers: crate::resume::Takeovers,
 }
 
 impl std::ops::Deref for Kobo {
@@ -241,6 +243,7 @@ impl Kobo {
             invoices,
             plans,
             subscriptions,
+            takeovers: Default::default(),
         }))
     }
 
@@ -291,14 +294,20 @@ impl Kobo {
 /// acquired shards, the sequence jumps to a fresh block (so a merchant's
 /// numbers only grow across owners), webhook deliveries are rescheduled
 /// for the merchants owned now, and the shards are noted for the next
-/// timer pass to schedule their daily settlement runs; on any loss, every
-/// cached actor and cache is dropped ([`Kobo::evict_all`]).
+/// timer pass to schedule their daily settlement runs; once they are
+/// served, their merchants' pending work is resumed
+/// ([`crate::resume::Takeovers`]); on any loss, every cached actor and
+/// cache is dropped ([`Kobo::evict_all`]).
 impl crate::cluster::ShardEvents for Kobo {
     fn acquired(&self, shards: &[u16]) -> Result<(), kobo_storage::StoreError> {
         self.seq.jump()?;
         self.webhooks.reset();
         crate::settlement::note_acquired(&self.settlement, shards);
         Ok(())
+    }
+
+    fn serving(&self, shards: &[u16]) {
+        self.takeovers.serving(shards);
     }
 
     fn lost(&self, _shards: &[u16]) {

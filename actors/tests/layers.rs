@@ -27,9 +27,9 @@ use module_graph::{
     circles, code_only, collapse, edges_within, named_paths, top_level, without_test_modules, Graph,
 };
 
-/// The runtime: assembly, the timer supervisor, and `kobo check` (which
-/// reads every resource's rows).
-const RUNTIME: &[&str] = &["runtime", "timers", "check"];
+/// The runtime: assembly, the timer supervisor, `kobo check` (which
+/// reads every resource's rows) and the resumptions' coordination.
+const RUNTIME: &[&str] = &["runtime", "timers", "check", "resume"];
 
 /// The core leaves: they know no resource and no runtime.
 const CORE: &[&str] = &[
@@ -48,6 +48,7 @@ const CORE: &[&str] = &[
     "paging",
     "stored_json",
     "registry",
+    "resumption",
     "timer",
 ];
 

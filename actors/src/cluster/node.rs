@@ -4,8 +4,9 @@
 //! releases, the shards it holds but should not (a node joined); renews
 //! the rest; acquires the wanted shards it lacks (free or expired ones: a
 //! lease another node still holds is refused by the database, so two
-//! nodes never hold a shard at once); and refreshes its view of every
-//! node and lease. A lease counts locally until (renewal sent + TTL - 1 s).
+//! nodes never hold a shard at once), announcing them served once its
+//! view holds them; and refreshes its view of every node and lease. A
+//! lease counts locally until (renewal sent + TTL - 1 s).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -23,6 +24,10 @@ pub trait ShardEvents: Send + Sync + 'static {
     /// Newly acquired shards are about to be served (the sequence jumps to
     /// a fresh block here). An error gives them back.
     fn acquired(&self, shards: &[u16]) -> Result<(), StoreError>;
+    /// Newly acquired shards are served now (the view holds them): work
+    /// their merchants' previous owner left pending is resumed here. Must
+    /// not block the loop.
+    fn serving(&self, shards: &[u16]);
     /// Shards no longer served (every cache is dropped here).
     fn lost(&self, shards: &[u16]);
 }
@@ -129,6 +134,7 @@ impl Node {
             match self.events.acquired(&shards) {
                 Ok(()) => {
                     self.view.hold(&got, local_deadline(sent), true);
+                    self.events.serving(&shards);
                     report.acquired = shards;
                 }
                 Err(e) => {

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -19,13 +19,22 @@ use super::{ClusterView, Node, Owner, ShardEvents};
 #[derive(Default)]
 struct Recorder {
     acquired: Mutex<BTreeSet<u16>>,
+    /// Each shard announced served, and whether the view held it then.
+    serving: Mutex<Vec<(u16, bool)>>,
     lost: Mutex<Vec<u16>>,
+    view: OnceLock<Arc<ClusterView>>,
 }
 
 impl ShardEvents for Recorder {
     fn acquired(&self, shards: &[u16]) -> Result<(), StoreError> {
         self.acquired.lock().extend(shards);
         Ok(())
+    }
+    fn serving(&self, shards: &[u16]) {
+        let view = self.view.get().expect("the recorder's view");
+        self.serving
+            .lock()
+            .extend(shards.iter().map(|&s| (s, view.token(s).is_some())));
     }
     fn lost(&self, shards: &[u16]) {
         self.lost.lock().extend(shards);
@@ -59,6 +68,7 @@ impl Cluster {
         let events = Arc::new(Recorder::default());
         let time = Arc::new(self.time.clone());
         let view = Arc::new(ClusterView::new(id, &format!("http://{id}"), time.clone()));
+        events.view.set(view.clone()).ok().unwrap();
         let node = Node::new(view, link.clone(), time, events.clone());
         self.members.push(Member { node, link, events });
         self.members.len() - 1
@@ -189,6 +199,35 @@ fn a_node_that_stops_heartbeating_loses_its_shards_to_the_other_within_ttl_and_a
     assert!(c.owned(a).is_empty());
     let acquired = c.members[b].events.acquired.lock().clone();
     assert!(a_had.is_subset(&acquired));
+}
+
+#[test]
+fn shards_taken_over_are_announced_served_once_and_only_once_the_view_holds_them() {
+    let mut c = Cluster::new();
+    let (a, b) = (c.join("node-a"), c.join("node-b"));
+    for _ in 0..3 {
+        c.round(&[a, b]);
+    }
+    let served = |i: usize| -> Vec<(u16, bool)> { c.members[i].events.serving.lock().clone() };
+    let as_set = |v: &[(u16, bool)]| v.iter().map(|&(s, _)| s).collect::<BTreeSet<u16>>();
+    // Each node announced every shard it acquired, once, already held.
+    for i in [a, b] {
+        let announced = served(i);
+        assert!(announced.iter().all(|&(_, held)| held), "{announced:?}");
+        assert_eq!(as_set(&announced).len(), announced.len());
+        assert_eq!(as_set(&announced), *c.members[i].events.acquired.lock());
+    }
+    // node-a dies: node-b announces node-a's shards when it takes them.
+    let a_had = c.owned(a);
+    let before = served(b).len();
+    for _ in 0..10 {
+        c.round(&[b]);
+    }
+    assert_eq!(c.owned(b).len(), SHARDS as usize);
+    let later = served(b)[before..].to_vec();
+    assert!(later.iter().all(|&(_, held)| held));
+    assert_eq!(as_set(&later), a_had);
+    assert_eq!(later.len(), a_had.len());
 }
 
 #[test]

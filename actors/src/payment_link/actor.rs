@@ -24,6 +24,7 @@ use crate::payment_intent::link::{read_counters, HELD, PAYMENTS};
 use crate::payment_intent::service::create_for_link;
 use crate::payment_intent::{PaymentIntent, PaymentIntentView};
 use crate::registry::{run_command, Activation, ObjectActor, Registry, VirtualActor};
+use crate::resumption::{Merchants, Resumption};
 use crate::timer::{Timer, TimerKind};
 
 use super::service::{commit_change, load};
@@ -290,44 +291,99 @@ pub async fn send_visit(
 }
 
 /// Starts the outbox pump: after every commit that records a link's
-/// success (an outbox row, written in the success's batch), the link's
-/// actor checks `max_payments` and deletes the rows it checked. Rows left
-/// by a crash are checked at start. A failed check leaves its rows for
-/// the next wake (the next success, or the next start).
+/// success (an outbox row, written in the success's batch), the links'
+/// actors check `max_payments` and delete the rows they checked. Rows
+/// left by a crash or a dead cluster node are checked by the resumption
+/// ([`resume_outbox`]: every row at a single process's start, a shard's
+/// rows when a cluster node takes it over). A failed check leaves its rows
+/// for the next wake (the next success, or the next resumption).
 pub fn start(links: &PaymentLinks) {
     let notify = links.deps().writer.watch(Table::PaymentLinkOutbox);
     let links = links.clone();
+    let mine = Merchants::owned(&links.deps().env);
     actix::spawn(async move {
         loop {
-            if let Err(e) = drain(&links).await {
+            notify.notified().await;
+            if let Err(e) = drain(&links, &mine).await {
                 tracing::warn!(error = %e, "payment link outbox check failed");
             }
-            notify.notified().await;
         }
     });
 }
 
-/// Rows one pass takes.
-const DRAIN_MAX: usize = 10_000;
-
-async fn drain(links: &PaymentLinks) -> DomainResult<()> {
-    while drain_some(links).await? == DRAIN_MAX {}
-    Ok(())
+/// `merchants`' outbox rows: the work checks their links.
+pub fn resume_outbox(links: &PaymentLinks, merchants: &Merchants) -> DomainResult<Resumption> {
+    let (links, merchants) = (links.clone(), merchants.clone());
+    // The rows are read in pages by the work itself; the count is links'.
+    let found = outbox_links(&links, &merchants)?;
+    Ok(Resumption::new(found, async move {
+        if let Err(e) = drain(&links, &merchants).await {
+            tracing::warn!(error = %e, "payment link outbox check failed");
+        }
+    }))
 }
 
-async fn drain_some(links: &PaymentLinks) -> DomainResult<usize> {
-    let mut rows: Vec<(Uuid, Vec<u8>)> = Vec::new();
+/// How many links of `merchants` have outbox rows.
+fn outbox_links(links: &PaymentLinks, merchants: &Merchants) -> DomainResult<usize> {
+    let mut seen = std::collections::BTreeSet::new();
     links
         .deps()
         .store
         .read()?
         .scan_prefix(Table::PaymentLinkOutbox, &[], None, |k, _| {
             if let Ok(link) = Uuid::from_slice(&k[..16.min(k.len())]) {
+                seen.insert(link);
+            }
+            Ok(true)
+        })?;
+    let mut n = 0;
+    for id in seen {
+        if load(links.deps(), id)?.is_some_and(|l| merchants.include(&l.merchant)) {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Rows one pass takes.
+const DRAIN_MAX: usize = 10_000;
+
+/// Checks every outbox row of `merchants`' links, a page at a time. The
+/// rows of other merchants (another cluster node's) are passed over, and a
+/// link whose check fails keeps its rows; the rest go on.
+async fn drain(links: &PaymentLinks, merchants: &Merchants) -> DomainResult<()> {
+    let mut from: Option<Vec<u8>> = None;
+    loop {
+        let (taken, last) = drain_some(links, merchants, from.as_deref()).await?;
+        match last {
+            Some(mut last) if taken == DRAIN_MAX => {
+                last.push(0);
+                from = Some(last);
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// One page of rows from `from`: how many it read, and the last one's key.
+async fn drain_some(
+    links: &PaymentLinks,
+    merchants: &Merchants,
+    from: Option<&[u8]>,
+) -> DomainResult<(usize, Option<Vec<u8>>)> {
+    let mut rows: Vec<(Uuid, Vec<u8>)> = Vec::new();
+    links
+        .deps()
+        .store
+        .read()?
+        .scan_prefix(Table::PaymentLinkOutbox, &[], from, |k, _| {
+            if let Ok(link) = Uuid::from_slice(&k[..16.min(k.len())]) {
                 rows.push((link, k.to_vec()));
             }
             Ok(rows.len() < DRAIN_MAX)
         })?;
     let taken = rows.len();
+    let last = rows.last().map(|(_, k)| k.clone());
     let mut by_link: std::collections::BTreeMap<Uuid, Vec<Vec<u8>>> = Default::default();
     for (link, row) in rows {
         by_link.entry(link).or_default().push(row);
@@ -336,7 +392,12 @@ async fn drain_some(links: &PaymentLinks) -> DomainResult<usize> {
         let Some(link) = load(links.deps(), id)? else {
             continue;
         };
-        send(links, &link, LinkAction::PaymentsCheck { rows }, None).await?;
+        if !merchants.include(&link.merchant) {
+            continue;
+        }
+        if let Err(e) = send(links, &link, LinkAction::PaymentsCheck { rows }, None).await {
+            tracing::warn!(link = %id, error = %e, "a payment link's outbox check failed; its rows stay");
+        }
     }
-    Ok(taken)
+    Ok((taken, last))
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
+use futures_util::future::join_all;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -24,6 +25,7 @@ use crate::refund::provider::{sandbox_answer, RefundAnswer, SANDBOX_CONFIRMATION
 use crate::refund::service::{self, dispute_list_key, refund_by_payment_key, refund_list_key};
 use crate::refund::{Aftercare, Dispute, Refund, RefundStatus};
 use crate::registry::{run_once, Activation, Registry, VirtualActor};
+use crate::resumption::{Merchants, Resumption};
 
 /// What the aftercare actor reaches: the merchant's ledger.
 pub struct AftercareDeps {
@@ -315,23 +317,37 @@ fn own_dispute(kobo: &Env, id: Uuid, intent: &PaymentIntent) -> DomainResult<Dis
     }
 }
 
-/// After a restart, asks again about every refund still awaiting its
-/// provider's confirmation.
-pub fn resume_confirmations(kobo: &AftercareDeps) -> DomainResult<usize> {
+/// `merchants`' refunds still awaiting their provider's confirmation (the
+/// previous run's, or a dead cluster node's): the work asks the provider
+/// again about each and applies its answers.
+pub fn resume_confirmations(
+    kobo: &AftercareDeps,
+    merchants: &Merchants,
+) -> DomainResult<Resumption> {
     let read = kobo.store.read()?;
+    let mut asks = Vec::new();
     let mut n = 0;
     read.scan_prefix(Table::RefundsAwaiting, &[], None, |k, _| {
         let id = Uuid::from_slice(k)
             .map_err(|_| kobo_storage::StoreError::Redb("bad refund key".into()))?;
         if let Some(r) = read.get_decoded::<Refund>(Table::Refunds, id.as_bytes())? {
-            if r.status == RefundStatus::Pending {
-                ask_provider(kobo, r.merchant, r.mode, r.payment_intent, r.id, r.amount);
+            if r.status == RefundStatus::Pending && merchants.include(&r.merchant) {
                 n += 1;
+                asks.extend(confirmation(
+                    kobo,
+                    r.merchant,
+                    r.mode,
+                    r.payment_intent,
+                    r.id,
+                    r.amount,
+                ));
             }
         }
         Ok(true)
     })?;
-    Ok(n)
+    Ok(Resumption::new(n, async move {
+        join_all(asks).await;
+    }))
 }
 
 /// Asks the provider to send a refund; its confirmation arrives later, as
@@ -344,25 +360,37 @@ pub fn ask_provider(
     refund: Uuid,
     amount: i64,
 ) {
+    if let Some(ask) = confirmation(kobo, merchant, mode, payment, refund, amount) {
+        actix::spawn(ask);
+    }
+}
+
+/// The provider's confirmation of a refund, delivered to the payment's
+/// aftercare actor when it arrives; `None` when none will (live mode has
+/// no refund provider configured, or the provider leaves it pending).
+fn confirmation(
+    kobo: &AftercareDeps,
+    merchant: Uuid,
+    mode: Mode,
+    payment: Uuid,
+    refund: Uuid,
+    amount: i64,
+) -> Option<impl std::future::Future<Output = ()> + 'static> {
     if mode == Mode::Live {
         // No live refund provider is configured: the refund stays pending
         // until one confirms it.
-        return;
+        return None;
     }
-    let answer = sandbox_answer(amount);
-    if answer == RefundAnswer::StaysPending {
-        return;
-    }
+    let (succeeded, reason) = match sandbox_answer(amount) {
+        RefundAnswer::Succeeded => (true, None),
+        RefundAnswer::Failed(r) => (false, Some(r)),
+        RefundAnswer::StaysPending => return None,
+    };
     let aftercare = kobo.aftercare.clone();
-    actix::spawn(async move {
+    Some(async move {
         tokio::time::sleep(SANDBOX_CONFIRMATION_DELAY).await;
         let Some(aftercare) = aftercare.upgrade() else {
             return;
-        };
-        let (succeeded, reason) = match answer {
-            RefundAnswer::Succeeded => (true, None),
-            RefundAnswer::Failed(r) => (false, Some(r)),
-            RefundAnswer::StaysPending => return,
         };
         let msg = AftercareMessage {
             merchant,
@@ -375,7 +403,7 @@ pub fn ask_provider(
             idem: None,
         };
         if let Err(e) = aftercare.send(payment, msg).await.and_then(|r| r) {
-            tracing::warn!(%refund, error = %e, "refund confirmation not applied; it is retried at the next start");
+            tracing::warn!(%refund, error = %e, "refund confirmation not applied; it is asked again when its merchant is next resumed");
         }
-    });
+    })
 }

@@ -76,6 +76,7 @@ impl ShardEvents for Quiet {
     fn acquired(&self, _: &[u16]) -> Result<(), StoreError> {
         Ok(())
     }
+    fn serving(&self, _: &[u16]) {}
     fn lost(&self, _: &[u16]) {}
 }
 

@@ -22,6 +22,7 @@ use crate::merchant::{Merchant, UsdtSettings};
 use crate::money::Currency;
 use crate::paging::{page_by_index, Page};
 use crate::registry::Registry;
+use crate::resumption::{Merchants, Resumption};
 use crate::timer::{Timer, TimerKind};
 use crate::usdt::actor::{CryptoAction, CryptoPayoutActor, CryptoPayoutMessage, UsdtDeps};
 
@@ -541,23 +542,28 @@ pub fn kick(payouts: &CryptoPayouts, id: Uuid) {
     });
 }
 
-/// The ids of crypto payouts not yet confirmed.
-pub fn open_payouts(kobo: &Env) -> DomainResult<Vec<Uuid>> {
+/// The ids of `merchants`' crypto payouts not yet confirmed.
+pub fn open_payouts(kobo: &Env, merchants: &Merchants) -> DomainResult<Vec<Uuid>> {
+    let read = kobo.store.read()?;
+    let mut ids = Vec::new();
+    read.scan_prefix(Table::CryptoPayoutsOpen, &[], None, |k, _| {
+        if let Ok(id) = Uuid::from_slice(k) {
+            ids.push(id);
+        }
+        Ok(true)
+    })?;
     let mut out = Vec::new();
-    kobo.store
-        .read()?
-        .scan_prefix(Table::CryptoPayoutsOpen, &[], None, |k, _| {
-            if let Ok(id) = Uuid::from_slice(k) {
-                out.push(id);
-            }
-            Ok(true)
-        })?;
+    for id in ids {
+        let p: Option<CryptoPayout> = read.get_decoded(Table::CryptoPayouts, id.as_bytes())?;
+        if p.is_some_and(|p| merchants.include(&p.merchant)) {
+            out.push(id);
+        }
+    }
     Ok(out)
 }
 
-/// At start-up: delivers the partner's confirmations to the payouts'
-/// actors as they arrive, and re-asks the partner about every payout left
-/// unconfirmed by the previous run.
+/// Starts delivering the partner's confirmations to the payouts' actors as
+/// they arrive (once per process, in every mode).
 pub fn start(payouts: &CryptoPayouts) -> DomainResult<()> {
     let mut rx =
         payouts.deps().usdt.take_confirmations().ok_or_else(|| {
@@ -572,21 +578,22 @@ pub fn start(payouts: &CryptoPayouts) -> DomainResult<()> {
             });
         }
     });
-    let open = open_payouts(payouts.deps())?;
-    if !open.is_empty() {
-        tracing::info!(
-            count = open.len(),
-            "re-asking the USDT partner about unconfirmed payouts"
-        );
-        let k = payouts.clone();
-        actix::spawn(async move {
-            for chunk in open.chunks(64) {
-                join_all(chunk.iter().map(|id| {
-                    tell_with_retries(&k, *id, CryptoAction::Reconcile { timer_key: None })
-                }))
-                .await;
-            }
-        });
-    }
     Ok(())
+}
+
+/// `merchants`' crypto payouts left unconfirmed (by the previous run, or a
+/// cluster node that died): the work re-asks the partner about each.
+pub fn resume_open(payouts: &CryptoPayouts, merchants: &Merchants) -> DomainResult<Resumption> {
+    let open = open_payouts(payouts.deps(), merchants)?;
+    let k = payouts.clone();
+    Ok(Resumption::new(open.len(), async move {
+        for chunk in open.chunks(64) {
+            join_all(
+                chunk.iter().map(|id| {
+                    tell_with_retries(&k, *id, CryptoAction::Reconcile { timer_key: None })
+                }),
+            )
+            .await;
+        }
+    }))
 }

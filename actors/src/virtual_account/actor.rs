@@ -23,6 +23,7 @@ use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::Mode;
 use crate::payment_intent::PaymentIntentView;
 use crate::registry::{run_command, Activation, ObjectActor, Registry, VirtualActor};
+use crate::resumption::{Merchants, Resumption};
 use crate::timer::{Timer, TimerKind};
 
 /// The accounts' registry: what `src/` and the timers hold.
@@ -307,20 +308,27 @@ async fn finish(
     Ok((after, answer))
 }
 
-/// At start-up: delivers the sandbox bank's notifications a crash left
-/// unrecorded to their accounts' actors (each is recorded once whatever
-/// else delivers it).
-pub fn start(accounts: &VirtualAccounts) -> DomainResult<usize> {
+/// The sandbox bank's notifications left unrecorded (by a crash, or by a
+/// cluster node that died) of `merchants`' accounts: delivered to the
+/// accounts' actors by the work (each is recorded once whatever else
+/// delivers it; one that fails stays in the inbox, and a refresh re-finds
+/// its transfer).
+pub fn resume_notifications(
+    accounts: &VirtualAccounts,
+    merchants: &Merchants,
+) -> DomainResult<Resumption> {
     let deps = accounts.deps().clone();
     let mut jobs = Vec::new();
     for (id, session_id) in deps.banks.test.inbox()? {
         if let Some(a) = load(&deps, id)? {
-            jobs.push((a, session_id));
+            if merchants.include(&a.merchant) {
+                jobs.push((a, session_id));
+            }
         }
     }
     let n = jobs.len();
     let accounts = accounts.clone();
-    actix::spawn(async move {
+    Ok(Resumption::new(n, async move {
         for chunk in jobs.chunks(64) {
             join_all(chunk.iter().map(|(a, session_id)| {
                 let msg = CreditMessage {
@@ -340,6 +348,5 @@ pub fn start(accounts: &VirtualAccounts) -> DomainResult<usize> {
             }))
             .await;
         }
-    });
-    Ok(n)
+    }))
 }

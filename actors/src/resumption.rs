@@ -1,0 +1,64 @@
+//! What a resumption is, for the resources that keep work a process may
+//! die in the middle of (see `resume.rs`, the runtime's coordination):
+//! whose work it takes ([`Merchants`]) and what it found
+//! ([`Resumption`]: the rows and the messages still to send).
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures_util::future::LocalBoxFuture;
+use uuid::Uuid;
+
+use kobo_storage::fence::shard_of;
+
+use crate::env::Env;
+
+/// Whose pending work a resumption takes: the merchants this node owns
+/// (every merchant in a single process), optionally only those of some
+/// shards (the ones a cluster node just took over).
+#[derive(Clone)]
+pub struct Merchants {
+    env: Arc<Env>,
+    shards: Option<Arc<BTreeSet<u16>>>,
+}
+
+impl Merchants {
+    /// Every merchant this node owns.
+    pub fn owned(env: &Arc<Env>) -> Self {
+        Merchants {
+            env: env.clone(),
+            shards: None,
+        }
+    }
+
+    /// The merchants of `shards` this node owns.
+    pub fn in_shards(env: &Arc<Env>, shards: impl IntoIterator<Item = u16>) -> Self {
+        Merchants {
+            env: env.clone(),
+            shards: Some(Arc::new(shards.into_iter().collect())),
+        }
+    }
+
+    pub fn include(&self, merchant: &Uuid) -> bool {
+        self.shards
+            .as_ref()
+            .is_none_or(|s| s.contains(&shard_of(merchant.as_bytes())))
+            && self.env.owns(merchant)
+    }
+}
+
+/// One resource's resumption: the rows found, and the messages to send.
+pub struct Resumption {
+    pub found: usize,
+    pub(crate) work: LocalBoxFuture<'static, ()>,
+}
+
+impl Resumption {
+    pub fn new(found: usize, work: impl Future<Output = ()> + 'static) -> Self {
+        Resumption {
+            found,
+            work: Box::pin(work),
+        }
+    }
+}
