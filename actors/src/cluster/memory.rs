@@ -15,6 +15,7 @@ use parking_lot::Mutex;
 use kobo_storage::fence::{Fence, LeaseRow, Leases, NodeRow, SHARDS};
 use kobo_storage::StoreError;
 
+use super::node::ShardEvents;
 use super::time::{ManualTime, TimeSource};
 
 struct Lease {
@@ -176,4 +177,16 @@ impl Leases for Link {
         s.seq += n;
         Ok(start..start + n)
     }
+}
+
+/// A node's shard events that do nothing (for the nodes of a test that
+/// only take and give shards).
+pub struct Quiet;
+
+impl ShardEvents for Quiet {
+    fn acquired(&self, _: &[u16]) -> Result<(), StoreError> {
+        Ok(())
+    }
+    fn serving(&self, _: &[u16]) {}
+    fn lost(&self, _: &[u16]) {}
 }

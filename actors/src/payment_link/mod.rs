@@ -565,4 +565,4 @@ fn update(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

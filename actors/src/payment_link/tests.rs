@@ -18,7 +18,7 @@ fn chosen(min: Option<i64>, max: Option<i64>, suggested: Vec<i64>) -> AmountRule
     }
 }
 
-fn fixed(amount: i64) -> AmountRule {
+pub(crate) fn fixed(amount: i64) -> AmountRule {
     AmountRule {
         amount_type: AmountType::Fixed,
         amount: Some(amount),
@@ -28,7 +28,9 @@ fn fixed(amount: i64) -> AmountRule {
     }
 }
 
-fn link(amount: AmountRule) -> PaymentLink {
+/// An active test-mode link of the nil merchant (tests elsewhere
+/// override its ids).
+pub(crate) fn link(amount: AmountRule) -> PaymentLink {
     PaymentLink {
         id: Uuid::nil(),
         merchant: Uuid::nil(),

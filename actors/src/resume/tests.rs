@@ -16,19 +16,19 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use uuid::Uuid;
 
 use kobo_storage::fence::{shard_of, Ownership, SHARDS};
-use kobo_storage::{Batch, StoreError, Table};
+use kobo_storage::{Batch, Table};
 
 use super::{next_takeover, resume, Merchants};
 use crate::audit::Audit;
-use crate::cluster::memory::{Link, MemoryLeases};
+use crate::cluster::memory::{Link, MemoryLeases, Quiet};
 use crate::cluster::rendezvous;
 use crate::cluster::time::ManualTime;
 use crate::cluster::timing::TICK;
-use crate::cluster::{ClusterView, Node, ShardEvents};
+use crate::cluster::{ClusterView, Node};
 use crate::ids::Mode;
-use crate::money::{Currency, FeeBearer};
+use crate::money::Currency;
 use crate::payment_intent::link::outbox_key;
-use crate::payment_link::{AmountRule, AmountType, LinkStatus, PaymentLink};
+use crate::payment_link::PaymentLink;
 use crate::refund::{Refund, RefundStatus};
 use crate::runtime::Kobo;
 use crate::usdt::{CryptoPayout, CryptoPayoutStatus, Network};
@@ -37,16 +37,6 @@ use crate::virtual_account::nuban::nuban;
 use crate::virtual_account::{AccountStatus, VirtualAccount};
 
 const NODES: [&str; 2] = ["a", "b"];
-
-/// The other node: takes and gives shards, does nothing else.
-struct Quiet;
-impl ShardEvents for Quiet {
-    fn acquired(&self, _: &[u16]) -> Result<(), StoreError> {
-        Ok(())
-    }
-    fn serving(&self, _: &[u16]) {}
-    fn lost(&self, _: &[u16]) {}
-}
 
 fn run(test: impl Future<Output = ()>) {
     actix::System::new().block_on(test);
@@ -100,33 +90,12 @@ async fn leave_pending(kobo: &Kobo, merchant: Uuid, first: u8) -> Pending {
     let link = PaymentLink {
         id: Uuid::from_bytes(link_id),
         merchant,
-        mode: Mode::Test,
         seq: kobo.seq.next(),
-        name: "Rice".into(),
-        description: None,
-        currency: Currency::NGN,
-        fee_bearer: FeeBearer::Merchant,
         brand,
-        amount: AmountRule {
-            amount_type: AmountType::Fixed,
-            amount: Some(50_000),
-            min_amount: None,
-            max_amount: None,
-            suggested_amounts: Vec::new(),
-        },
         slug: format!("rice-{first}"),
-        status: LinkStatus::Active,
-        inactive_reason: None,
-        expires_at: None,
-        max_payments: None,
-        custom_fields: Vec::new(),
-        collect_phone: false,
-        return_url: None,
-        success_message: None,
-        metadata: Map::new(),
         created_at: at,
         updated_at: at,
-        version: 1,
+        ..crate::payment_link::tests::link(crate::payment_link::tests::fixed(50_000))
     };
     let link_row = outbox_key(link.id, Uuid::new_v4());
     let account = VirtualAccount {

@@ -5,13 +5,13 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kobo_storage::fence::{shard_of, Ownership, SHARDS};
-use kobo_storage::{StoreError, Table};
+use kobo_storage::Table;
 use uuid::Uuid;
 
 use super::*;
-use crate::cluster::memory::{Link, MemoryLeases};
+use crate::cluster::memory::{Link, MemoryLeases, Quiet};
 use crate::cluster::time::ManualTime;
-use crate::cluster::{ClusterView, Node, ShardEvents};
+use crate::cluster::{ClusterView, Node};
 use crate::runtime::Kobo;
 
 #[test]
@@ -69,15 +69,6 @@ async fn a_single_process_keeps_one_run_under_the_nil_anchor() {
     ensure_daily_run(&kobo).await.unwrap();
     let due: DateTime<Utc> = "2026-11-26T07:00:00Z".parse().unwrap();
     assert_eq!(runs(&kobo), vec![(due, Uuid::nil())]);
-}
-
-struct Quiet;
-impl ShardEvents for Quiet {
-    fn acquired(&self, _: &[u16]) -> Result<(), StoreError> {
-        Ok(())
-    }
-    fn serving(&self, _: &[u16]) {}
-    fn lost(&self, _: &[u16]) {}
 }
 
 #[tokio::test]
