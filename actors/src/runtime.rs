@@ -334,3 +334,45 @@ pub fn for_tests(dir: &std::path::Path, now: &str) -> Arc<Kobo> {
     )
     .expect("runtime")
 }
+
+/// Node `a` of a two-node cluster (for unit tests): its shard events are
+/// `kobo`'s and its view fences `kobo`'s writer; node `b` does nothing
+/// but take and give shards. Both over one in-memory lease table.
+#[cfg(test)]
+pub struct TwoNodes {
+    pub time: crate::cluster::time::ManualTime,
+    pub view: Arc<crate::cluster::ClusterView>,
+    pub a: crate::cluster::Node,
+    pub b: crate::cluster::Node,
+    /// Node a's last tick, the one that gave it its share.
+    pub report: crate::cluster::node::TickReport,
+}
+
+/// [`TwoNodes`] after `b` took every shard and handed `a` its rendezvous
+/// share.
+#[cfg(test)]
+pub fn two_nodes(kobo: &Arc<Kobo>) -> TwoNodes {
+    use crate::cluster::memory::{Link, MemoryLeases, Quiet};
+    use crate::cluster::{ClusterView, Node};
+    let time = crate::cluster::time::ManualTime::default();
+    let db = MemoryLeases::new(time.clone());
+    let clock = Arc::new(time.clone());
+    let view = Arc::new(ClusterView::new("a", "http://a", clock.clone()));
+    kobo.env.cluster.set(view.clone()).ok().unwrap();
+    kobo.writer.set_ownership(view.clone());
+    let a = Node::new(view.clone(), Link::new(&db), clock.clone(), kobo.clone());
+    let other = Arc::new(ClusterView::new("b", "http://b", clock.clone()));
+    let b = Node::new(other, Link::new(&db), clock, Arc::new(Quiet));
+    b.tick();
+    a.tick();
+    b.tick();
+    let report = a.tick();
+    assert!(report.error.is_none(), "{report:?}");
+    TwoNodes {
+        time,
+        view,
+        a,
+        b,
+        report,
+    }
+}

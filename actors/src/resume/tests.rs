@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt;
@@ -20,16 +19,15 @@ use kobo_storage::{Batch, Table};
 
 use super::{next_takeover, resume, Merchants};
 use crate::audit::Audit;
-use crate::cluster::memory::{Link, MemoryLeases, Quiet};
 use crate::cluster::rendezvous;
-use crate::cluster::time::ManualTime;
 use crate::cluster::timing::TICK;
-use crate::cluster::{ClusterView, Node};
+use crate::cluster::Node;
 use crate::ids::Mode;
 use crate::money::Currency;
 use crate::payment_intent::link::outbox_key;
 use crate::payment_link::PaymentLink;
 use crate::refund::{Refund, RefundStatus};
+use crate::runtime::two_nodes;
 use crate::runtime::Kobo;
 use crate::usdt::{CryptoPayout, CryptoPayoutStatus, Network};
 use crate::virtual_account::bank::{transfer_key, ReceivedTransfer};
@@ -235,32 +233,6 @@ fn resumed(kobo: &Kobo, p: &Pending) -> bool {
     assert_eq!(recorded, submitted, "merchant {}", p.merchant);
     assert_eq!(recorded, !outbox, "merchant {}", p.merchant);
     recorded
-}
-
-/// Node `a` on `kobo` and node `b` (quiet) over one in-memory lease table:
-/// after a few ticks `a` holds its rendezvous share.
-struct TwoNodes {
-    time: ManualTime,
-    a: Node,
-    b: Node,
-}
-
-fn two_nodes(kobo: &Arc<Kobo>) -> TwoNodes {
-    let time = ManualTime::default();
-    let db = MemoryLeases::new(time.clone());
-    let clock = Arc::new(time.clone());
-    let view = Arc::new(ClusterView::new("a", "http://a", clock.clone()));
-    kobo.env.cluster.set(view.clone()).ok().unwrap();
-    kobo.writer.set_ownership(view.clone());
-    let a = Node::new(view, Link::new(&db), clock.clone(), kobo.clone());
-    let other = Arc::new(ClusterView::new("b", "http://b", clock.clone()));
-    let b = Node::new(other, Link::new(&db), clock, Arc::new(Quiet));
-    // b takes everything, then hands a its share once a is live.
-    b.tick();
-    a.tick();
-    b.tick();
-    assert!(a.tick().error.is_none());
-    TwoNodes { time, a, b }
 }
 
 /// The shards announced served so far (announced during the ticks).

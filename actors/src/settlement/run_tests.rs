@@ -2,16 +2,12 @@
 //! single process and on a cluster node (an in-memory lease table).
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use kobo_storage::fence::{shard_of, Ownership, SHARDS};
 use kobo_storage::Table;
 use uuid::Uuid;
 
 use super::*;
-use crate::cluster::memory::{Link, MemoryLeases, Quiet};
-use crate::cluster::time::ManualTime;
-use crate::cluster::{ClusterView, Node};
 use crate::runtime::Kobo;
 
 #[test]
@@ -75,21 +71,8 @@ async fn a_single_process_keeps_one_run_under_the_nil_anchor() {
 async fn a_cluster_node_schedules_one_run_per_shard_it_acquires_and_reschedules_that_shard() {
     let dir = tempfile::tempdir().unwrap();
     let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
-    let time = ManualTime::default();
-    let db = MemoryLeases::new(time.clone());
-    let clock = Arc::new(time.clone());
-    let view = Arc::new(ClusterView::new("a", "http://a", clock.clone()));
-    kobo.env.cluster.set(view.clone()).ok().unwrap();
-    kobo.writer.set_ownership(view.clone());
-    let a = Node::new(view.clone(), Link::new(&db), clock.clone(), kobo.clone());
-    let other = Arc::new(ClusterView::new("b", "http://b", clock.clone()));
-    let b = Node::new(other, Link::new(&db), clock, Arc::new(Quiet));
     // b takes everything, then hands a its share once a is live.
-    b.tick();
-    a.tick();
-    b.tick();
-    let report = a.tick();
-    assert!(report.error.is_none(), "{report:?}");
+    let crate::runtime::TwoNodes { view, report, .. } = crate::runtime::two_nodes(&kobo);
     let mine: BTreeSet<u16> = (0..SHARDS).filter(|&s| view.token(s).is_some()).collect();
     assert!(!mine.is_empty() && mine.len() < SHARDS as usize);
     assert_eq!(
