@@ -237,7 +237,7 @@ async fn commit(
     let answer = Answer::save_rendered(Outcome::new(kind, view), &body, idem, &mut batch, now);
     submit(kobo, intent, subject.id(), money, batch).await?;
     if let (true, Subject::Refund(r)) = (ask, &subject) {
-        ask_provider(kobo, r.merchant, r.mode, r.payment_intent, r.id, r.amount);
+        ask_provider(kobo, r);
     }
     Ok(answer)
 }
@@ -333,14 +333,7 @@ pub fn resume_confirmations(
         if let Some(r) = read.get_decoded::<Refund>(Table::Refunds, id.as_bytes())? {
             if r.status == RefundStatus::Pending && merchants.include(&r.merchant) {
                 n += 1;
-                asks.extend(confirmation(
-                    kobo,
-                    r.merchant,
-                    r.mode,
-                    r.payment_intent,
-                    r.id,
-                    r.amount,
-                ));
+                asks.extend(confirmation(kobo, &r));
             }
         }
         Ok(true)
@@ -352,15 +345,8 @@ pub fn resume_confirmations(
 
 /// Asks the provider to send a refund; its confirmation arrives later, as
 /// a message to the payment's aftercare actor. Test mode: the sandbox.
-pub fn ask_provider(
-    kobo: &AftercareDeps,
-    merchant: Uuid,
-    mode: Mode,
-    payment: Uuid,
-    refund: Uuid,
-    amount: i64,
-) {
-    if let Some(ask) = confirmation(kobo, merchant, mode, payment, refund, amount) {
+pub fn ask_provider(kobo: &AftercareDeps, refund: &Refund) {
+    if let Some(ask) = confirmation(kobo, refund) {
         actix::spawn(ask);
     }
 }
@@ -370,12 +356,15 @@ pub fn ask_provider(
 /// no refund provider configured, or the provider leaves it pending).
 fn confirmation(
     kobo: &AftercareDeps,
-    merchant: Uuid,
-    mode: Mode,
-    payment: Uuid,
-    refund: Uuid,
-    amount: i64,
+    refund: &Refund,
 ) -> Option<impl std::future::Future<Output = ()> + 'static> {
+    let (merchant, mode, payment, amount) = (
+        refund.merchant,
+        refund.mode,
+        refund.payment_intent,
+        refund.amount,
+    );
+    let refund = refund.id;
     if mode == Mode::Live {
         // No live refund provider is configured: the refund stays pending
         // until one confirms it.
