@@ -4,9 +4,14 @@
 # flags, system clock), then SLICES consecutive runs of `kobo load --mix
 # create` at CONNECTIONS, each stopping after PER_SLICE creates, on the same
 # store and server. Prints each slice's rate, latencies and the store file's
-# size after it, then the last slice against the first.
+# size after it, the server's CPU time and bytes written (/proc/PID/stat and
+# /proc/PID/io: less sensitive to other load on a shared machine than the
+# rate) per create in each slice, then the last slice against the first.
 #
 #   scripts/growth_bench.sh [SLICES] [PER_SLICE] [CONNECTIONS] [BIN_DIR]
+#
+# IDEMPOTENCY_KEYS=time-ordered makes the load generator send UUIDv7 keys
+# instead of random ones (`kobo load --idempotency-keys`).
 #
 # Defaults: 10 slices of 100,000 creates at 64 connections (1,000,000
 # intents), BIN_DIR target/release (built first when it has no kobo).
@@ -16,6 +21,9 @@ cd "$(dirname "$0")/.."
 # progress line, no money audit (a benchmark run), never failing on errors
 # (they are counted in the line).
 LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
+if [ -n "${IDEMPOTENCY_KEYS:-}" ]; then
+  LOADFLAGS="$LOADFLAGS --idempotency-keys $IDEMPOTENCY_KEYS"
+fi
 SLICES=${1:-10}
 PER_SLICE=${2:-100000}
 CONNECTIONS=${3:-64}
@@ -34,10 +42,15 @@ BASE=$(grep -o 'http://[0-9.:]*' "$DATA/stdout" | head -1)
 KEY=$(curl -s -X POST "$BASE/admin/v1/merchants" -H "Authorization: Bearer $TOKEN" \
   -d '{"name":"Growth Ltd","settings":{"rate_limits":{"test_per_second":100000,"live_per_second":100000}}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])')
 : >"$DATA/slices"
+# The server's CPU time (clock ticks, user + system) and bytes written so far.
+usage() {
+  echo "$(sed 's/.*) //' /proc/$PID/stat | awk '{print $12 + $13}') $(awk '/^write_bytes/ {print $2}' /proc/$PID/io)"
+}
 for s in $(seq "$SLICES"); do
+  before=$(usage)
   line=$("$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix create \
     --connections "$CONNECTIONS" --duration 100000 --max-ops "$PER_SLICE")
-  echo "$line $(stat -c %s "$DATA/store/kobo.redb")" >>"$DATA/slices"
+  echo "$line $before $(usage) $(getconf CLK_TCK) $(stat -c %s "$DATA/store/kobo.redb")" >>"$DATA/slices"
   echo "slice $s: $line" >&2
 done
 echo "commits and batches:"
@@ -47,12 +60,15 @@ import json, sys
 path, per, conns = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 rows = []
 for l in open(path):
-    j, size = l.rsplit(" ", 1)
-    rows.append((json.loads(j), int(size)))
-print(f"\n| intents in the store | creates/s @ {conns} | p50 ms | p99 ms | p99.9 ms | max ms | errors | store file |")
-print("|---|---|---|---|---|---|---|---|")
-for i, (r, size) in enumerate(rows):
-    print(f"| {i*per:,} - {(i+1)*per:,} | {r['ops_per_sec']:,.0f} | {r['p50_ms']} | {r['p99_ms']} | {r['p999_ms']} | {r['max_ms']} | {r['errors']} | {size/1e6:,.0f} MB |")
-a, b = rows[0][0], rows[-1][0]
-print(f"\nlast slice / first slice: creates/s {b['ops_per_sec']:,.0f} / {a['ops_per_sec']:,.0f} = {b['ops_per_sec']/a['ops_per_sec']:.3f}; p99 {a['p99_ms']} -> {b['p99_ms']} ms")
+    j, cpu0, w0, cpu1, w1, hz, size = l.rsplit(" ", 6)
+    r = json.loads(j)
+    cpu_us = (int(cpu1) - int(cpu0)) / int(hz) * 1e6 / per
+    written = (int(w1) - int(w0)) / per
+    rows.append((r, cpu_us, written, int(size)))
+print(f"\n| intents in the store | creates/s @ {conns} | p50 ms | p99 ms | p99.9 ms | max ms | errors | server CPU us/create | written KB/create | store file |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for i, (r, cpu, written, size) in enumerate(rows):
+    print(f"| {i*per:,} - {(i+1)*per:,} | {r['ops_per_sec']:,.0f} | {r['p50_ms']} | {r['p99_ms']} | {r['p999_ms']} | {r['max_ms']} | {r['errors']} | {cpu:.0f} | {written/1e3:.1f} | {size/1e6:,.0f} MB |")
+(a, ca, wa, _), (b, cb, wb, _) = rows[0], rows[-1]
+print(f"\nlast slice / first slice: creates/s {b['ops_per_sec']:,.0f} / {a['ops_per_sec']:,.0f} = {b['ops_per_sec']/a['ops_per_sec']:.3f}; p99 {a['p99_ms']} -> {b['p99_ms']} ms; server CPU per create {ca:.0f} -> {cb:.0f} us ({cb/ca:.3f}); written per create {wa/1e3:.1f} -> {wb/1e3:.1f} KB")
 PY

@@ -253,6 +253,42 @@ async fn an_open_loop_beyond_its_in_flight_cap_accounts_for_every_scheduled_star
 }
 
 #[tokio::test]
+async fn a_run_with_time_ordered_idempotency_keys_creates_one_intent_per_acknowledged_create() {
+    let app = spawn_app_with(&[]).await;
+    let m = app.merchant().await;
+    let out = kobo_load(&[
+        "--url",
+        &app.base,
+        "--key",
+        &m.test_key,
+        "--connections",
+        "4",
+        "--max-ops",
+        "200",
+        "--duration",
+        "30",
+        "--mix",
+        "create",
+        "--idempotency-keys",
+        "time-ordered",
+        "--json",
+        "-",
+        "--quiet",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["errors"], 0, "{report:#}");
+    assert_eq!(report["audit"]["passed"], true, "{:#}", report["audit"]);
+    let intents = app.all_pages(&m.test_key, "/v1/payment_intents").await;
+    assert_eq!(intents.len() as u64, report["ops"].as_u64().unwrap());
+    assert!(intents.len() >= 200, "{}", intents.len());
+}
+
+#[tokio::test]
 async fn bad_arguments_are_refused_with_a_clear_message_before_any_request() {
     for (args, message) in [
         (
@@ -284,4 +320,14 @@ async fn bad_arguments_are_refused_with_a_clear_message_before_any_request() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
+    // An unknown key style is a usage error (exit 2, as every flag's bad
+    // value), naming the ones there are.
+    let out = kobo_load(&["--idempotency-keys", "sorted", "--key", "svc_test_x"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("invalid value 'sorted' for '--idempotency-keys")
+            && stderr.contains("random, time-ordered"),
+        "{stderr}"
+    );
 }

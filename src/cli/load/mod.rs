@@ -92,6 +92,14 @@ pub struct LoadArgs {
     /// Runtime worker threads of the load generator.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
+    /// How the Idempotency-Keys it sends are made: `random` (UUIDv4, as
+    /// most clients do) or `time-ordered` (UUIDv7: each key sorts after
+    /// the previous one). The store keeps its saved responses by key, so
+    /// this decides whether each create's record lands on a random page
+    /// or at the end of the index (docs/performance.md, "Creates as the
+    /// store grows").
+    #[arg(long, value_enum, default_value_t = scenario::KeyStyle::Random)]
+    pub idempotency_keys: scenario::KeyStyle,
     /// The webhook receiver's certificate and key (`cert.pem`, `key.pem`
     /// in DIR, as `--write-webhook-tls` writes them); needed by the
     /// `webhook` operation.
@@ -191,6 +199,7 @@ async fn run(args: LoadArgs) -> Result<i32> {
         client,
         base,
         key: args.key.clone(),
+        key_style: args.idempotency_keys,
     };
     let receiver = match (&args.webhook_tls, mix.has(scenario::Op::Webhook)) {
         (Some(dir), true) => {

@@ -214,6 +214,25 @@ pub struct Api {
     pub client: reqwest::Client,
     pub base: String,
     pub key: String,
+    pub key_style: KeyStyle,
+}
+
+/// How the Idempotency-Keys of a run are made (`--idempotency-keys`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum KeyStyle {
+    /// UUIDv4.
+    Random,
+    /// UUIDv7: increasing with time.
+    TimeOrdered,
+}
+
+impl KeyStyle {
+    fn new_key(self) -> String {
+        match self {
+            KeyStyle::Random => uuid::Uuid::new_v4().to_string(),
+            KeyStyle::TimeOrdered => uuid::Uuid::now_v7().to_string(),
+        }
+    }
 }
 
 impl Api {
@@ -250,7 +269,7 @@ impl Api {
             .client
             .post(format!("{}{path}", self.base))
             .bearer_auth(&self.key)
-            .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
+            .header("Idempotency-Key", self.key_style.new_key())
             .json(&body)
             .send()
             .await;
@@ -553,5 +572,18 @@ mod tests {
         }
         // No operation runs twice in a row when others could go between.
         assert!(c.windows(2).filter(|w| w[0] == w[1]).count() <= 1);
+    }
+
+    #[test]
+    fn time_ordered_idempotency_keys_sort_in_the_order_they_were_made_and_random_ones_do_not() {
+        let made: Vec<String> = (0..10_000)
+            .map(|_| KeyStyle::TimeOrdered.new_key())
+            .collect();
+        assert!(made.windows(2).all(|w| w[0] < w[1]));
+        let random: Vec<String> = (0..10_000).map(|_| KeyStyle::Random.new_key()).collect();
+        assert!(!random.windows(2).all(|w| w[0] < w[1]));
+        for key in made.iter().chain(&random) {
+            assert_eq!(uuid::Uuid::parse_str(key).unwrap().to_string(), *key);
+        }
     }
 }
