@@ -10,6 +10,7 @@
 #   scripts/backup_bench.sh [INTENTS] [SECONDS] [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench_server.sh
 # The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
 # progress line, no money audit (a benchmark run), never failing on errors
 # (they are counted in the line).
@@ -20,16 +21,11 @@ ROUNDS=${3:-3}
 cargo build --release --bin kobo >&2
 BIN=${CARGO_TARGET_DIR:-target}/release
 DATA=$(mktemp -d)
-TOKEN=bench-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
-RUST_LOG=warn "$BIN/kobo" serve --listen 127.0.0.1:0 --data "$DATA/data" --admin-token "$TOKEN" \
-  --ip-rate-limit 0 --backup-dir "$DATA/backups" >"$DATA/stdout" 2>"$DATA/stderr" &
-PID=$!
+bench_token bench
+bench_server_start "$BIN" "$DATA/data" "$DATA" --backup-dir "$DATA/backups"
 LOOP=
 trap 'kill $PID $LOOP 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DATA"' EXIT
-for _ in $(seq 100); do grep -q "kobo listening on" "$DATA/stdout" 2>/dev/null && break; sleep 0.1; done
-BASE=$(grep -o 'http://[0-9.:]*' "$DATA/stdout" | head -1)
-KEY=$(curl -s -X POST "$BASE/admin/v1/merchants" -H "Authorization: Bearer $TOKEN" \
-  -d '{"name":"Bench Ltd","settings":{"rate_limits":{"test_per_second":100000,"live_per_second":100000}}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])')
+KEY=$(bench_merchant "Bench Ltd")
 
 backup() {
   curl -s -X POST "$BASE/admin/v1/backups" -H "Authorization: Bearer $TOKEN"

@@ -17,6 +17,7 @@
 # intents), BIN_DIR target/release (built first when it has no kobo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench_server.sh
 # The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
 # progress line, no money audit (a benchmark run), never failing on errors
 # (they are counted in the line).
@@ -32,15 +33,10 @@ if [ ! -x "$BIN/kobo" ]; then
   cargo build --release --bin kobo >&2
 fi
 DATA=$(mktemp -d)
-TOKEN=growth-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
-RUST_LOG=warn "$BIN/kobo" serve --listen 127.0.0.1:0 --data "$DATA/store" --admin-token "$TOKEN" \
-  --ip-rate-limit 0 >"$DATA/stdout" 2>"$DATA/stderr" &
-PID=$!
+bench_token growth
+bench_server_start "$BIN" "$DATA/store" "$DATA"
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DATA"' EXIT
-for _ in $(seq 100); do grep -q "kobo listening on" "$DATA/stdout" 2>/dev/null && break; sleep 0.1; done
-BASE=$(grep -o 'http://[0-9.:]*' "$DATA/stdout" | head -1)
-KEY=$(curl -s -X POST "$BASE/admin/v1/merchants" -H "Authorization: Bearer $TOKEN" \
-  -d '{"name":"Growth Ltd","settings":{"rate_limits":{"test_per_second":100000,"live_per_second":100000}}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])')
+KEY=$(bench_merchant "Growth Ltd")
 : >"$DATA/slices"
 # The server's CPU time (clock ticks, user + system) and bytes written so far.
 usage() {

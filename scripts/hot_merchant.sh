@@ -15,6 +15,7 @@
 # BIN_DIR (environment) holds the release kobo (default target/release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench_server.sh
 LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
 SECONDS_PER_RUN=${1:-10}
 CONNECTIONS=${2:-64}
@@ -28,14 +29,9 @@ echo "| mix @ $CONNECTIONS | operations/s | p99 ms | errors | ledger lines | lin
 echo "|---|---|---|---|---|---|---|"
 for mix in $MIXES; do
   DATA=$(mktemp -d)
-  TOKEN=hot-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
-  RUST_LOG=warn "$BIN/kobo" serve --listen 127.0.0.1:0 --data "$DATA/store" --admin-token "$TOKEN" \
-    --ip-rate-limit 0 >"$DATA/stdout" 2>"$DATA/stderr" &
-  PID=$!
-  for _ in $(seq 100); do grep -q "kobo listening on" "$DATA/stdout" 2>/dev/null && break; sleep 0.1; done
-  BASE=$(grep -o 'http://[0-9.:]*' "$DATA/stdout" | head -1)
-  KEY=$(curl -s -X POST "$BASE/admin/v1/merchants" -H "Authorization: Bearer $TOKEN" \
-    -d '{"name":"Hot Ltd","settings":{"rate_limits":{"test_per_second":100000,"live_per_second":100000}}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])')
+  bench_token hot
+  bench_server_start "$BIN" "$DATA/store" "$DATA"
+  KEY=$(bench_merchant "Hot Ltd")
   "$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix "$mix" \
     --connections "$CONNECTIONS" --duration "$SECONDS_PER_RUN" >"$DATA/load.json"
   kill "$PID" && wait "$PID" 2>/dev/null || true

@@ -13,6 +13,7 @@
 # against a large store.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench_server.sh
 # The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
 # progress line, no money audit (a benchmark run), never failing on errors
 # (they are counted in the line).
@@ -27,15 +28,10 @@ if [ -z "$BIN" ]; then
   BIN=${CARGO_TARGET_DIR:-target}/release
 fi
 DATA=$(mktemp -d)
-TOKEN=prof-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
-RUST_LOG=warn "$BIN/kobo" serve --listen 127.0.0.1:0 --data "$DATA" --admin-token "$TOKEN" \
-  --ip-rate-limit 0 >"$DATA/stdout" 2>"$DATA/stderr" &
-PID=$!
+bench_token prof
+bench_server_start "$BIN" "$DATA" "$DATA"
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DATA"' EXIT
-for _ in $(seq 100); do grep -q "kobo listening on" "$DATA/stdout" 2>/dev/null && break; sleep 0.1; done
-BASE=$(grep -o 'http://[0-9.:]*' "$DATA/stdout" | head -1)
-KEY=$(curl -s -X POST "$BASE/admin/v1/merchants" -H "Authorization: Bearer $TOKEN" \
-  -d '{"name":"Profile Ltd","settings":{"rate_limits":{"test_per_second":100000,"live_per_second":100000}}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])')
+KEY=$(bench_merchant "Profile Ltd")
 if [ "${PREFILL:-0}" -gt 0 ]; then
   "$BIN/kobo" load $LOADFLAGS --url "$BASE" --key "$KEY" --mix create --connections 64 \
     --duration 100000 --max-ops "$PREFILL" >"$DATA/prefill.json"

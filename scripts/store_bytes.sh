@@ -10,6 +10,7 @@
 #   scripts/store_bytes.sh [INTENTS] [BIN_DIR] [FLOWS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/bench_server.sh
 # The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
 # progress line, no money audit (a benchmark run), never failing on errors
 # (they are counted in the line).
@@ -18,21 +19,13 @@ INTENTS=${1:-50000}
 BIN=${2:-${CARGO_TARGET_DIR:-target}/release}
 FLOWS=${3:-10000}
 DATA=$(mktemp -d)
-TOKEN=bytes-$(od -An -N24 -tx1 /dev/urandom | tr -d " \n")
+bench_token bytes
 PID=
-start() {
-  : >"$DATA/stdout"
-  RUST_LOG=warn "$BIN/kobo" serve --listen 127.0.0.1:0 --data "$DATA/store" --admin-token "$TOKEN" \
-    --ip-rate-limit 0 >"$DATA/stdout" 2>"$DATA/stderr" &
-  PID=$!
-  for _ in $(seq 600); do grep -q "kobo listening on" "$DATA/stdout" 2>/dev/null && break; sleep 0.1; done
-  BASE=$(grep -o 'http://[0-9.:]*' "$DATA/stdout" | head -1)
-}
+start() { bench_server_start "$BIN" "$DATA/store" "$DATA"; }
 stop() { kill "$PID" && wait "$PID" 2>/dev/null || true; PID=; }
 trap '[ -n "$PID" ] && kill $PID 2>/dev/null; wait 2>/dev/null; rm -rf "$DATA"' EXIT
 start
-KEY=$(curl -s -X POST "$BASE/admin/v1/merchants" -H "Authorization: Bearer $TOKEN" \
-  -d '{"name":"Bytes Ltd","settings":{"rate_limits":{"test_per_second":100000,"live_per_second":100000}}}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])')
+KEY=$(bench_merchant "Bytes Ltd")
 stop
 "$BIN/kobo" check --data "$DATA/store" --sizes >"$DATA/sizes0"
 before=$(stat -c %s "$DATA/store/kobo.redb")
