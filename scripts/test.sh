@@ -35,6 +35,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update
   $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
+# A failing test's message ends its output (where CI's excerpt of the log
+# shows it), not a backtrace after it.
+export RUST_BACKTRACE=0
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace

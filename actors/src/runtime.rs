@@ -292,16 +292,18 @@ impl Kobo {
 
 /// What a cluster node does when its shards change: before serving newly
 /// acquired shards, the sequence jumps to a fresh block (so a merchant's
-/// numbers only grow across owners), webhook deliveries are rescheduled
-/// for the merchants owned now, and the shards are noted for the next
-/// timer pass to schedule their daily settlement runs; once they are
-/// served, their merchants' pending work is resumed
+/// numbers only grow across owners), every cached actor and cache is
+/// dropped ([`Kobo::evict_all`]: whatever was read before, while another
+/// node could write the merchants, is read again), webhook deliveries are
+/// rescheduled for the merchants owned now, and the shards are noted for
+/// the next timer pass to schedule their daily settlement runs; once they
+/// are served, their merchants' pending work is resumed
 /// ([`crate::resume::Takeovers`]); on any loss, every cached actor and
-/// cache is dropped ([`Kobo::evict_all`]).
+/// cache is dropped too.
 impl crate::cluster::ShardEvents for Kobo {
     fn acquired(&self, shards: &[u16]) -> Result<(), kobo_storage::StoreError> {
         self.seq.jump()?;
-        self.webhooks.reset();
+        self.evict_all();
         crate::settlement::note_acquired(&self.settlement, shards);
         Ok(())
     }

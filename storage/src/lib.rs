@@ -35,7 +35,7 @@ use serde::de::DeserializeOwned;
 pub use codec::{decode, encode, encode_compact, CodecError, Compact};
 pub use tables::{KeyBuf, Table};
 pub use writer::{
-    counters, Batch, CommitError, Op, Precondition, RecentCommits, Writer, WriterMetrics,
+    counters, Batch, CommitError, Op, Precondition, ReadLease, RecentCommits, Writer, WriterMetrics,
 };
 
 /// Errors of opening or reading the store. Write failures never surface as

@@ -93,6 +93,25 @@ pub struct Batch {
     shard: Option<u16>,
     /// The lease token the writer stamped on it (cluster mode only).
     fence: Option<Fence>,
+    /// The lease under which the memory this batch was built from was read
+    /// ([`Batch::read_under`]).
+    read_under: Option<ReadLease>,
+}
+
+/// The lease a node held on a merchant's shard when it read the
+/// merchant's rows into memory ([`Writer::lease_of`]). A batch built from
+/// that memory and marked with it ([`Batch::read_under`]) commits only
+/// while the node still holds that same lease: memory read before a lease
+/// lapsed, or while another node held the shard, is never written under a
+/// later lease, even one this node took back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadLease {
+    /// No ownership: one process owns every merchant.
+    Unfenced,
+    /// This node held the shard's lease with this token.
+    Held(i64),
+    /// This node did not hold the shard's lease.
+    NotHeld,
 }
 
 impl Batch {
@@ -158,6 +177,13 @@ impl Batch {
             "a batch writes one merchant's rows"
         );
         self.shard = Some(shard);
+        self
+    }
+    /// Marks the batch as built from memory read under `lease` (see
+    /// [`ReadLease`]); in cluster mode it is refused with
+    /// [`CommitError::NotOwner`] unless this node still holds that lease.
+    pub fn read_under(&mut self, lease: ReadLease) -> &mut Self {
+        self.read_under = Some(lease);
         self
     }
     /// The shard named by [`Batch::owned_by`].
@@ -403,6 +429,18 @@ impl Writer {
             .is_none_or(|o| o.token(shard).is_some())
     }
 
+    /// The lease this node holds now on the shard of merchant `owner`, to
+    /// note before reading the merchant's rows into memory (see
+    /// [`ReadLease`]).
+    pub fn lease_of(&self, owner: &[u8; 16]) -> ReadLease {
+        match self.ownership.get() {
+            None => ReadLease::Unfenced,
+            Some(o) => o
+                .token(shard_of(owner))
+                .map_or(ReadLease::NotHeld, ReadLease::Held),
+        }
+    }
+
     /// Queues a batch; the receiver resolves after the commit that holds it.
     /// Batches submitted from one caller commit in submission order.
     pub fn submit(&self, mut batch: Batch) -> Ack {
@@ -411,7 +449,11 @@ impl Writer {
             untagged(&batch);
         }
         if let (Some(shard), Some(ownership)) = (batch.shard, self.ownership.get()) {
-            match ownership.token(shard) {
+            let read_under = batch.read_under;
+            let token = ownership
+                .token(shard)
+                .filter(|t| read_under.is_none_or(|l| l == ReadLease::Held(*t)));
+            match token {
                 Some(token) => batch.fence = Some(Fence { shard, token }),
                 None => {
                     self.metrics.fenced.with_label_values(&["node"]).inc();
@@ -738,6 +780,58 @@ mod tests {
         writer.commit(mine).await.unwrap();
         let read = store.read().unwrap();
         assert!(read.get(Table::PaymentIntents, &key(2)).unwrap().is_some());
+    }
+
+    /// Holds every shard under the token it is set to (0: none).
+    struct Token(std::sync::atomic::AtomicI64);
+
+    impl crate::fence::Ownership for Token {
+        fn token(&self, _shard: u16) -> Option<i64> {
+            Some(self.0.load(Ordering::SeqCst)).filter(|t| *t > 0)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_read_under_one_lease_commits_only_under_that_lease() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let writer = store.start_writer(WriterMetrics::new());
+        let lease = Arc::new(Token(AtomicI64::new(1)));
+        writer.set_ownership(lease.clone());
+        let owner = [7; 16];
+        let read_under = writer.lease_of(&owner);
+        assert_eq!(read_under, ReadLease::Held(1));
+        let batch = |k: u64, under: ReadLease| {
+            let mut b = Batch::new();
+            b.owned_by(&owner).read_under(under).put_raw(
+                Table::PaymentIntents,
+                key(k),
+                b"pi".to_vec(),
+            );
+            b
+        };
+        writer.commit(batch(1, read_under)).await.unwrap();
+        // The lease lapsed and came back under a new token.
+        lease.0.store(2, Ordering::SeqCst);
+        let refused = writer.commit(batch(2, read_under)).await;
+        assert!(
+            matches!(refused, Err(CommitError::NotOwner { .. })),
+            "{refused:?}"
+        );
+        let not_held = writer.commit(batch(3, ReadLease::NotHeld)).await;
+        assert!(
+            matches!(not_held, Err(CommitError::NotOwner { .. })),
+            "{not_held:?}"
+        );
+        writer
+            .commit(batch(4, writer.lease_of(&owner)))
+            .await
+            .unwrap();
+        let read = store.read().unwrap();
+        let present: Vec<bool> = (1..=4)
+            .map(|k| read.get(Table::PaymentIntents, &key(k)).unwrap().is_some())
+            .collect();
+        assert_eq!(present, [true, false, false, true]);
     }
 
     #[cfg(debug_assertions)]

@@ -18,7 +18,7 @@ use chrono::NaiveDate;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use kobo_storage::{decode, Batch, CommitError, Table};
+use kobo_storage::{decode, Batch, CommitError, ReadLease, Table};
 
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
@@ -40,6 +40,12 @@ pub type Ledgers = Arc<Registry<LedgerActor>>;
 pub struct LedgerActor {
     activation: Activation<Self>,
     balances: Option<HashMap<BalanceKey, i64>>,
+    /// The merchant's shard lease this node held when `balances` was read:
+    /// every batch built from this memory commits only under that same
+    /// lease (cluster mode), so nothing read before a lease lapsed (or
+    /// counted from a posting refused then) is ever written under a later
+    /// one.
+    read_under: ReadLease,
     pending_commits: usize,
     /// Scheduled-release rows this actor changed in batches not yet
     /// committed: the latest version (None: deleted) and how many pending
@@ -103,6 +109,7 @@ impl VirtualActor for LedgerActor {
         LedgerActor {
             activation,
             balances: None,
+            read_under: ReadLease::NotHeld,
             pending_commits: 0,
             overlay: HashMap::new(),
             usage: HashMap::new(),
@@ -174,6 +181,7 @@ impl LedgerActor {
         let (merchant, mode) = self.activation.key;
         batch.owned_by(merchant.as_bytes());
         self.ensure_loaded()?;
+        batch.read_under(self.read_under);
         let usage_after = match usage {
             Some(u) => Some(self.usage_after(&u)?),
             None => None,
@@ -208,12 +216,16 @@ impl LedgerActor {
         }
         let (merchant, mode) = self.activation.key;
         let kobo = &self.activation.deps;
+        // Noted before the read: what is read is at least as new as the
+        // lease.
+        let lease = kobo.writer.lease_of(merchant.as_bytes());
         let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             load_balances(kobo, merchant, mode)
         }));
         match loaded {
             Ok(balances) => {
                 self.balances = Some(balances?);
+                self.read_under = lease;
                 Ok(())
             }
             Err(panic) => {

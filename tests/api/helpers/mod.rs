@@ -142,6 +142,13 @@ pub async fn spawn_app() -> TestApp {
     spawn_app_with(&[]).await
 }
 
+/// How long the test client keeps an idle connection for reuse: below the
+/// server's keep-alive (actix-web's 5 s). A connection idle for about 5 s
+/// may be closed by the server just as the client sends on it, and the
+/// request fails mid-way (`IncompleteMessage`); past 2 s a new connection
+/// is opened instead.
+pub const IDLE_CONNECTION_REUSE: Duration = Duration::from_secs(2);
+
 /// Per-merchant rate (requests per second, both modes) that
 /// [`TestApp::create_merchant`] gives merchants: the suite fires bursts
 /// (concurrent payouts, loops of hundreds of calls) that the defaults (25/s
@@ -177,6 +184,7 @@ pub fn unstarted_app_on(extra: &[String], store: Option<String>) -> TestApp {
         admin_token: format!("test-admin-{}", uuid::Uuid::new_v4().simple()),
         client: reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
+            .pool_idle_timeout(IDLE_CONNECTION_REUSE)
             .build()
             .unwrap(),
         dir,
