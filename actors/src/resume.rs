@@ -19,21 +19,19 @@
 //! merchant once at start ([`at_start`]). A cluster node resumes the
 //! merchants of the shards it takes over (at its first tick, and at every
 //! later failover or rebalance): the node loop announces the shards once
-//! its view holds them (`ShardEvents::serving`), [`Takeovers`] queues them
+//! its view holds them (`ShardEvents::serving`),
+//! [`Takeovers`](crate::resumption::Takeovers) queues them
 //! and a task on the actix runtime ([`start_takeovers`]) resumes those
 //! shards' merchants this node still owns. A resumption that fails (the
 //! shard left again: `merchant_moving`) is logged; its rows stay for the
 //! next owner's takeover.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use futures_util::future::{join_all, LocalBoxFuture};
-use parking_lot::Mutex;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::error::DomainResult;
-use crate::resumption::Merchants;
+use crate::resumption::{next_takeover, Merchants};
 use crate::runtime::Kobo;
 
 /// What [`resume`] found, per resource, and the work to run.
@@ -116,45 +114,6 @@ pub fn at_start(kobo: &Kobo) -> DomainResult<()> {
     resumed.log(None);
     actix::spawn(resumed.finish());
     Ok(())
-}
-
-/// The shards a cluster node has started serving, queued for the
-/// takeover task. The node loop's thread only queues (never blocks).
-pub struct Takeovers {
-    tx: UnboundedSender<Vec<u16>>,
-    rx: Mutex<Option<UnboundedReceiver<Vec<u16>>>>,
-}
-
-impl Default for Takeovers {
-    fn default() -> Self {
-        let (tx, rx) = unbounded_channel();
-        Takeovers {
-            tx,
-            rx: Mutex::new(Some(rx)),
-        }
-    }
-}
-
-impl Takeovers {
-    /// `shards` are now served here: resume their merchants' work.
-    pub fn serving(&self, shards: &[u16]) {
-        // The receiver lives as long as the process once taken.
-        let _ = self.tx.send(shards.to_vec());
-    }
-
-    /// The queue's receiving end (once).
-    pub fn take(&self) -> Option<UnboundedReceiver<Vec<u16>>> {
-        self.rx.lock().take()
-    }
-}
-
-/// Reads the shards queued so far (waiting for the first), together.
-pub async fn next_takeover(rx: &mut UnboundedReceiver<Vec<u16>>) -> Option<BTreeSet<u16>> {
-    let mut shards: BTreeSet<u16> = rx.recv().await?.into_iter().collect();
-    while let Ok(more) = rx.try_recv() {
-        shards.extend(more);
-    }
-    Some(shards)
 }
 
 /// A cluster node: starts the task that resumes the merchants of every

@@ -1,13 +1,16 @@
 //! What a resumption is, for the resources that keep work a process may
 //! die in the middle of (see `resume.rs`, the runtime's coordination):
 //! whose work it takes ([`Merchants`]) and what it found
-//! ([`Resumption`]: the rows and the messages still to send).
+//! ([`Resumption`]: the rows and the messages still to send); and the queue
+//! of shards a cluster node has taken over ([`Takeovers`]).
 
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 
 use futures_util::future::LocalBoxFuture;
+use parking_lot::Mutex;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use uuid::Uuid;
 
 use kobo_storage::fence::shard_of;
@@ -61,4 +64,43 @@ impl Resumption {
             work: Box::pin(work),
         }
     }
+}
+
+/// The shards a cluster node has started serving, queued for the
+/// takeover task. The node loop's thread only queues (never blocks).
+pub struct Takeovers {
+    tx: UnboundedSender<Vec<u16>>,
+    rx: Mutex<Option<UnboundedReceiver<Vec<u16>>>>,
+}
+
+impl Default for Takeovers {
+    fn default() -> Self {
+        let (tx, rx) = unbounded_channel();
+        Takeovers {
+            tx,
+            rx: Mutex::new(Some(rx)),
+        }
+    }
+}
+
+impl Takeovers {
+    /// `shards` are now served here: resume their merchants' work.
+    pub fn serving(&self, shards: &[u16]) {
+        // The receiver lives as long as the process once taken.
+        let _ = self.tx.send(shards.to_vec());
+    }
+
+    /// The queue's receiving end (once).
+    pub fn take(&self) -> Option<UnboundedReceiver<Vec<u16>>> {
+        self.rx.lock().take()
+    }
+}
+
+/// Reads the shards queued so far (waiting for the first), together.
+pub async fn next_takeover(rx: &mut UnboundedReceiver<Vec<u16>>) -> Option<BTreeSet<u16>> {
+    let mut shards: BTreeSet<u16> = rx.recv().await?.into_iter().collect();
+    while let Ok(more) = rx.try_recv() {
+        shards.extend(more);
+    }
+    Some(shards)
 }

@@ -80,7 +80,7 @@ pub struct Kobo {
     pub plans: Plans,
     pub subscriptions: Subscriptions,
     /// Shards taken over, queued for their merchants' resumption.
-    pub takeovers: crate::resume::Takeovers,
+    pub takeovers: crate::resumption::Takeovers,
 }
 
 impl std::ops::Deref for Kobo {
@@ -298,7 +298,7 @@ impl Kobo {
 /// rescheduled for the merchants owned now, and the shards are noted for
 /// the next timer pass to schedule their daily settlement runs; once they
 /// are served, their merchants' pending work is resumed
-/// ([`crate::resume::Takeovers`]); on any loss, every cached actor and
+/// ([`crate::resumption::Takeovers`]); on any loss, every cached actor and
 /// cache is dropped too.
 impl crate::cluster::ShardEvents for Kobo {
     fn acquired(&self, shards: &[u16]) -> Result<(), kobo_storage::StoreError> {
