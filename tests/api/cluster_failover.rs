@@ -287,36 +287,49 @@ async fn assert_timers_fired_once(app: &TestApp, mi: usize, key: &str) {
     }
 }
 
-/// Per bucket of NGN: the sum of the merchant's `lines` there, and its
-/// balance as `app` answers it.
+/// Per bucket of NGN the balance lists: the sum of the merchant's `lines`
+/// there, and its balance as `app` answers it. Every line is in one of
+/// those buckets, in NGN.
 async fn lines_against_balances(
     app: &TestApp,
     key: &str,
     lines: &[Value],
 ) -> Vec<(String, i64, i64)> {
-    let other: Vec<&Value> = lines.iter().filter(|l| l["currency"] != "NGN").collect();
-    assert!(other.is_empty(), "lines in other currencies: {other:?}");
-    let mut out = Vec::new();
-    for bucket in [
-        "pending",
-        "available",
-        "reserve",
-        "payout_in_flight",
-        "refund_in_flight",
-        "dispute_hold",
-    ] {
-        let sum: i64 = lines
-            .iter()
-            .filter(|l| l["bucket"] == bucket)
-            .map(|l| l["amount"].as_i64().unwrap())
-            .sum();
-        out.push((
-            bucket.to_string(),
-            sum,
-            app.balance(key, bucket, "NGN").await,
-        ));
+    let r = app.get(key, "/v1/balance").await;
+    r.assert_status(200);
+    let buckets: Vec<(&String, &Vec<Value>)> = r
+        .body
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter_map(|(bucket, amounts)| Some((bucket, amounts.as_array()?)))
+        .collect();
+    for needed in ["pending", "available", "payout_in_flight"] {
+        assert!(buckets.iter().any(|(b, _)| *b == needed), "{}", r.text);
     }
-    out
+    let elsewhere: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["currency"] != "NGN" || !buckets.iter().any(|(b, _)| l["bucket"] == **b))
+        .collect();
+    assert!(
+        elsewhere.is_empty(),
+        "lines in no NGN bucket: {elsewhere:?}"
+    );
+    buckets
+        .into_iter()
+        .map(|(bucket, amounts)| {
+            let sum: i64 = lines
+                .iter()
+                .filter(|l| l["bucket"] == *bucket)
+                .map(|l| l["amount"].as_i64().unwrap())
+                .sum();
+            let balance = amounts
+                .iter()
+                .find(|e| e["currency"] == "NGN")
+                .map_or(0, |e| e["amount"].as_i64().unwrap());
+            (bucket.clone(), sum, balance)
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
