@@ -68,9 +68,9 @@ pub struct ServeArgs {
     /// `manual` moves only through POST /admin/v1/clock/advance.
     #[arg(long, env = "KOBO_CLOCK", value_enum, default_value = "system")]
     pub clock: ClockKind,
-    /// Manual clock only: start no earlier than this RFC 3339 time (moves a
-    /// stored manual time forward, never back). For tests and rehearsals of
-    /// "the server was down at settlement time".
+    /// Manual clock only: a new clock starts at this RFC 3339 time; a
+    /// stored one moves forward to it, never back. For tests and rehearsals
+    /// of "the server was down at settlement time".
     #[arg(long, env = "KOBO_CLOCK_START", value_name = "DATE-TIME")]
     pub clock_start: Option<String>,
     /// Deliver webhooks for HOST to IP instead of DNS (repeatable).
@@ -274,8 +274,9 @@ fn close_streams_on_signal(kobo: std::sync::Arc<Kobo>) {
 /// A move of the stored manual clock by `--clock-start`: (from, to).
 type ClockMove = Option<(chrono::DateTime<Utc>, chrono::DateTime<Utc>)>;
 
-/// The clock `--clock` asks for; a manual one continues from its stored
-/// time (or `--clock-start`, whichever is later). Also the move
+/// The clock `--clock` asks for. A manual one continues from its stored
+/// time (or `--clock-start`, whichever is later: it never moves back); a
+/// new one starts at `--clock-start`, else now. Also the move
 /// `--clock-start` made of a stored time, for the audit log.
 fn start_clock(args: &ServeArgs, store: &Store) -> Result<(Clock, ClockMove)> {
     Ok(match args.clock {
@@ -285,13 +286,22 @@ fn start_clock(args: &ServeArgs, store: &Store) -> Result<(Clock, ClockMove)> {
                 .read()?
                 .get(Table::Meta, META_MANUAL_CLOCK)?
                 .map(|v| from_micros(u64_from(&v) as i64));
-            let mut start = stored.unwrap_or_else(|| from_micros(Utc::now().timestamp_micros()));
-            if let Some(at) = &args.clock_start {
-                let at = chrono::DateTime::parse_from_rfc3339(at)
-                    .with_context(|| format!("--clock-start {at} is not an RFC 3339 date-time"))?
-                    .with_timezone(&Utc);
-                start = start.max(at);
-            }
+            let at = match &args.clock_start {
+                Some(at) => Some(
+                    chrono::DateTime::parse_from_rfc3339(at)
+                        .with_context(|| {
+                            format!("--clock-start {at} is not an RFC 3339 date-time")
+                        })?
+                        .with_timezone(&Utc),
+                ),
+                None => None,
+            };
+            let start = match (stored, at) {
+                (Some(stored), Some(at)) => stored.max(at),
+                (Some(stored), None) => stored,
+                (None, Some(at)) => at,
+                (None, None) => from_micros(Utc::now().timestamp_micros()),
+            };
             let moved = stored.filter(|s| *s < start).map(|s| (s, start));
             (Clock::manual(start), moved)
         }

@@ -380,3 +380,19 @@ async fn each_brand_holds_its_own_money_and_the_business_total_is_their_sum() {
         .await;
     r.assert_error(404, "resource_missing", Some("brand"));
 }
+
+#[tokio::test]
+async fn a_new_manual_clock_starts_at_clock_start_and_a_stored_one_never_moves_back() {
+    // In the past on purpose: a new clock starts exactly there.
+    let mut app = crate::helpers::spawn_app_with(&[
+        "--clock-start".to_string(),
+        "2020-02-03T09:00:00+01:00".to_string(),
+    ])
+    .await;
+    assert_eq!(app.now().await.to_rfc3339(), "2020-02-03T08:00:00+00:00");
+    app.advance(60).await;
+    app.terminate();
+    // Restarted with an earlier start: the stored time stands.
+    app.start(&["--clock-start", "2020-01-01T00:00:00Z"]);
+    assert_eq!(app.now().await.to_rfc3339(), "2020-02-03T08:01:00+00:00");
+}

@@ -149,6 +149,13 @@ pub async fn spawn_app() -> TestApp {
 /// is opened instead.
 pub const IDLE_CONNECTION_REUSE: Duration = Duration::from_secs(2);
 
+/// Where every test server's manual clock starts on a fresh store
+/// (`--clock-start`; a restart continues from the stored time): Thursday
+/// 26 November 2026, 10:00 Lagos. The suite's dated steps (a Friday's
+/// collection settled on Monday 30 November, December holidays, the March
+/// 2027 Easter) come after it whatever day the suite runs.
+pub const SUITE_CLOCK_START: &str = "2026-11-26T10:00:00+01:00";
+
 /// Per-merchant rate (requests per second, both modes) that
 /// [`TestApp::create_merchant`] gives merchants: the suite fires bursts
 /// (concurrent payouts, loops of hundreds of calls) that the defaults (25/s
@@ -177,6 +184,9 @@ pub fn unstarted_app_on(extra: &[String], store: Option<String>) -> TestApp {
     let mut extra = extra.to_vec();
     if !extra.iter().any(|a| a.starts_with("--ip-rate-limit")) {
         extra.extend(["--ip-rate-limit".to_string(), "0".to_string()]);
+    }
+    if !extra.iter().any(|a| a.starts_with("--clock-start")) {
+        extra.extend(["--clock-start".to_string(), SUITE_CLOCK_START.to_string()]);
     }
     let dir = Arc::new(tempfile::tempdir().expect("temp dir"));
     TestApp {
@@ -219,6 +229,22 @@ impl TestApp {
         self.dir.path().join("kobo.log")
     }
 
+    /// The flags given at creation, less those this start gives its own
+    /// value for (`--clock-start`).
+    fn standing_args(&self, extra: &[&str]) -> Vec<String> {
+        let own_clock_start = extra.contains(&"--clock-start");
+        let mut out = Vec::new();
+        let mut args = self.extra_args.iter();
+        while let Some(a) = args.next() {
+            if own_clock_start && a == "--clock-start" {
+                args.next();
+                continue;
+            }
+            out.push(a.clone());
+        }
+        out
+    }
+
     /// Starts the binary on the data dir and waits for its listening line.
     pub fn start(&mut self, extra: &[&str]) {
         let log = std::fs::OpenOptions::new()
@@ -239,7 +265,7 @@ impl TestApp {
             .arg("--data")
             .arg(self.data_dir())
             .args(self.store.iter().flat_map(|url| ["--store", url]))
-            .args(&self.extra_args)
+            .args(self.standing_args(extra))
             .args(extra)
             .env("RUST_LOG", "info")
             .envs(self.envs.iter().map(|(k, v)| (k, v)))
