@@ -286,22 +286,19 @@ fn start_clock(args: &ServeArgs, store: &Store) -> Result<(Clock, ClockMove)> {
                 .read()?
                 .get(Table::Meta, META_MANUAL_CLOCK)?
                 .map(|v| from_micros(u64_from(&v) as i64));
-            let at = match &args.clock_start {
-                Some(at) => Some(
+            let at = args
+                .clock_start
+                .as_deref()
+                .map(|at| {
                     chrono::DateTime::parse_from_rfc3339(at)
-                        .with_context(|| {
-                            format!("--clock-start {at} is not an RFC 3339 date-time")
-                        })?
-                        .with_timezone(&Utc),
-                ),
-                None => None,
-            };
-            let start = match (stored, at) {
-                (Some(stored), Some(at)) => stored.max(at),
-                (Some(stored), None) => stored,
-                (None, Some(at)) => at,
-                (None, None) => from_micros(Utc::now().timestamp_micros()),
-            };
+                        .with_context(|| format!("--clock-start {at} is not an RFC 3339 date-time"))
+                })
+                .transpose()?
+                .map(|at| at.with_timezone(&Utc));
+            // `None` orders below any time: the later of the two given.
+            let start = stored
+                .max(at)
+                .unwrap_or_else(|| from_micros(Utc::now().timestamp_micros()));
             let moved = stored.filter(|s| *s < start).map(|s| (s, start));
             (Clock::manual(start), moved)
         }

@@ -396,3 +396,25 @@ async fn a_new_manual_clock_starts_at_clock_start_and_a_stored_one_never_moves_b
     app.start(&["--clock-start", "2020-01-01T00:00:00Z"]);
     assert_eq!(app.now().await.to_rfc3339(), "2020-02-03T08:01:00+00:00");
 }
+
+#[test]
+fn a_clock_start_that_is_not_a_date_time_stops_the_start_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = crate::helpers::kobo([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--clock",
+        "manual",
+        "--clock-start",
+        "last friday",
+        "--data",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--clock-start last friday is not an RFC 3339 date-time"),
+        "{stderr}"
+    );
+}
