@@ -69,8 +69,19 @@ async fn holders(app: &TestApp) -> HashMap<u64, String> {
 /// Polls `app`'s view until every shard is held by one of `nodes` and each
 /// of them holds some; answers how long that took. Panics past `bound`.
 pub(crate) async fn wait_for_shards(app: &TestApp, nodes: &[&str], bound: Duration) -> Duration {
+    wait_for_shards_while(app, nodes, bound, || {}).await
+}
+
+/// [`wait_for_shards`], calling `between_polls` before each look.
+async fn wait_for_shards_while(
+    app: &TestApp,
+    nodes: &[&str],
+    bound: Duration,
+    mut between_polls: impl FnMut(),
+) -> Duration {
     let started = Instant::now();
     loop {
+        between_polls();
         let held = holders(app).await;
         let all = held.len() == 256 && held.values().all(|n| nodes.contains(&n.as_str()));
         if all && nodes.iter().all(|n| held.values().any(|h| h == n)) {
@@ -125,7 +136,7 @@ fn exited(app: &mut TestApp) -> bool {
 async fn wait_for_rejoin(a: &TestApp, c: &mut TestApp, bound: Duration) {
     let started = Instant::now();
     let mut restarted = false;
-    loop {
+    wait_for_shards_while(a, &["node-a", "node-c"], bound, || {
         if !restarted && exited(c) {
             eprintln!(
                 "node-c stopped itself {:?} after the pause; restarting it",
@@ -134,19 +145,8 @@ async fn wait_for_rejoin(a: &TestApp, c: &mut TestApp, bound: Duration) {
             c.start(&["--cluster", "--node-id", "node-c"]);
             restarted = true;
         }
-        let held = holders(a).await;
-        let c_holds = held.values().any(|n| n == "node-c");
-        if held.len() == 256 && c_holds && held.values().all(|n| n == "node-a" || n == "node-c") {
-            return;
-        }
-        assert!(
-            started.elapsed() < bound,
-            "after {:?} node-c (restarted: {restarted}) has not rejoined; the shards are held by {:?}",
-            started.elapsed(),
-            held.values().collect::<HashSet<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
 }
 
 /// Panics with the end of `app`'s log when its process has exited.
@@ -586,17 +586,12 @@ async fn three_nodes_survive_a_sigkill_and_a_pause_without_losing_or_doubling_mo
                 "payout {payout} moved {moves:?}"
             );
         }
-        let first = lines_against_balances(&a, &m.test_key, &lines).await;
-        if first.iter().any(|(_, lines, balance)| lines != balance) {
-            // Read again, to tell a ledger still moving from a broken one.
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            let lines = a.all_lines(&m.test_key).await;
-            let again = lines_against_balances(&a, &m.test_key, &lines).await;
-            panic!(
-                "merchant {mi}: the ledger's lines do not sum to its balances \
-                 ((bucket, lines, balance) in NGN): {first:?}; read again 2 s later: {again:?}"
-            );
-        }
+        let sums = lines_against_balances(&a, &m.test_key, &lines).await;
+        assert!(
+            sums.iter().all(|(_, lines, balance)| lines == balance),
+            "merchant {mi}: the ledger's lines do not sum to its balances \
+             ((bucket, lines, balance) in NGN): {sums:?}"
+        );
     }
 
     // Every event of every merchant reached its endpoint at least once.
