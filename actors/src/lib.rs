@@ -41,6 +41,7 @@ pub mod cluster;
 pub mod credential;
 pub mod customer;
 pub mod dashboard_user;
+pub mod decoded;
 pub mod direct_debit;
 pub mod env;
 pub mod error;

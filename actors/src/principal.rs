@@ -2,21 +2,31 @@
 //! checkout credential) resolved to a merchant, a mode and a caller. Reads
 //! merchants, API keys and payment intents from a snapshot.
 
+use std::sync::{Arc, LazyLock};
+
 use uuid::Uuid;
 
 use kobo_storage::Table;
 
 use crate::auth::{Caller, RateLimitKey};
+use crate::decoded::DecodedRows;
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::Mode;
 use crate::merchant::{key_hash, secret_key_mode, ApiKey, Merchant};
 use crate::payment_intent::PaymentIntent;
 
+/// Merchants and API keys as last decoded (read on every request). One
+/// for the process, whatever the store: a decoded row depends only on its
+/// bytes, which every read compares ([`DecodedRows`]).
+static MERCHANTS: LazyLock<DecodedRows<Merchant>> =
+    LazyLock::new(|| DecodedRows::new(Table::Merchants));
+static API_KEYS: LazyLock<DecodedRows<ApiKey>> = LazyLock::new(|| DecodedRows::new(Table::ApiKeys));
+
 /// Who is calling.
 #[derive(Debug, Clone)]
 pub struct Principal {
-    pub merchant: Merchant,
+    pub merchant: Arc<Merchant>,
     pub mode: Mode,
     /// The credential used.
     pub caller: Caller,
@@ -42,14 +52,14 @@ pub fn authenticate(
     let read = kobo.store.read()?;
     let unauthenticated = || DomainError::unauthenticated("invalid, unknown or revoked API key");
     if secret_key_mode(bearer).is_some() {
-        let key: ApiKey = read
-            .get_decoded(Table::ApiKeys, key_hash(bearer).as_bytes())?
+        let key = API_KEYS
+            .get(&read, key_hash(bearer).as_bytes())?
             .ok_or_else(unauthenticated)?;
         if key.revoked_at.is_some() {
             return Err(unauthenticated());
         }
-        let merchant: Merchant = read
-            .get_decoded(Table::Merchants, key.merchant.as_bytes())?
+        let merchant = MERCHANTS
+            .get(&read, key.merchant.as_bytes())?
             .ok_or_else(unauthenticated)?;
         return Ok(Principal {
             merchant,
@@ -77,8 +87,8 @@ pub fn authenticate(
     {
         return Err(unauthenticated());
     }
-    let merchant: Merchant = read
-        .get_decoded(Table::Merchants, intent.merchant.as_bytes())?
+    let merchant = MERCHANTS
+        .get(&read, intent.merchant.as_bytes())?
         .ok_or_else(unauthenticated)?;
     Ok(Principal {
         merchant,

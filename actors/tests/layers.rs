@@ -39,6 +39,7 @@ const CORE: &[&str] = &[
     "clock",
     "cluster",
     "credential",
+    "decoded",
     "env",
     "error",
     "event",

@@ -835,7 +835,7 @@ async fn charge_mandate(
                 super::mandates::direct_debit_enabled(&c.p)?;
                 let params = intent_params(&c.kobo().config.base_url, &i, amount);
                 let charge = ChargeMandate {
-                    merchant: Box::new(c.p.merchant.clone()),
+                    merchant: Box::new((*c.p.merchant).clone()),
                     mode: i.mode,
                     params,
                     invoice: Some(i.id),

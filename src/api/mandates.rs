@@ -398,7 +398,7 @@ async fn charge(
                 let m = own(state, p, raw)?;
                 direct_debit_enabled(p)?;
                 let charge = ChargeMandate {
-                    merchant: Box::new(p.merchant.clone()),
+                    merchant: Box::new((*p.merchant).clone()),
                     mode: m.mode,
                     params,
                     invoice: None,

@@ -104,7 +104,7 @@ impl Ctx {
     /// The session's merchant and mode as the API's principal.
     pub fn principal(&self) -> Principal {
         Principal {
-            merchant: self.merchant.clone(),
+            merchant: std::sync::Arc::new(self.merchant.clone()),
             mode: self.session.mode,
             caller: Caller::Dashboard,
         }

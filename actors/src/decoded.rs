@@ -1,0 +1,99 @@
+//! Rows read on every request, kept decoded beside their stored bytes: the
+//! merchant and the API key behind each secret-key request. A read still
+//! goes to the store snapshot (so a change is seen by the next request, on
+//! every node); only the decoding is skipped when the stored bytes are the
+//! ones decoded before. Byte-for-byte equal rows decode to equal values, so
+//! what a caller gets never depends on the cache.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+
+use kobo_storage::{decode, ReadTxn, StoreError, Table};
+
+/// How many rows one cache keeps; past it the cache starts again empty (a
+/// load test with more merchants than this decodes as if there were none).
+const CAPACITY: usize = 4096;
+
+/// A row's stored bytes and the value decoded from them.
+type Decoded<T> = (Vec<u8>, Arc<T>);
+
+/// Decoded values of one table's rows, by key, each with the bytes it was
+/// decoded from.
+pub struct DecodedRows<T> {
+    table: Table,
+    rows: Mutex<HashMap<Vec<u8>, Decoded<T>>>,
+}
+
+impl<T: DeserializeOwned> DecodedRows<T> {
+    pub fn new(table: Table) -> DecodedRows<T> {
+        DecodedRows {
+            table,
+            rows: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The row at `key` as `read` sees it, decoded (or `None` when absent).
+    pub fn get(&self, read: &ReadTxn, key: &[u8]) -> Result<Option<Arc<T>>, StoreError> {
+        let Some(bytes) = read.get(self.table, key)? else {
+            return Ok(None);
+        };
+        if let Some((seen, value)) = self.rows.lock().get(key) {
+            if *seen == bytes {
+                return Ok(Some(value.clone()));
+            }
+        }
+        let value = Arc::new(decode::<T>(&bytes)?);
+        let mut rows = self.rows.lock();
+        if rows.len() >= CAPACITY {
+            rows.clear();
+        }
+        rows.insert(key.to_vec(), (bytes, value.clone()));
+        Ok(Some(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kobo_storage::{Batch, Store, WriterMetrics};
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Deserialize, Serialize, PartialEq)]
+    struct Row {
+        name: String,
+    }
+
+    async fn put(writer: &kobo_storage::Writer, key: &[u8], name: &str) {
+        let mut batch = Batch::new();
+        batch.put(Table::Merchants, key.to_vec(), &Row { name: name.into() });
+        writer.commit(batch).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_row_that_changed_is_decoded_again_and_an_unchanged_one_is_shared() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let writer = store.start_writer(WriterMetrics::default());
+        let rows: DecodedRows<Row> = DecodedRows::new(Table::Merchants);
+        assert!(rows.get(&store.read().unwrap(), b"m1").unwrap().is_none());
+
+        put(&writer, b"m1", "Ada").await;
+        let first = rows.get(&store.read().unwrap(), b"m1").unwrap().unwrap();
+        let again = rows.get(&store.read().unwrap(), b"m1").unwrap().unwrap();
+        assert_eq!(first.name, "Ada");
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "unchanged bytes are not decoded again"
+        );
+
+        put(&writer, b"m1", "Bola").await;
+        let changed = rows.get(&store.read().unwrap(), b"m1").unwrap().unwrap();
+        assert_eq!(
+            changed.name, "Bola",
+            "a changed row is never answered from the cache"
+        );
+    }
+}
