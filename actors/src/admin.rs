@@ -162,10 +162,12 @@ fn add_key(batch: &mut Batch, key: &str, merchant: Uuid, mode: Mode, now: DateTi
 }
 
 pub fn load_merchant(kobo: &Env, id: Uuid) -> DomainResult<Option<Merchant>> {
-    Ok(kobo
-        .store
-        .read()?
-        .get_decoded(Table::Merchants, id.as_bytes())?)
+    Ok(load_merchant_shared(kobo, id)?.map(|m| (*m).clone()))
+}
+
+/// [`load_merchant`] without the copy: for the paths every payment takes.
+pub fn load_merchant_shared(kobo: &Env, id: Uuid) -> DomainResult<Option<Arc<Merchant>>> {
+    Ok(crate::merchant::read_merchant(&kobo.store.read()?, id)?)
 }
 
 /// Serializes changes to one merchant.

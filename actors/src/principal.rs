@@ -2,26 +2,18 @@
 //! checkout credential) resolved to a merchant, a mode and a caller. Reads
 //! merchants, API keys and payment intents from a snapshot.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use uuid::Uuid;
 
 use kobo_storage::Table;
 
 use crate::auth::{Caller, RateLimitKey};
-use crate::decoded::DecodedRows;
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::Mode;
-use crate::merchant::{key_hash, secret_key_mode, ApiKey, Merchant};
+use crate::merchant::{key_hash, read_api_key, read_merchant, secret_key_mode, Merchant};
 use crate::payment_intent::PaymentIntent;
-
-/// Merchants and API keys as last decoded (read on every request). One
-/// for the process, whatever the store: a decoded row depends only on its
-/// bytes, which every read compares ([`DecodedRows`]).
-static MERCHANTS: LazyLock<DecodedRows<Merchant>> =
-    LazyLock::new(|| DecodedRows::new(Table::Merchants));
-static API_KEYS: LazyLock<DecodedRows<ApiKey>> = LazyLock::new(|| DecodedRows::new(Table::ApiKeys));
 
 /// Who is calling.
 #[derive(Debug, Clone)]
@@ -52,15 +44,11 @@ pub fn authenticate(
     let read = kobo.store.read()?;
     let unauthenticated = || DomainError::unauthenticated("invalid, unknown or revoked API key");
     if secret_key_mode(bearer).is_some() {
-        let key = API_KEYS
-            .get(&read, key_hash(bearer).as_bytes())?
-            .ok_or_else(unauthenticated)?;
+        let key = read_api_key(&read, &key_hash(bearer))?.ok_or_else(unauthenticated)?;
         if key.revoked_at.is_some() {
             return Err(unauthenticated());
         }
-        let merchant = MERCHANTS
-            .get(&read, key.merchant.as_bytes())?
-            .ok_or_else(unauthenticated)?;
+        let merchant = read_merchant(&read, key.merchant)?.ok_or_else(unauthenticated)?;
         return Ok(Principal {
             merchant,
             mode: key.mode,
@@ -87,9 +75,7 @@ pub fn authenticate(
     {
         return Err(unauthenticated());
     }
-    let merchant = MERCHANTS
-        .get(&read, intent.merchant.as_bytes())?
-        .ok_or_else(unauthenticated)?;
+    let merchant = read_merchant(&read, intent.merchant)?.ok_or_else(unauthenticated)?;
     Ok(Principal {
         merchant,
         mode: intent.mode,

@@ -7,6 +7,7 @@
 //! created with the merchant); `query.rs` brand reads.
 
 use std::fmt;
+use std::sync::{Arc, LazyLock};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -14,9 +15,29 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use kobo_storage::{ReadTxn, StoreError, Table};
+
+use crate::decoded::DecodedRows;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{random_base62, sha256_hex, Mode};
 use crate::money::{default_pricing, Channel, Currency, FeeRule, Pricing, MAX_AMOUNT};
+
+/// Merchants and API keys as last decoded: read on every request. One
+/// for the process, whatever the store: a decoded row depends only on its
+/// bytes, which every read compares ([`DecodedRows`]).
+static MERCHANTS: LazyLock<DecodedRows<Merchant>> =
+    LazyLock::new(|| DecodedRows::new(Table::Merchants));
+static API_KEYS: LazyLock<DecodedRows<ApiKey>> = LazyLock::new(|| DecodedRows::new(Table::ApiKeys));
+
+/// The merchant `id` as `read` sees it, shared (decoded once per version).
+pub fn read_merchant(read: &ReadTxn, id: Uuid) -> Result<Option<Arc<Merchant>>, StoreError> {
+    MERCHANTS.get(read, id.as_bytes())
+}
+
+/// The API key stored under `hash` ([`key_hash`]) as `read` sees it.
+pub fn read_api_key(read: &ReadTxn, hash: &str) -> Result<Option<Arc<ApiKey>>, StoreError> {
+    API_KEYS.get(read, hash.as_bytes())
+}
 
 mod brand;
 mod keys;

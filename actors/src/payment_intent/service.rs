@@ -499,7 +499,7 @@ pub fn precheck_capture(
     channel: Channel,
     now: DateTime<Utc>,
 ) -> DomainResult<Settings> {
-    let merchant = crate::admin::load_merchant(kobo, intent.merchant)?
+    let merchant = crate::admin::load_merchant_shared(kobo, intent.merchant)?
         .ok_or_else(|| DomainError::internal("payment of an unknown merchant"))?;
     let (gross, fee, net) = intent.capture_on(channel)?;
     plan_capture(
@@ -515,7 +515,7 @@ pub fn precheck_capture(
         net,
         now,
     )?;
-    Ok(merchant.settings)
+    Ok(merchant.settings.clone())
 }
 
 /// [`commit_decision`]; a capture uses `settings` when given (from
@@ -642,10 +642,9 @@ async fn post_capture(
     let settings = match settings {
         Some(s) => s,
         None => {
-            loaded = crate::admin::load_merchant(kobo, after.merchant)?
-                .ok_or_else(|| DomainError::internal("payment of an unknown merchant"))?
-                .settings;
-            &loaded
+            loaded = crate::admin::load_merchant_shared(kobo, after.merchant)?
+                .ok_or_else(|| DomainError::internal("payment of an unknown merchant"))?;
+            &loaded.settings
         }
     };
     let plan = plan_capture(

@@ -594,9 +594,25 @@ impl Hub {
         self.rx.lock().take()
     }
 
-    pub(crate) fn announce(&self, item: Arc<StreamItem>) {
-        // No subscriber is not an error.
-        let _ = self.stream.send(item);
+    /// Announces committed events (with their stream positions) to the
+    /// live streams. With no stream open nothing is rendered: a stream
+    /// opened after this check reads its start from the store, where these
+    /// events already are (they committed before this call).
+    pub(crate) fn announce_all(&self, events: Vec<(u64, crate::event::Event)>) {
+        if events.is_empty() || self.stream.receiver_count() == 0 {
+            return;
+        }
+        for (pos, event) in events {
+            let item = StreamItem {
+                merchant: event.merchant,
+                mode: event.mode,
+                pos,
+                data: event.to_api().to_string().into(),
+                event_type: event.event_type,
+            };
+            // A subscriber gone meanwhile is not an error.
+            let _ = self.stream.send(Arc::new(item));
+        }
     }
 
     /// Cluster mode: this node's shards changed; deliveries follow (see

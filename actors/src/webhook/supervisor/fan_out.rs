@@ -139,13 +139,7 @@ impl Supervisor {
                     event.id.as_bytes().to_vec(),
                 )
                 .note_seq(pos);
-            after.announce.push(Arc::new(StreamItem {
-                merchant: event.merchant,
-                mode: event.mode,
-                pos,
-                event_type: event.event_type.clone(),
-                data: event.to_api().to_string().into(),
-            }));
+            after.announce.push((pos, event));
         }
         Ok(taken >= OUTBOX_SLICE)
     }

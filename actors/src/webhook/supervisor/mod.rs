@@ -49,8 +49,8 @@ use super::{
     attempt_key, attempt_pruned, delivery_key, endpoint_index_key, new_secret, parse_queue_key,
     queue_key, stream_key, validate_url, Command, DeletedEndpointView, Delivery, DeliveryAttempt,
     DeliveryStatus, EndpointChange, EndpointStatus, EventRedeliveryObject, Msg, RedeliveryView,
-    StreamItem, WebhookEndpoint, WebhookEndpointObject, WebhookTestObject, WebhookTestView,
-    WebhookView, MAX_ENDPOINTS_PER_MODE, RETRY_DELAYS_SECS, TEST_EVENT_TYPE,
+    WebhookEndpoint, WebhookEndpointObject, WebhookTestObject, WebhookTestView, WebhookView,
+    MAX_ENDPOINTS_PER_MODE, RETRY_DELAYS_SECS, TEST_EVENT_TYPE,
 };
 
 /// Attempts in flight in all at most.
@@ -206,7 +206,9 @@ impl Batches {
 #[derive(Default)]
 struct After {
     notes: Vec<(Uuid, u64)>,
-    announce: Vec<Arc<StreamItem>>,
+    /// Events to announce on the live stream, at their stream positions;
+    /// rendered only when someone listens (see [`Hub::announce_all`]).
+    announce: Vec<(u64, Event)>,
     released: Vec<Uuid>,
     delivered: u64,
     failed_attempts: u64,
@@ -404,9 +406,7 @@ impl Supervisor {
             .failed_attempts
             .fetch_add(after.failed_attempts, Ordering::Relaxed);
         stats.dropped.fetch_add(after.dropped, Ordering::Relaxed);
-        for item in after.announce {
-            self.hub.announce(item);
-        }
+        self.hub.announce_all(after.announce);
         Ok(())
     }
 
