@@ -38,6 +38,11 @@ fn arg(n: usize, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// Latencies in microseconds, up to a minute.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds")
+}
+
 fn main() {
     let concurrency = arg(1, 64) as usize;
     let seconds = arg(2, 10);
@@ -66,9 +71,7 @@ fn main() {
         let stop = Arc::new(AtomicBool::new(false));
         let posted = Arc::new(AtomicU64::new(0));
         let errors = Arc::new(AtomicU64::new(0));
-        let latencies = Arc::new(Mutex::new(
-            Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram"),
-        ));
+        let latencies = Arc::new(Mutex::new(histogram()));
         let started = Instant::now();
         let callers = (0..concurrency).map(|_| {
             let (kobo, stop, posted, errors, latencies) = (
@@ -79,8 +82,7 @@ fn main() {
                 latencies.clone(),
             );
             async move {
-                let mut mine =
-                    Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram");
+                let mut mine = histogram();
                 while !stop.load(Ordering::Relaxed) {
                     let sent = Instant::now();
                     match post(&kobo, merchant, brand, lines, row_bytes).await {
