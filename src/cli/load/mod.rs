@@ -9,11 +9,13 @@
 //! - [`report`]: histograms, timeline, the report;
 //! - [`audit`]: the money audit (pure checks over fetched data);
 //! - [`html`]: the HTML report;
-//! - [`webhook`]: the HTTPS receiver for real webhook deliveries.
+//! - [`webhook`]: the HTTPS receiver for real webhook deliveries;
+//! - [`plain`]: the operations' own connections to a plain-HTTP server.
 
 pub mod audit;
 pub mod driver;
 pub mod html;
+pub mod plain;
 pub mod report;
 pub mod scenario;
 pub mod webhook;
@@ -197,6 +199,7 @@ async fn run(args: LoadArgs) -> Result<i32> {
         .build()?;
     let api = Api {
         client,
+        plain: plain::PlainHttp::for_base(&base, &args.key).map(Arc::new),
         base,
         key: args.key.clone(),
         key_style: args.idempotency_keys,

@@ -25,6 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::plain::PlainHttp;
 use super::webhook::Receiver;
 
 /// One kind of operation.
@@ -248,6 +249,9 @@ impl Answered for Brief {
 #[derive(Clone)]
 pub struct Api {
     pub client: reqwest::Client,
+    /// The operations' own connections, for a plain `http://` server
+    /// ([`PlainHttp`]); `None`: the POSTs go through `client`.
+    pub plain: Option<Arc<PlainHttp>>,
     pub base: String,
     pub key: String,
     pub key_style: KeyStyle,
@@ -265,7 +269,11 @@ pub enum KeyStyle {
 impl KeyStyle {
     fn new_key(self) -> String {
         match self {
-            KeyStyle::Random => uuid::Uuid::new_v4().to_string(),
+            // Random bytes from the thread's generator: no system call per
+            // key, as `new_v4` would make.
+            KeyStyle::Random => uuid::Builder::from_random_bytes(rand::random())
+                .into_uuid()
+                .to_string(),
             KeyStyle::TimeOrdered => uuid::Uuid::now_v7().to_string(),
         }
     }
@@ -307,11 +315,17 @@ impl Api {
         body: Value,
         want: &[u16],
     ) -> Result<T, OpError> {
+        let idempotency_key = self.key_style.new_key();
+        if let Some(plain) = &self.plain {
+            let body = serde_json::to_vec(&body).expect("a JSON value serializes");
+            let reply = plain.post(path, &idempotency_key, body).await?;
+            return answered(reply.status, &reply.body, want);
+        }
         let r = self
             .client
             .post(format!("{}{path}", self.base))
             .bearer_auth(&self.key)
-            .header("Idempotency-Key", self.key_style.new_key())
+            .header("Idempotency-Key", idempotency_key)
             .json(&body)
             .send()
             .await;
@@ -329,10 +343,19 @@ async fn answer<T: DeserializeOwned + Default>(
     let r = r.map_err(transport)?;
     let status = r.status().as_u16();
     let body = r.bytes().await.map_err(transport)?;
+    answered(status, &body, want)
+}
+
+/// [`answer`] of a response already read: `status` and `body`.
+fn answered<T: DeserializeOwned + Default>(
+    status: u16,
+    body: &[u8],
+    want: &[u16],
+) -> Result<T, OpError> {
     if want.contains(&status) {
-        return Ok(serde_json::from_slice(&body).unwrap_or_default());
+        return Ok(serde_json::from_slice(body).unwrap_or_default());
     }
-    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let code = v["error"]["code"].as_str().unwrap_or("no_error_code");
     Err(OpError(format!("{status} {code}")))
 }
