@@ -1,6 +1,6 @@
 //! `kobo load`'s sender for a plain `http://` server: its own pool of
 //! HTTP/1.1 connections (hyper's client connection, one request at a time
-//! on each), used by every operation's POSTs.
+//! on each), used by every operation's POSTs and `GET /healthz`.
 //!
 //! Why not the general client (reqwest) the audit uses: on the same cores
 //! as the server, every microsecond the tool spends per request is taken
@@ -83,8 +83,23 @@ impl PlainHttp {
             .header(AUTHORIZATION, self.authorization.clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header("idempotency-key", idempotency_key)
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| OpError(format!("request: {e}")))?;
+            .body(Full::new(Bytes::from(body)));
+        self.timed(request).await
+    }
+
+    /// GETs `path` without credentials (`/healthz`), as [`PlainHttp::post`].
+    pub async fn get_anonymous(&self, path: &str) -> Result<Reply, OpError> {
+        let request = Request::get(path)
+            .header(HOST, self.host.clone())
+            .body(Full::new(Bytes::new()));
+        self.timed(request).await
+    }
+
+    async fn timed(
+        &self,
+        request: Result<Request<Full<Bytes>>, hyper::http::Error>,
+    ) -> Result<Reply, OpError> {
+        let request = request.map_err(|e| OpError(format!("request: {e}")))?;
         match tokio::time::timeout(TIMEOUT, self.send(request)).await {
             Ok(reply) => reply,
             Err(_) => Err(OpError("timeout".into())),
@@ -206,12 +221,13 @@ mod tests {
                         counts.requests.fetch_add(1, Ordering::SeqCst);
                         async move {
                             let path = req.uri().path().to_string();
-                            let key = req.headers()["idempotency-key"]
-                                .to_str()
-                                .unwrap()
-                                .to_string();
-                            let auth = req.headers()[AUTHORIZATION].to_str().unwrap().to_string();
-                            let host = req.headers()[HOST].to_str().unwrap().to_string();
+                            let header = |name: &str| {
+                                let value = req.headers().get(name);
+                                value.map_or("", |v| v.to_str().unwrap()).to_string()
+                            };
+                            let key = header("idempotency-key");
+                            let auth = header(AUTHORIZATION.as_str());
+                            let host = header(HOST.as_str());
                             let body = req.into_body().collect().await.unwrap().to_bytes();
                             let echo = serde_json::json!({
                                 "path": path, "key": key, "auth": auth, "host": host,
@@ -253,7 +269,13 @@ mod tests {
             assert_eq!(echo["host"], base.trim_start_matches("http://"));
             assert_eq!(echo["body"], r#"{"amount":1}"#);
         }
-        assert_eq!(seen.requests.load(Ordering::SeqCst), 5);
+        let reply = pool.get_anonymous("/healthz").await.unwrap();
+        let echo: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(
+            (&echo["path"], &echo["auth"]),
+            (&"/healthz".into(), &"".into())
+        );
+        assert_eq!(seen.requests.load(Ordering::SeqCst), 6);
         assert_eq!(seen.connections.load(Ordering::SeqCst), 1);
     }
 

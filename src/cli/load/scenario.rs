@@ -307,6 +307,20 @@ impl Api {
         }
     }
 
+    /// `GET /healthz`, expecting 200.
+    pub async fn healthz(&self) -> Result<(), OpError> {
+        if let Some(plain) = &self.plain {
+            let reply = plain.get_anonymous("/healthz").await?;
+            return answered::<Value>(reply.status, &reply.body, &[200]).map(|_| ());
+        }
+        let r = self
+            .client
+            .get(format!("{}/healthz", self.base))
+            .send()
+            .await;
+        answer::<Value>(r, &[200]).await.map(|_| ())
+    }
+
     /// A POST with a fresh Idempotency-Key, expecting `want`; the answer
     /// read as `T` (a [`Value`], or a [`Brief`]).
     pub async fn post<T: DeserializeOwned + Default>(
@@ -463,15 +477,7 @@ impl Flows {
     /// Runs one operation; for `webhook`, returns once its delivery came.
     pub async fn run(&self, op: Op) -> Result<(), OpError> {
         match op {
-            Op::Healthz => {
-                let r = self
-                    .api
-                    .client
-                    .get(format!("{}/healthz", self.api.base))
-                    .send()
-                    .await;
-                answer::<Value>(r, &[200]).await.map(|_| ())
-            }
+            Op::Healthz => self.api.healthz().await,
             Op::Create => self.create(AMOUNT).await.map(|_| ()),
             Op::Transfer => self.paid_intent(AMOUNT).await.map(|_| ()),
             Op::Card => self.card().await,
