@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::plain::PlainHttp;
+use super::plain::{self, PlainHttp};
 use super::webhook::Receiver;
 
 /// One kind of operation.
@@ -310,7 +310,7 @@ impl Api {
     /// `GET /healthz`, expecting 200.
     pub async fn healthz(&self) -> Result<(), OpError> {
         if let Some(plain) = &self.plain {
-            let reply = plain.get_anonymous("/healthz").await?;
+            let reply = plain.get_anonymous("/healthz").await.map_err(failed)?;
             return answered::<Value>(reply.status, &reply.body, &[200]).map(|_| ());
         }
         let r = self
@@ -332,7 +332,10 @@ impl Api {
         let idempotency_key = self.key_style.new_key();
         if let Some(plain) = &self.plain {
             let body = serde_json::to_vec(&body).expect("a JSON value serializes");
-            let reply = plain.post(path, &idempotency_key, body).await?;
+            let reply = plain
+                .post(path, &idempotency_key, body)
+                .await
+                .map_err(failed)?;
             return answered(reply.status, &reply.body, want);
         }
         let r = self
@@ -372,6 +375,10 @@ fn answered<T: DeserializeOwned + Default>(
     let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let code = v["error"]["code"].as_str().unwrap_or("no_error_code");
     Err(OpError(format!("{status} {code}")))
+}
+
+fn failed(failure: plain::Failure) -> OpError {
+    OpError(failure.to_string())
 }
 
 fn transport(e: reqwest::Error) -> OpError {
