@@ -8,7 +8,8 @@
 //! URL, checks a connection out of its host-keyed pool through several
 //! layers, and hands the request to a separate connection task; this pool
 //! keeps the address and the fixed headers made once and pops a connection
-//! from a list (docs/performance.md, "A lighter load tool"). An `https://`
+//! from a list: 43% less of the tool's CPU per create (docs/performance.md,
+//! "The writer sets the pace, a lighter load tool ..."). An `https://`
 //! server goes through the general client, whose TLS this does not have.
 
 use std::time::Duration;
