@@ -250,21 +250,28 @@ mod tests {
         (base, seen)
     }
 
+    /// POSTs `body` to `path` with the key `key-N`, expecting 200; the
+    /// test server's echo of it.
+    async fn echo_of_post(
+        pool: &PlainHttp,
+        path: &str,
+        n: usize,
+        body: &[u8],
+    ) -> serde_json::Value {
+        let reply = pool
+            .post(path, &format!("key-{n}"), body.to_vec())
+            .await
+            .unwrap();
+        assert_eq!(reply.status, 200);
+        serde_json::from_slice(&reply.body).unwrap()
+    }
+
     #[tokio::test]
     async fn requests_one_after_another_share_one_connection() {
         let (base, seen) = server(false).await;
         let pool = PlainHttp::for_base(&base, "svc_test_k").unwrap();
         for n in 0..5 {
-            let reply = pool
-                .post(
-                    "/v1/payment_intents",
-                    &format!("key-{n}"),
-                    br#"{"amount":1}"#.to_vec(),
-                )
-                .await
-                .unwrap();
-            assert_eq!(reply.status, 200);
-            let echo: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+            let echo = echo_of_post(&pool, "/v1/payment_intents", n, br#"{"amount":1}"#).await;
             assert_eq!(echo["path"], "/v1/payment_intents");
             assert_eq!(echo["key"], format!("key-{n}"));
             assert_eq!(echo["auth"], "Bearer svc_test_k");
@@ -286,11 +293,7 @@ mod tests {
         let (base, seen) = server(true).await;
         let pool = PlainHttp::for_base(&base, "k").unwrap();
         for n in 0..5 {
-            let reply = pool
-                .post("/p", &format!("key-{n}"), b"{}".to_vec())
-                .await
-                .unwrap();
-            assert_eq!(reply.status, 200);
+            echo_of_post(&pool, "/p", n, b"{}").await;
         }
         assert_eq!(seen.requests.load(Ordering::SeqCst), 5);
         assert_eq!(seen.connections.load(Ordering::SeqCst), 5);
