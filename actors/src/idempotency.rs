@@ -18,6 +18,20 @@
 //! tag and the intent id before the key (`merchant | mode | tag | intent |
 //! key`). Tags are control bytes, which an Idempotency-Key (visible ASCII)
 //! never starts with, so the two forms never meet.
+//!
+//! Where a record is stored: Idempotency-Keys are the client's, mostly
+//! random (UUIDv4), so the row found by key lands on a random page of the
+//! store, and the writer copies that page for each save. The record itself
+//! (fingerprint, status, the body) is therefore the value of its expiry
+//! row (`idempotency_expiry`, keyed by the end of its 24 hours, so new rows
+//! arrive at the end of the table), and the row found by key
+//! (`idempotency_keys`) holds only the expiry time: the random page per
+//! save holds small rows (docs/performance.md). A key saved twice in one
+//! batch leaves one record; saved again after its 24 hours, the newer
+//! record is found and the older one pruned alone. Responses saved before
+//! this layout (schema 3) are whole under their key in `idempotency`, with
+//! an empty expiry row; [`lookup`] still finds them and [`prune_batches`]
+//! removes them after their 24 hours.
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -257,22 +271,11 @@ impl IdempotencySave {
             body,
             created_at: now,
         };
-        batch.put_compact(
-            Table::Idempotency,
-            record_key(self.merchant, self.mode, self.caller, &self.key),
-            &record,
-        );
-        batch.put_raw(
-            Table::IdempotencyExpiry,
-            expiry_key(
-                now + retention(),
-                self.merchant,
-                self.mode,
-                self.caller,
-                &self.key,
-            ),
-            Vec::new(),
-        );
+        let key = record_key(self.merchant, self.mode, self.caller, &self.key);
+        let expires = micros(now + retention());
+        batch
+            .put_compact(Table::IdempotencyExpiry, expiry_key(expires, &key), &record)
+            .put_raw(Table::IdempotencyKeys, key, expires.to_be_bytes().to_vec());
         record.body
     }
 }
@@ -299,18 +302,10 @@ pub fn record_key(merchant: Uuid, mode: Mode, caller: Caller, key: &str) -> Vec<
         .build()
 }
 
-fn expiry_key(
-    expires: DateTime<Utc>,
-    merchant: Uuid,
-    mode: Mode,
-    caller: Caller,
-    key: &str,
-) -> Vec<u8> {
-    let buf = KeyBuf::new()
-        .u64(micros(expires))
-        .bytes(merchant.as_bytes())
-        .u8(mode.byte());
-    caller_part(buf, caller).str(key).build()
+/// The expiry row of the record stored under `record` (a [`record_key`]):
+/// the end of its 24 hours (unix micros), then the record's key.
+fn expiry_key(expires: u64, record: &[u8]) -> Vec<u8> {
+    KeyBuf::new().u64(expires).bytes(record).build()
 }
 
 /// A saved record still within its 24 hours.
@@ -322,8 +317,15 @@ pub fn lookup(
     key: &str,
     now: DateTime<Utc>,
 ) -> Result<Option<IdempotencyRecord>, StoreError> {
-    let rec: Option<IdempotencyRecord> =
-        read.get_decoded(Table::Idempotency, &record_key(merchant, mode, caller, key))?;
+    let key = record_key(merchant, mode, caller, key);
+    let rec: Option<IdempotencyRecord> = match read.get(Table::IdempotencyKeys, &key)? {
+        Some(expires) => {
+            let expires = kobo_storage::writer::u64_from(&expires);
+            read.get_decoded(Table::IdempotencyExpiry, &expiry_key(expires, &key))?
+        }
+        // Saved before schema 4: the whole record under its key.
+        None => read.get_decoded(Table::Idempotency, &key)?,
+    };
     Ok(rec.filter(|r| r.created_at + retention() > now))
 }
 
@@ -338,7 +340,7 @@ pub fn prune_batches(
     let mut batches: std::collections::BTreeMap<[u8; 16], Batch> = Default::default();
     let limit = KeyBuf::new().u64(micros(now) + 1).build();
     let mut n = 0;
-    read.scan_prefix(Table::IdempotencyExpiry, &[], None, |k, _| {
+    read.scan_prefix(Table::IdempotencyExpiry, &[], None, |k, record_row| {
         if k >= limit.as_slice() || n >= max {
             return Ok(false);
         }
@@ -353,7 +355,14 @@ pub fn prune_batches(
             b.owned_by(&merchant);
             b
         });
-        batch.delete(Table::Idempotency, record);
+        if record_row.is_empty() {
+            // Saved before schema 4: the whole record under its key.
+            batch.delete(Table::Idempotency, record);
+        } else if read.get(Table::IdempotencyKeys, &record)?.as_deref() == Some(&k[..8]) {
+            // The key's row goes with its record, unless a later save of
+            // the same key (after this one's 24 hours) took it over.
+            batch.delete(Table::IdempotencyKeys, record);
+        }
         batch.delete(Table::IdempotencyExpiry, k.to_vec());
         n += 1;
         Ok(true)
@@ -431,7 +440,11 @@ mod tests {
         }
         let read = kobo.store.read().unwrap();
         let mut left = 0;
-        for table in [Table::Idempotency, Table::IdempotencyExpiry] {
+        for table in [
+            Table::Idempotency,
+            Table::IdempotencyKeys,
+            Table::IdempotencyExpiry,
+        ] {
             read.scan_prefix(table, &[], None, |_, _| {
                 left += 1;
                 Ok(true)
@@ -440,6 +453,103 @@ mod tests {
         }
         assert_eq!(left, 0);
     }
+    fn rows(read: &ReadTxn, table: Table) -> usize {
+        let mut n = 0;
+        read.scan_prefix(table, &[], None, |_, _| {
+            n += 1;
+            Ok(true)
+        })
+        .unwrap();
+        n
+    }
+
+    async fn prune_all(kobo: &crate::runtime::Kobo, at: DateTime<Utc>) {
+        let batches = prune_batches(&kobo.store.read().unwrap(), at, 100).unwrap();
+        for batch in batches {
+            kobo.writer.commit(batch).await.unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_response_saved_before_schema_4_is_found_under_its_key_and_pruned() {
+        let dir = tempfile::tempdir().unwrap();
+        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
+        let now = kobo.clock.now();
+        let m = Uuid::new_v4();
+        let key = record_key(m, Mode::Test, Caller::SecretKey, "k");
+        let record = IdempotencyRecord {
+            fingerprint: "f".into(),
+            status: 201,
+            body: RawValue::from_string(BODY.into()).unwrap(),
+            created_at: now,
+        };
+        // The rows exactly as schema 3 wrote them: the whole record under
+        // its key, and an expiry row with an empty value.
+        let mut batch = Batch::new();
+        batch
+            .put_compact(Table::Idempotency, key.clone(), &record)
+            .put_raw(
+                Table::IdempotencyExpiry,
+                expiry_key(micros(now + retention()), &key),
+                Vec::new(),
+            );
+        kobo.writer.commit(batch).await.unwrap();
+        let rec = lookup(
+            &kobo.store.read().unwrap(),
+            m,
+            Mode::Test,
+            Caller::SecretKey,
+            "k",
+            now,
+        )
+        .unwrap()
+        .expect("found under its key");
+        assert_eq!(rec.body.get(), BODY);
+        prune_all(&kobo, now + retention()).await;
+        let read = kobo.store.read().unwrap();
+        assert_eq!(rows(&read, Table::Idempotency), 0);
+        assert_eq!(rows(&read, Table::IdempotencyExpiry), 0);
+    }
+
+    #[tokio::test]
+    async fn pruning_an_expired_response_keeps_a_later_save_of_the_same_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
+        let first = kobo.clock.now();
+        let m = Uuid::new_v4();
+        let save = |fingerprint: &str| IdempotencySave {
+            merchant: m,
+            mode: Mode::Test,
+            caller: Caller::SecretKey,
+            key: "k".into(),
+            fingerprint: fingerprint.into(),
+            statuses: Statuses::all(201),
+        };
+        let mut batch = Batch::new();
+        save("first").add_to(&mut batch, 201, "{}", first);
+        kobo.writer.commit(batch).await.unwrap();
+        // The first response's 24 hours are over but it is not pruned yet
+        // when the key is used again.
+        let second = first + retention() + Duration::seconds(1);
+        let mut batch = Batch::new();
+        save("second").add_to(&mut batch, 201, "{}", second);
+        kobo.writer.commit(batch).await.unwrap();
+        prune_all(&kobo, second).await;
+        let read = kobo.store.read().unwrap();
+        let rec = lookup(&read, m, Mode::Test, Caller::SecretKey, "k", second)
+            .unwrap()
+            .expect("the second save outlives the first one's pruning");
+        assert_eq!(rec.fingerprint, "second");
+        assert_eq!(rows(&read, Table::IdempotencyKeys), 1);
+        assert_eq!(rows(&read, Table::IdempotencyExpiry), 1);
+        drop(read);
+        prune_all(&kobo, second + retention()).await;
+        let read = kobo.store.read().unwrap();
+        for table in [Table::IdempotencyKeys, Table::IdempotencyExpiry] {
+            assert_eq!(rows(&read, table), 0, "{}", table.name());
+        }
+    }
+
     /// A response body with spacing, escapes and non-ASCII text, as a
     /// handler could have sent it.
     const BODY: &str = "{\"id\": \"pi_1\",  \"name\":\"Adé \\u00e9\\n\", \"n\":[1,2.50]}";
@@ -463,7 +573,15 @@ mod tests {
         kobo.writer.commit(batch).await.unwrap();
         let read = kobo.store.read().unwrap();
         let key = record_key(m, Mode::Test, Caller::SecretKey, "k");
-        let raw = read.get(Table::Idempotency, &key).unwrap().unwrap();
+        let expires = read.get(Table::IdempotencyKeys, &key).unwrap().unwrap();
+        assert_eq!(expires, micros(now + retention()).to_be_bytes());
+        let raw = read
+            .get(
+                Table::IdempotencyExpiry,
+                &expiry_key(micros(now + retention()), &key),
+            )
+            .unwrap()
+            .unwrap();
         assert_eq!(raw[0], kobo_storage::codec::FORMAT_V2);
         let rec = lookup(&read, m, Mode::Test, Caller::SecretKey, "k", now)
             .unwrap()

@@ -32,11 +32,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use redb::{Durability, ReadableDatabase, ReadableTable};
+use redb::{Durability, ReadableDatabase};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::tables::{Table, PHYSICAL};
+use crate::tables::Table;
+use crate::trees::{ReadTrees, WriteTrees};
 use crate::writer::{u64_from, META_SEQ_HIGH_WATER};
 use crate::{Store, StoreError, SCHEMA_VERSION, STORE_FILE};
 
@@ -261,22 +262,30 @@ fn write_temp(store: &Store, temp: &Path, info: &BackupInfo) -> Result<Summary, 
         // The one read transaction: every record below is the store as of
         // one commit.
         let txn = store.redb()?.begin_read().map_err(redb_err)?;
-        let table = txn.open_table(PHYSICAL).map_err(redb_err)?;
-        let high_water = table
+        let trees = ReadTrees::new(txn).map_err(redb_err)?;
+        let high_water = trees
+            .of(Table::Meta)
+            .map_err(redb_err)?
             .get(Table::Meta.physical(META_SEQ_HIGH_WATER).as_slice())
             .map_err(redb_err)?
             .map(|v| u64_from(v.value()))
             .unwrap_or(0);
-        for item in table.iter().map_err(redb_err)? {
-            let (k, v) = item.map_err(redb_err)?;
-            let (k, v) = (k.value(), v.value());
-            w.put(&[RECORD]).map_err(failed)?;
-            w.put_len(k.len()).map_err(failed)?;
-            w.put(k).map_err(failed)?;
-            w.put_len(v.len()).map_err(failed)?;
-            w.put(v).map_err(failed)?;
-            *counts.entry(k.first().copied().unwrap_or(0)).or_default() += 1;
-            records += 1;
+        for (tree, lower, upper) in trees.in_key_order().map_err(redb_err)? {
+            let rows = match upper {
+                Some(upper) => tree.range::<&[u8]>(lower.as_slice()..upper.as_slice()),
+                None => tree.range::<&[u8]>(lower.as_slice()..),
+            };
+            for item in rows.map_err(redb_err)? {
+                let (k, v) = item.map_err(redb_err)?;
+                let (k, v) = (k.value(), v.value());
+                w.put(&[RECORD]).map_err(failed)?;
+                w.put_len(k.len()).map_err(failed)?;
+                w.put(k).map_err(failed)?;
+                w.put_len(v.len()).map_err(failed)?;
+                w.put(v).map_err(failed)?;
+                *counts.entry(k.first().copied().unwrap_or(0)).or_default() += 1;
+                records += 1;
+            }
         }
         high_water
     };
@@ -631,9 +640,13 @@ fn load(store: &Store, path: &Path) -> Result<Summary, BackupError> {
         let mut txn = store.redb()?.begin_write().map_err(redb_err)?;
         txn.set_durability(durability).map_err(redb_err)?;
         {
-            let mut t = txn.open_table(PHYSICAL).map_err(redb_err)?;
+            let mut trees = WriteTrees::new(&txn).map_err(redb_err)?;
             for (k, v) in pending.drain(..) {
-                t.insert(k.as_slice(), v.as_slice()).map_err(redb_err)?;
+                trees
+                    .of_key(&k)
+                    .map_err(redb_err)?
+                    .insert(k.as_slice(), v.as_slice())
+                    .map_err(redb_err)?;
             }
         }
         txn.commit().map_err(redb_err)

@@ -23,6 +23,7 @@ pub mod pg;
 #[cfg(test)]
 mod seam_tests;
 pub mod tables;
+mod trees;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -77,7 +78,8 @@ redb_err!(
     redb::StorageError,
     redb::TransactionError,
     redb::TableError,
-    redb::CommitError
+    redb::CommitError,
+    redb::Error
 );
 
 /// Creates the data directory (mode 0700) and an empty store file (mode
@@ -133,7 +135,10 @@ pub const STORE_FILE: &str = "kobo.redb";
 /// 3: events and ledger lines in the compact format, and saved response bodies and event
 /// objects packed against a preset dictionary ([`codec::packed`]), which a
 /// kobo of schema 2 cannot decode.
-pub const SCHEMA_VERSION: u32 = 3;
+/// 4: saved responses in their `idempotency_expiry` rows, found through
+/// `idempotency_keys`, which a kobo of schema 3 does not read (it would
+/// not replay them).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// redb's page cache when not configured: 160 MiB (the server's
 /// `--store-cache-mb` default).
@@ -343,7 +348,7 @@ impl Store {
             Err(e) => return Err(StoreError::Redb(e.to_string())),
         };
         let txn = db.begin_write()?;
-        txn.open_table(tables::PHYSICAL)?;
+        trees::open_all(&txn)?;
         txn.commit()?;
         Ok(Store {
             engine: Engine::Redb {
@@ -367,12 +372,14 @@ impl Store {
         txn.set_durability(redb::Durability::Immediate)
             .map_err(|e| StoreError::Redb(e.to_string()))?;
         {
-            let mut t = txn.open_table(tables::PHYSICAL)?;
-            match writer::apply_batch(&mut t, batch).map_err(StoreError::Redb)? {
+            let mut trees = trees::WriteTrees::new(&txn)?;
+            match writer::apply_batch(&mut trees, batch).map_err(StoreError::Redb)? {
                 Ok(()) => {}
                 Err(e) => return Err(StoreError::Redb(e.to_string())),
             }
-            writer::raise_high_water(&mut t, batch.seq_high_water()).map_err(StoreError::Redb)?;
+            writer::raise_high_water(&mut trees, batch.seq_high_water())
+                .map_err(StoreError::Redb)?;
+            trees.finish().map_err(StoreError::Redb)?;
         }
         txn.commit()?;
         Ok(())
@@ -400,8 +407,7 @@ impl Store {
     pub fn read(&self) -> Result<ReadTxn, StoreError> {
         let read = match &self.engine {
             Engine::Redb { db, .. } => {
-                let txn = db.begin_read()?;
-                Read::Redb(txn.open_table(tables::PHYSICAL)?)
+                Read::Redb(Box::new(trees::ReadTrees::new(db.begin_read()?)?))
             }
             Engine::Postgres(pg) => Read::Postgres(pg.snapshot()?),
         };
@@ -473,7 +479,7 @@ pub struct ReadTxn {
 }
 
 enum Read {
-    Redb(redb::ReadOnlyTable<&'static [u8], &'static [u8]>),
+    Redb(Box<trees::ReadTrees>),
     Postgres(pg::Snapshot),
 }
 
@@ -481,7 +487,10 @@ impl ReadTxn {
     pub fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         let key = table.physical(key);
         match &self.read {
-            Read::Redb(t) => Ok(t.get(key.as_slice())?.map(|v| v.value().to_vec())),
+            Read::Redb(t) => Ok(t
+                .of(table)?
+                .get(key.as_slice())?
+                .map(|v| v.value().to_vec())),
             Read::Postgres(s) => s.get(key),
         }
     }
@@ -512,7 +521,7 @@ impl ReadTxn {
             None => prefix_end(&lower),
         };
         let t = match &self.read {
-            Read::Redb(t) => t,
+            Read::Redb(t) => t.of(table)?,
             Read::Postgres(s) => return s.scan(lower, upper, true, visit),
         };
         for item in t.range::<&[u8]>(lower.as_slice()..upper.as_slice())?.rev() {
@@ -536,7 +545,7 @@ impl ReadTxn {
         let lower = table.physical(from.unwrap_or(prefix));
         let upper = prefix_end(&table.physical(prefix));
         let t = match &self.read {
-            Read::Redb(t) => t,
+            Read::Redb(t) => t.of(table)?,
             Read::Postgres(s) => return s.scan(lower, upper, false, visit),
         };
         for item in t.range::<&[u8]>(lower.as_slice()..upper.as_slice())? {

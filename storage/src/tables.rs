@@ -4,10 +4,11 @@
 //! fixed-width big-endian parts, so byte order is the logical order (ids,
 //! sequences, times). Values are [`crate::codec`] encoded unless noted.
 //!
-//! The tables are logical: all of them live in one physical redb table, each
-//! key prefixed with its table's one-byte id. A commit then touches one
-//! B-tree instead of one per table, which measurably cuts the writer's page
-//! work (docs/performance.md).
+//! The tables are logical: each key is prefixed with its table's one-byte
+//! id, and most of them live in one physical redb table, so a commit
+//! touches few B-trees instead of one per table, which measurably cuts the
+//! writer's page work (docs/performance.md). A few that grow in ascending
+//! key order have a redb table of their own ([`crate::trees`]).
 //!
 //! **Global tables** ([`Table::is_global`]) hold rows that belong to no
 //! merchant: kobo's own bookkeeping (`Meta`), what the operator writes
@@ -32,7 +33,8 @@ use redb::TableDefinition;
 
 pub type Def = TableDefinition<'static, &'static [u8], &'static [u8]>;
 
-/// The one physical table holding every logical table.
+/// The physical table shared by every logical table without a tree of
+/// its own ([`crate::trees::OWN_TREES`]).
 pub const PHYSICAL: Def = TableDefinition::new("kv");
 
 macro_rules! tables {
@@ -95,9 +97,11 @@ tables! {
     EventIndex => "event_index",
     // due time (unix micros)|kind|id -> Timer
     Timers => "timers",
-    // merchant|mode|key -> IdempotencyRecord
+    // merchant|mode|key -> IdempotencyRecord (responses saved before
+    // schema 4; see IdempotencyKeys)
     Idempotency => "idempotency",
-    // expiry (unix micros)|merchant|mode|key -> ()
+    // expiry (unix micros)|merchant|mode|key -> IdempotencyRecord (empty
+    // for a response saved before schema 4, whose record is in Idempotency)
     IdempotencyExpiry => "idempotency_expiry",
     // merchant|mode|bucket|due (unix micros)|payment id -> ScheduledRelease
     ScheduledReleases => "scheduled_releases",
@@ -291,6 +295,10 @@ tables! {
     // session token -> ConsoleSession (with the SHA-256 of the admin token
     // it was opened with: a session outlives a restart, not a new token).
     ConsoleSessions => "console_sessions",
+    // Saved responses (actors/src/idempotency.rs), since schema 4: the
+    // record key (merchant|mode|[tag|intent]|key) -> its expiry (unix
+    // micros, u64): the record is the value of that IdempotencyExpiry row.
+    IdempotencyKeys => "idempotency_keys",
 }
 
 impl Table {

@@ -50,6 +50,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use crate::codec::{encode, encode_compact, Compact};
 use crate::fence::{shard_of, Fence, Ownership};
 use crate::tables::Table;
+use crate::trees::WriteTrees;
 
 /// The most batches one commit takes.
 pub const MAX_BATCHES_PER_COMMIT: usize = 4096;
@@ -635,18 +636,17 @@ fn apply_and_commit(
         .map_err(|e| e.to_string())?;
     let mut outcomes = Vec::with_capacity(group.len());
     {
-        let mut t = txn
-            .open_table(crate::tables::PHYSICAL)
-            .map_err(|e| e.to_string())?;
+        let mut trees = WriteTrees::new(&txn).map_err(|e| e.to_string())?;
         let mut high_water = 0u64;
         for sub in group {
-            let outcome = apply_batch(&mut t, &sub.batch)?;
+            let outcome = apply_batch(&mut trees, &sub.batch)?;
             if outcome.is_ok() {
                 high_water = high_water.max(sub.batch.seq_high_water);
             }
             outcomes.push(outcome);
         }
-        raise_high_water(&mut t, high_water)?;
+        raise_high_water(&mut trees, high_water)?;
+        trees.finish()?;
     }
     txn.commit().map_err(|e| e.to_string())?;
     Ok(outcomes)
@@ -656,14 +656,13 @@ fn apply_and_commit(
 /// against the transaction as it stands, then (when they hold) its
 /// operations. The outer error is a storage failure (fail-stop); the inner
 /// one a refused precondition (nothing of the batch applied).
-pub(crate) fn apply_batch(
-    t: &mut redb::Table<&'static [u8], &'static [u8]>,
-    batch: &Batch,
+pub(crate) fn apply_batch<'b>(
+    trees: &mut WriteTrees<'_, 'b>,
+    batch: &'b Batch,
 ) -> Result<Result<(), CommitError>, String> {
     for precondition in &batch.preconditions {
         let Precondition::Absent(table, key) = precondition;
-        let found = t.get(key.as_slice()).map_err(|e| e.to_string())?.is_some();
-        if found {
+        if trees.contains(*table, key)? {
             return Ok(Err(CommitError::Conflict {
                 table: table.name(),
                 key: key[1..].to_vec(),
@@ -672,14 +671,10 @@ pub(crate) fn apply_batch(
     }
     for op in &batch.ops {
         match op {
-            Op::Put(_, k, v) => {
-                t.insert(k.as_slice(), v.as_slice())
-                    .map_err(|e| e.to_string())?;
-            }
-            Op::Delete(_, k) => {
-                t.remove(k.as_slice()).map_err(|e| e.to_string())?;
-            }
-            Op::Add(_, key, deltas) => {
+            Op::Put(table, k, v) => trees.put(*table, k, v)?,
+            Op::Delete(table, k) => trees.delete(*table, k)?,
+            Op::Add(table, key, deltas) => {
+                let t = trees.of(*table)?;
                 let mut values = t
                     .get(key.as_slice())
                     .map_err(|e| e.to_string())?
@@ -702,13 +697,11 @@ pub(crate) fn apply_batch(
 
 /// Raises the persisted sequence high-water mark to `high_water` (never
 /// lowers it).
-pub(crate) fn raise_high_water(
-    t: &mut redb::Table<&'static [u8], &'static [u8]>,
-    high_water: u64,
-) -> Result<(), String> {
+pub(crate) fn raise_high_water(trees: &mut WriteTrees, high_water: u64) -> Result<(), String> {
     if high_water == 0 {
         return Ok(());
     }
+    let t = trees.of(Table::Meta)?;
     let key = Table::Meta.physical(META_SEQ_HIGH_WATER);
     let current = t
         .get(key.as_slice())

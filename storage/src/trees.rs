@@ -1,0 +1,366 @@
+//! Which redb tree (redb table) holds each logical table, on the embedded
+//! store.
+//!
+//! Most logical tables share one tree ([`PHYSICAL`]): a commit then
+//! touches few trees, which cuts the writer's page work. A few tables get a
+//! tree of their own ([`OWN_TREES`]): those that grow with every payment
+//! and whose keys arrive in ascending order across all of kobo (UUIDv7
+//! ids, time-ordered codes, sequences, times). redb fills the rightmost
+//! leaf of a tree to the brim and starts a new one when a key greater than
+//! every key arrives, but splits any other full leaf in the middle; inside
+//! the shared tree such a table is never rightmost, so every leaf it left
+//! behind stayed half empty (docs/performance.md, "the store file's
+//! bytes"). In a tree of its own each of its leaves is left full.
+//!
+//! Keys are the same physical keys in every tree (table id byte first),
+//! so a key's table, and so its tree, is known from the key alone (backups
+//! and restores carry physical keys). A store written before a table had
+//! its own tree holds that table's rows in the shared tree: the first open
+//! moves them, in the same write transaction that creates the trees
+//! ([`open_all`]), so a crash leaves either every row moved or none.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
+
+use crate::prefix_end;
+use crate::tables::{Def, Table, PHYSICAL};
+
+/// The tables with a tree of their own, named like the table.
+pub const OWN_TREES: [Table; 5] = [
+    Table::PaymentIntents,
+    Table::CheckoutLinks,
+    Table::ChargeAttempts,
+    Table::Events,
+    Table::IdempotencyExpiry,
+];
+
+/// `table`'s place in [`OWN_TREES`], if it has a tree of its own.
+fn own(table: Table) -> Option<usize> {
+    OWN_TREES.iter().position(|t| *t == table)
+}
+
+/// The table whose id is a physical key's first byte.
+fn table_of_key(key: &[u8]) -> Option<Table> {
+    let id = *key.first()?;
+    Table::ALL.get(usize::from(id).checked_sub(1)?).copied()
+}
+
+fn definition(table: Table) -> Def {
+    TableDefinition::new(table.name())
+}
+
+pub(crate) type WriteTable<'txn> = redb::Table<'txn, &'static [u8], &'static [u8]>;
+type ReadTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
+
+/// Creates every tree, and moves the rows of a table given its own tree
+/// since the store was written out of the shared one (see the module
+/// comment); the caller commits.
+pub(crate) fn open_all(txn: &WriteTransaction) -> Result<(), redb::Error> {
+    let mut shared = txn.open_table(PHYSICAL)?;
+    for table in OWN_TREES {
+        let mut tree = txn.open_table(definition(table))?;
+        let lower = table.physical(&[]);
+        let upper = prefix_end(&lower);
+        for row in shared.extract_from_if(lower.as_slice()..upper.as_slice(), |_, _| true)? {
+            let (k, v) = row?;
+            tree.insert(k.value(), v.value())?;
+        }
+    }
+    Ok(())
+}
+
+/// A held-back write: a put (`Some` value) or a delete (`None`).
+type HeldWrite<'b> = (Table, &'b [u8], Option<&'b [u8]>);
+
+/// A key range of one tree: `lower..upper` (`None`: to the end).
+pub(crate) type TreeRange<'t> = (&'t ReadTable, Vec<u8>, Option<Vec<u8>>);
+
+/// The trees of one write transaction, each opened on first use.
+///
+/// Puts and deletes into the tables with a tree of their own are held
+/// back and applied in key order at [`WriteTrees::finish`]: the batches of
+/// one commit were built concurrently, so their ids arrive a little out of
+/// order, and redb keeps a leaf full only for a key greater than every
+/// key in its tree. Preconditions see the held-back writes
+/// ([`WriteTrees::contains`]), and the writes to one key keep their order,
+/// so the commit's effect is the same as applying each in turn.
+pub(crate) struct WriteTrees<'txn, 'b> {
+    txn: &'txn WriteTransaction,
+    shared: WriteTable<'txn>,
+    own: [Option<WriteTable<'txn>>; OWN_TREES.len()],
+    /// Held-back writes, in arrival order.
+    held: Vec<HeldWrite<'b>>,
+    /// Whether each held-back key is present after its last write.
+    present: HashMap<&'b [u8], bool>,
+}
+
+impl<'txn, 'b> WriteTrees<'txn, 'b> {
+    pub(crate) fn new(txn: &'txn WriteTransaction) -> Result<Self, redb::TableError> {
+        Ok(WriteTrees {
+            txn,
+            shared: txn.open_table(PHYSICAL)?,
+            own: Default::default(),
+            held: Vec::new(),
+            present: HashMap::new(),
+        })
+    }
+
+    /// The tree holding `table`, with every held-back write applied.
+    pub(crate) fn of(&mut self, table: Table) -> Result<&mut WriteTable<'txn>, String> {
+        if own(table).is_some() {
+            self.finish()?;
+        }
+        self.tree(table).map_err(|e| e.to_string())
+    }
+
+    fn tree(&mut self, table: Table) -> Result<&mut WriteTable<'txn>, redb::TableError> {
+        let Some(i) = own(table) else {
+            return Ok(&mut self.shared);
+        };
+        if self.own[i].is_none() {
+            self.own[i] = Some(self.txn.open_table(definition(table))?);
+        }
+        Ok(self.own[i].as_mut().expect("opened above"))
+    }
+
+    /// The tree holding the physical key `key` (the shared one for a key
+    /// of no known table); for restores, which hold nothing back.
+    pub(crate) fn of_key(&mut self, key: &[u8]) -> Result<&mut WriteTable<'txn>, String> {
+        match table_of_key(key) {
+            Some(table) => self.of(table),
+            None => Ok(&mut self.shared),
+        }
+    }
+
+    /// Whether the physical key `key` of `table` is present, held-back
+    /// writes included.
+    pub(crate) fn contains(&mut self, table: Table, key: &[u8]) -> Result<bool, String> {
+        if let Some(present) = self.present.get(key) {
+            return Ok(*present);
+        }
+        let tree = self.tree(table).map_err(|e| e.to_string())?;
+        Ok(tree.get(key).map_err(|e| e.to_string())?.is_some())
+    }
+
+    pub(crate) fn put(
+        &mut self,
+        table: Table,
+        key: &'b [u8],
+        value: &'b [u8],
+    ) -> Result<(), String> {
+        if own(table).is_some() {
+            self.held.push((table, key, Some(value)));
+            self.present.insert(key, true);
+            return Ok(());
+        }
+        let tree = self.tree(table).map_err(|e| e.to_string())?;
+        tree.insert(key, value).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    pub(crate) fn delete(&mut self, table: Table, key: &'b [u8]) -> Result<(), String> {
+        if own(table).is_some() {
+            self.held.push((table, key, None));
+            self.present.insert(key, false);
+            return Ok(());
+        }
+        let tree = self.tree(table).map_err(|e| e.to_string())?;
+        tree.remove(key).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// Applies the held-back writes in key order (stable: the writes to
+    /// one key in arrival order). Call before committing.
+    pub(crate) fn finish(&mut self) -> Result<(), String> {
+        let mut held = std::mem::take(&mut self.held);
+        self.present.clear();
+        held.sort_by(|a, b| a.1.cmp(b.1));
+        for (table, key, value) in held.drain(..) {
+            let tree = self.tree(table).map_err(|e| e.to_string())?;
+            match value {
+                Some(v) => drop(tree.insert(key, v).map_err(|e| e.to_string())?),
+                None => drop(tree.remove(key).map_err(|e| e.to_string())?),
+            }
+        }
+        self.held = held;
+        Ok(())
+    }
+}
+
+/// The trees of one read snapshot, each opened on first use.
+pub(crate) struct ReadTrees {
+    txn: ReadTransaction,
+    shared: ReadTable,
+    own: [OnceLock<ReadTable>; OWN_TREES.len()],
+}
+
+impl ReadTrees {
+    pub(crate) fn new(txn: ReadTransaction) -> Result<Self, redb::TableError> {
+        Ok(ReadTrees {
+            shared: txn.open_table(PHYSICAL)?,
+            txn,
+            own: Default::default(),
+        })
+    }
+
+    /// The tree holding `table`.
+    pub(crate) fn of(&self, table: Table) -> Result<&ReadTable, redb::TableError> {
+        let Some(i) = own(table) else {
+            return Ok(&self.shared);
+        };
+        if let Some(t) = self.own[i].get() {
+            return Ok(t);
+        }
+        let opened = self.txn.open_table(definition(table))?;
+        Ok(self.own[i].get_or_init(|| opened))
+    }
+
+    /// Every row of every tree as key ranges of the trees, in the order
+    /// of the physical keys (a backup lists its keys in order): the shared
+    /// tree's rows before each own tree's table, that tree, and so on.
+    pub(crate) fn in_key_order(&self) -> Result<Vec<TreeRange<'_>>, redb::TableError> {
+        let mut own = OWN_TREES;
+        own.sort_by_key(|t| t.id());
+        let mut ranges = Vec::new();
+        let mut lower = Vec::new();
+        for table in own {
+            let prefix = table.physical(&[]);
+            ranges.push((&self.shared, lower, Some(prefix.clone())));
+            ranges.push((self.of(table)?, Vec::new(), None));
+            lower = prefix_end(&prefix);
+        }
+        ranges.push((&self.shared, lower, None));
+        Ok(ranges)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Store, STORE_FILE};
+    use redb::{Database, ReadableDatabase};
+
+    fn rows_in(db: &Database, def: Def) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let txn = db.begin_read().unwrap();
+        let t = txn.open_table(def).unwrap();
+        t.iter()
+            .unwrap()
+            .map(|r| {
+                let (k, v) = r.unwrap();
+                (k.value().to_vec(), v.value().to_vec())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_store_written_before_a_table_had_its_own_tree_has_its_rows_moved_on_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STORE_FILE);
+        {
+            // Every row in the shared tree, as an older kobo wrote them.
+            let db = Database::create(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut t = txn.open_table(PHYSICAL).unwrap();
+                for (table, key) in [
+                    (Table::Meta, b"m".as_slice()),
+                    (Table::PaymentIntents, b"pi-1"),
+                    (Table::PaymentIntents, b"pi-2"),
+                    (Table::Idempotency, b"k"),
+                    (Table::IdempotencyExpiry, b"x"),
+                ] {
+                    t.insert(table.physical(key).as_slice(), key).unwrap();
+                }
+            }
+            txn.commit().unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        let read = store.read().unwrap();
+        for (table, key) in [
+            (Table::Meta, b"m".as_slice()),
+            (Table::PaymentIntents, b"pi-1"),
+            (Table::PaymentIntents, b"pi-2"),
+            (Table::Idempotency, b"k"),
+            (Table::IdempotencyExpiry, b"x"),
+        ] {
+            assert_eq!(read.get(table, key).unwrap().as_deref(), Some(key));
+        }
+        drop(read);
+        let db = store.redb().unwrap();
+        let shared: Vec<u8> = rows_in(db, PHYSICAL).iter().map(|(k, _)| k[0]).collect();
+        assert_eq!(shared, vec![Table::Meta.id(), Table::Idempotency.id()]);
+        let intents = rows_in(db, definition(Table::PaymentIntents));
+        assert_eq!(intents.len(), 2);
+        assert_eq!(rows_in(db, definition(Table::IdempotencyExpiry)).len(), 1);
+    }
+
+    #[test]
+    fn held_back_writes_are_seen_by_preconditions_keep_their_order_per_key_and_land_sorted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let db = store.redb().unwrap();
+        let key = |k: &[u8]| Table::Events.physical(k);
+        let (c, a, b, gone) = (key(b"c"), key(b"a"), key(b"b"), key(b"gone"));
+        let txn = db.begin_write().unwrap();
+        {
+            let mut trees = WriteTrees::new(&txn).unwrap();
+            trees.put(Table::Events, &c, b"1").unwrap();
+            trees.put(Table::Events, &a, b"1").unwrap();
+            assert!(trees.contains(Table::Events, &a).unwrap());
+            assert!(!trees.contains(Table::Events, &b).unwrap());
+            trees.put(Table::Events, &gone, b"1").unwrap();
+            trees.delete(Table::Events, &gone).unwrap();
+            assert!(!trees.contains(Table::Events, &gone).unwrap());
+            trees.put(Table::Events, &b, b"1").unwrap();
+            trees.put(Table::Events, &b, b"2").unwrap();
+            // Nothing reached the tree yet.
+            let tree = trees.tree(Table::Events).unwrap();
+            assert!(tree.get(a.as_slice()).unwrap().is_none());
+            trees.finish().unwrap();
+        }
+        txn.commit().unwrap();
+        assert_eq!(
+            rows_in(db, definition(Table::Events)),
+            vec![(a, b"1".to_vec()), (b, b"2".to_vec()), (c, b"1".to_vec())]
+        );
+    }
+
+    #[test]
+    fn a_counter_added_in_a_tree_of_its_own_sees_the_writes_held_back_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut batch = crate::Batch::new();
+        batch
+            .put_raw(
+                Table::EventOutbox,
+                b"n".to_vec(),
+                5i64.to_be_bytes().to_vec(),
+            )
+            .add(Table::EventOutbox, b"n".to_vec(), &[2]);
+        store.apply(&batch).unwrap();
+        let read = store.read().unwrap();
+        let v = read.get(Table::EventOutbox, b"n").unwrap().unwrap();
+        assert_eq!(crate::writer::counters(&v), vec![7]);
+    }
+
+    #[test]
+    fn a_physical_keys_first_byte_names_its_table() {
+        for table in Table::ALL {
+            assert_eq!(table_of_key(&table.physical(b"k")), Some(*table));
+        }
+        assert_eq!(table_of_key(&[]), None);
+        assert_eq!(table_of_key(&[0]), None);
+        assert_eq!(table_of_key(&[0xfe]), None);
+    }
+
+    #[test]
+    fn a_table_with_its_own_tree_is_routed_to_it_and_the_rest_share_one() {
+        assert_eq!(own(Table::PaymentIntents), Some(0));
+        assert_eq!(own(Table::IdempotencyExpiry), Some(4));
+        assert_eq!(own(Table::EventOutbox), None);
+        assert_eq!(own(Table::Idempotency), None);
+        assert_eq!(own(Table::Meta), None);
+    }
+}
