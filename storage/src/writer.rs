@@ -5,7 +5,9 @@
 //! durably committed. The thread takes the first queued batch, then every batch
 //! already queued behind it (up to [`MAX_BATCHES_PER_COMMIT`]), applies them in
 //! submission order inside one redb write transaction and commits once: the
-//! fsync is shared, which is where throughput comes from.
+//! fsync is shared, which is where throughput comes from. (The writes to
+//! the tables with a redb tree of their own are applied in key order just
+//! before the commit, with the same effect: see [`crate::trees`].)
 //!
 //! A batch may carry preconditions ([`Precondition`]: "this key must be
 //! absent"). They are checked against the transaction as it stands (earlier
