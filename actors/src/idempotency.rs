@@ -280,6 +280,21 @@ impl IdempotencySave {
     }
 }
 
+#[cfg(test)]
+impl IdempotencySave {
+    /// A secret key's save under the key "k" in test mode, answered 201.
+    pub(crate) fn of_secret_key_for_tests(merchant: Uuid, fingerprint: &str) -> Self {
+        IdempotencySave {
+            merchant,
+            mode: Mode::Test,
+            caller: Caller::SecretKey,
+            key: "k".into(),
+            fingerprint: fingerprint.into(),
+            statuses: Statuses::all(201),
+        }
+    }
+}
+
 /// The part of the store key between mode and Idempotency-Key: nothing for
 /// secret keys (their records are stored as they always were), a tag and
 /// the intent id for the one-intent credentials, a tag for the dashboard.
@@ -517,14 +532,7 @@ mod tests {
         let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
         let first = kobo.clock.now();
         let m = Uuid::new_v4();
-        let save = |fingerprint: &str| IdempotencySave {
-            merchant: m,
-            mode: Mode::Test,
-            caller: Caller::SecretKey,
-            key: "k".into(),
-            fingerprint: fingerprint.into(),
-            statuses: Statuses::all(201),
-        };
+        let save = |fingerprint: &str| IdempotencySave::of_secret_key_for_tests(m, fingerprint);
         let mut batch = Batch::new();
         save("first").add_to(&mut batch, 201, "{}", first);
         kobo.writer.commit(batch).await.unwrap();
@@ -560,14 +568,7 @@ mod tests {
         let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
         let now = kobo.clock.now();
         let m = Uuid::new_v4();
-        let save = IdempotencySave {
-            merchant: m,
-            mode: Mode::Test,
-            caller: Caller::SecretKey,
-            key: "k".into(),
-            fingerprint: "f".into(),
-            statuses: Statuses::all(201),
-        };
+        let save = IdempotencySave::of_secret_key_for_tests(m, "f");
         let mut batch = Batch::new();
         save.add_to(&mut batch, 201, BODY, now);
         kobo.writer.commit(batch).await.unwrap();

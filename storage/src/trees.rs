@@ -254,6 +254,16 @@ mod tests {
             .collect()
     }
 
+    /// Rows of tables with and without a tree of their own, each valued
+    /// with its key.
+    const OLD_ROWS: [(Table, &[u8]); 5] = [
+        (Table::Meta, b"m"),
+        (Table::PaymentIntents, b"pi-1"),
+        (Table::PaymentIntents, b"pi-2"),
+        (Table::Idempotency, b"k"),
+        (Table::IdempotencyExpiry, b"x"),
+    ];
+
     #[test]
     fn a_store_written_before_a_table_had_its_own_tree_has_its_rows_moved_on_open() {
         let dir = tempfile::tempdir().unwrap();
@@ -264,13 +274,7 @@ mod tests {
             let txn = db.begin_write().unwrap();
             {
                 let mut t = txn.open_table(PHYSICAL).unwrap();
-                for (table, key) in [
-                    (Table::Meta, b"m".as_slice()),
-                    (Table::PaymentIntents, b"pi-1"),
-                    (Table::PaymentIntents, b"pi-2"),
-                    (Table::Idempotency, b"k"),
-                    (Table::IdempotencyExpiry, b"x"),
-                ] {
+                for (table, key) in OLD_ROWS {
                     t.insert(table.physical(key).as_slice(), key).unwrap();
                 }
             }
@@ -278,13 +282,7 @@ mod tests {
         }
         let store = Store::open(dir.path()).unwrap();
         let read = store.read().unwrap();
-        for (table, key) in [
-            (Table::Meta, b"m".as_slice()),
-            (Table::PaymentIntents, b"pi-1"),
-            (Table::PaymentIntents, b"pi-2"),
-            (Table::Idempotency, b"k"),
-            (Table::IdempotencyExpiry, b"x"),
-        ] {
+        for (table, key) in OLD_ROWS {
             assert_eq!(read.get(table, key).unwrap().as_deref(), Some(key));
         }
         drop(read);

@@ -92,9 +92,7 @@ mod tests {
     use kobo_storage::Batch;
     use uuid::Uuid;
 
-    use crate::auth::Caller;
-    use crate::idempotency::{IdempotencySave, Statuses};
-    use crate::ids::Mode;
+    use crate::idempotency::IdempotencySave;
 
     fn breaches(store: &kobo_storage::Store) -> Vec<String> {
         let report = crate::check::check(store).unwrap();
@@ -124,14 +122,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
         let now = kobo.clock.now();
-        let save = IdempotencySave {
-            merchant: Uuid::new_v4(),
-            mode: Mode::Test,
-            caller: Caller::SecretKey,
-            key: "k".into(),
-            fingerprint: "f".into(),
-            statuses: Statuses::all(201),
-        };
+        let save = IdempotencySave::of_secret_key_for_tests(Uuid::new_v4(), "f");
         let mut batch = Batch::new();
         save.add_to(&mut batch, 201, "{\"id\":1}", now);
         kobo.writer.commit(batch).await.unwrap();
