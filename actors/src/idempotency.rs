@@ -454,20 +454,17 @@ mod tests {
             kobo.writer.commit(batch).await.unwrap();
         }
         let read = kobo.store.read().unwrap();
-        let mut left = 0;
-        for table in [
+        let left: usize = [
             Table::Idempotency,
             Table::IdempotencyKeys,
             Table::IdempotencyExpiry,
-        ] {
-            read.scan_prefix(table, &[], None, |_, _| {
-                left += 1;
-                Ok(true)
-            })
-            .unwrap();
-        }
+        ]
+        .into_iter()
+        .map(|table| rows(&read, table))
+        .sum();
         assert_eq!(left, 0);
     }
+
     fn rows(read: &ReadTxn, table: Table) -> usize {
         let mut n = 0;
         read.scan_prefix(table, &[], None, |_, _| {
