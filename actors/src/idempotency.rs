@@ -26,7 +26,11 @@
 //! row (`idempotency_expiry`, keyed by the end of its 24 hours, so new rows
 //! arrive at the end of the table), and the row found by key
 //! (`idempotency_keys`) holds only the expiry time: the random page per
-//! save holds small rows (docs/performance.md). A key saved twice in one
+//! save holds small rows (docs/performance.md). The expiry row's value is
+//! [`SAVED_LAYOUT_2`] (schema 5): the status, the fingerprint's 32 bytes
+//! and the packed body, nothing else (the time saved is the row's key,
+//! less 24 hours); rows written by schema 4 hold a compact
+//! [`IdempotencyRecord`] and still read. A key saved twice in one
 //! batch leaves one record; saved again after its 24 hours, the newer
 //! record is found and the older one pruned alone. Responses saved before
 //! this layout (schema 3) are whole under their key in `idempotency`, with
@@ -39,7 +43,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use uuid::Uuid;
 
-use kobo_storage::{Batch, KeyBuf, ReadTxn, StoreError, Table};
+use kobo_storage::{Batch, CodecError, KeyBuf, ReadTxn, StoreError, Table};
 
 use crate::auth::Caller;
 use crate::clock::micros;
@@ -53,9 +57,62 @@ pub fn retention() -> Duration {
 /// Longest accepted Idempotency-Key.
 pub const MAX_KEY_LEN: usize = 255;
 
+/// A saved response as found by [`lookup`].
+#[derive(Debug, Clone)]
+pub struct SavedResponse {
+    /// SHA-256 of method, path and body of the first request.
+    pub fingerprint: Fingerprint,
+    pub status: u16,
+    /// The response body, exactly as first sent.
+    pub body: Box<RawValue>,
+}
+
+/// SHA-256 of a request's method, path and body.
+pub type Fingerprint = [u8; 32];
+
+/// The first byte of a saved response stored in its expiry row since
+/// schema 5. After it: the status (2 bytes, big-endian), the fingerprint
+/// (32 bytes), then the body packed by [`crate::stored_json`]. (Rows
+/// written before start with the codec's version byte, 1 or 2.)
+pub const SAVED_LAYOUT_2: u8 = 0x20;
+
+/// A saved response's expiry row value ([`SAVED_LAYOUT_2`]).
+fn encode_saved(status: u16, fingerprint: &Fingerprint, body: &RawValue) -> Vec<u8> {
+    let packed = crate::stored_json::pack(body.get());
+    let mut out = Vec::with_capacity(35 + packed.len());
+    out.push(SAVED_LAYOUT_2);
+    out.extend_from_slice(&status.to_be_bytes());
+    out.extend_from_slice(fingerprint);
+    out.extend_from_slice(&packed);
+    out
+}
+
+/// A saved response's expiry row value, in either layout.
+pub(crate) fn decode_saved(value: &[u8]) -> Result<SavedResponse, CodecError> {
+    let layout = |e: String| CodecError::Layout(format!("saved response: {e}"));
+    if value.first() == Some(&SAVED_LAYOUT_2) {
+        let (Some(status), Some(fingerprint), Some(packed)) =
+            (value.get(1..3), value.get(3..35), value.get(35..))
+        else {
+            return Err(layout("shorter than its layout".into()));
+        };
+        let text = crate::stored_json::unpack_text(packed).map_err(layout)?;
+        return Ok(SavedResponse {
+            status: u16::from_be_bytes(status.try_into().expect("2 bytes")),
+            fingerprint: fingerprint.try_into().expect("32 bytes"),
+            body: RawValue::from_string(text).map_err(CodecError::Json)?,
+        });
+    }
+    let old: IdempotencyRecord = kobo_storage::decode(value)?;
+    Ok(old.into_saved())
+}
+
+/// A saved response as schemas 1 to 4 stored it (compact since schema 2):
+/// whole under its key in `idempotency` until schema 4, in its expiry row
+/// in schema 4.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IdempotencyRecord {
-    /// SHA-256 of method, path and body of the first request.
+    /// SHA-256 of method, path and body of the first request, in hex.
     pub fingerprint: String,
     pub status: u16,
     /// The response body, exactly as first sent (kept as raw JSON, so it is
@@ -71,6 +128,22 @@ pub struct IdempotencyRecord {
 /// ([`crate::stored_json`]); pinned by
 /// `tests::the_stored_layout_of_a_saved_response_is_pinned`.
 impl kobo_storage::Compact for IdempotencyRecord {}
+
+impl IdempotencyRecord {
+    /// As [`lookup`] gives it. A fingerprint that is not a SHA-256 in hex
+    /// (none was ever written) matches no request.
+    fn into_saved(self) -> SavedResponse {
+        let mut fingerprint = [0; 32];
+        if hex::decode_to_slice(&self.fingerprint, &mut fingerprint).is_err() {
+            fingerprint = [0; 32];
+        }
+        SavedResponse {
+            fingerprint,
+            status: self.status,
+            body: self.body,
+        }
+    }
+}
 
 /// What a command did. The domain says what happened; the HTTP endpoint
 /// gives each kind its status ([`Statuses`]).
@@ -233,7 +306,7 @@ pub struct IdempotencySave {
     /// Whose key it is.
     pub caller: Caller,
     pub key: String,
-    pub fingerprint: String,
+    pub fingerprint: Fingerprint,
     /// The endpoint's status for each kind of outcome.
     pub statuses: Statuses,
 }
@@ -265,34 +338,40 @@ impl IdempotencySave {
         body: Box<RawValue>,
         now: DateTime<Utc>,
     ) -> Box<RawValue> {
-        let record = IdempotencyRecord {
-            fingerprint: self.fingerprint.clone(),
-            status,
-            body,
-            created_at: now,
-        };
         let key = record_key(self.merchant, self.mode, self.caller, &self.key);
         let expires = micros(now + retention());
         batch
-            .put_compact(Table::IdempotencyExpiry, expiry_key(expires, &key), &record)
+            .put_raw(
+                Table::IdempotencyExpiry,
+                expiry_key(expires, &key),
+                encode_saved(status, &self.fingerprint, &body),
+            )
             .put_raw(Table::IdempotencyKeys, key, expires.to_be_bytes().to_vec());
-        record.body
+        body
     }
 }
 
 #[cfg(test)]
 impl IdempotencySave {
-    /// A secret key's save under the key "k" in test mode, answered 201.
-    pub(crate) fn of_secret_key_for_tests(merchant: Uuid, fingerprint: &str) -> Self {
+    /// A secret key's save under the key "k" in test mode, answered 201,
+    /// of a request fingerprinted [`fingerprint_for_tests`]`(request)`.
+    pub(crate) fn of_secret_key_for_tests(merchant: Uuid, request: &str) -> Self {
         IdempotencySave {
             merchant,
             mode: Mode::Test,
             caller: Caller::SecretKey,
             key: "k".into(),
-            fingerprint: fingerprint.into(),
+            fingerprint: fingerprint_for_tests(request),
             statuses: Statuses::all(201),
         }
     }
+}
+
+/// The fingerprint of a request whose method, path and body are `request`.
+#[cfg(test)]
+pub(crate) fn fingerprint_for_tests(request: &str) -> Fingerprint {
+    use sha2::Digest;
+    sha2::Sha256::digest(request.as_bytes()).into()
 }
 
 /// The part of the store key between mode and Idempotency-Key: nothing for
@@ -331,17 +410,24 @@ pub fn lookup(
     caller: Caller,
     key: &str,
     now: DateTime<Utc>,
-) -> Result<Option<IdempotencyRecord>, StoreError> {
+) -> Result<Option<SavedResponse>, StoreError> {
     let key = record_key(merchant, mode, caller, key);
-    let rec: Option<IdempotencyRecord> = match read.get(Table::IdempotencyKeys, &key)? {
+    match read.get(Table::IdempotencyKeys, &key)? {
         Some(expires) => {
             let expires = kobo_storage::writer::u64_from(&expires);
-            read.get_decoded(Table::IdempotencyExpiry, &expiry_key(expires, &key))?
+            if expires <= micros(now) {
+                return Ok(None);
+            }
+            read.get(Table::IdempotencyExpiry, &expiry_key(expires, &key))?
+                .map(|value| decode_saved(&value).map_err(StoreError::from))
+                .transpose()
         }
         // Saved before schema 4: the whole record under its key.
-        None => read.get_decoded(Table::Idempotency, &key)?,
-    };
-    Ok(rec.filter(|r| r.created_at + retention() > now))
+        None => Ok(read
+            .get_decoded::<IdempotencyRecord>(Table::Idempotency, &key)?
+            .filter(|r| r.created_at + retention() > now)
+            .map(IdempotencyRecord::into_saved)),
+    }
 }
 
 /// Deletes records whose 24 hours ended at or before `now`; at most `max`
@@ -433,7 +519,7 @@ mod tests {
                 mode: Mode::Test,
                 caller,
                 key: "k".into(),
-                fingerprint: format!("f{i}"),
+                fingerprint: fingerprint_for_tests(&format!("f{i}")),
                 statuses: Statuses::all(200),
             };
             save.add_to(&mut batch, 200, "{}", now);
@@ -444,7 +530,7 @@ mod tests {
             let rec = lookup(&read, m, Mode::Test, caller, "k", now)
                 .unwrap()
                 .expect("saved");
-            assert_eq!(rec.fingerprint, format!("f{i}"));
+            assert_eq!(rec.fingerprint, fingerprint_for_tests(&format!("f{i}")));
         }
         drop(read);
         let later = now + retention();
@@ -490,7 +576,7 @@ mod tests {
         let m = Uuid::new_v4();
         let key = record_key(m, Mode::Test, Caller::SecretKey, "k");
         let record = IdempotencyRecord {
-            fingerprint: "f".into(),
+            fingerprint: hex::encode(fingerprint_for_tests("f")),
             status: 201,
             body: RawValue::from_string(BODY.into()).unwrap(),
             created_at: now,
@@ -517,6 +603,7 @@ mod tests {
         .unwrap()
         .expect("found under its key");
         assert_eq!(rec.body.get(), BODY);
+        assert_eq!(rec.fingerprint, fingerprint_for_tests("f"));
         prune_all(&kobo, now + retention()).await;
         let read = kobo.store.read().unwrap();
         assert_eq!(rows(&read, Table::Idempotency), 0);
@@ -544,7 +631,7 @@ mod tests {
         let rec = lookup(&read, m, Mode::Test, Caller::SecretKey, "k", second)
             .unwrap()
             .expect("the second save outlives the first one's pruning");
-        assert_eq!(rec.fingerprint, "second");
+        assert_eq!(rec.fingerprint, fingerprint_for_tests("second"));
         assert_eq!(rows(&read, Table::IdempotencyKeys), 1);
         assert_eq!(rows(&read, Table::IdempotencyExpiry), 1);
         drop(read);
@@ -580,15 +667,69 @@ mod tests {
             )
             .unwrap()
             .unwrap();
-        assert_eq!(raw[0], kobo_storage::codec::FORMAT_V2);
+        // Layout 2: the status, the fingerprint, the body packed against
+        // dictionary 2; the time saved is the key's.
+        assert_eq!(raw[..3], [SAVED_LAYOUT_2, 0, 201]);
+        assert_eq!(raw[3..35], fingerprint_for_tests("f"));
+        assert_eq!(raw[35..], crate::stored_json::pack(BODY));
+        assert_eq!(raw[35], crate::stored_json::DICTIONARY.tag());
         let rec = lookup(&read, m, Mode::Test, Caller::SecretKey, "k", now)
             .unwrap()
             .unwrap();
         assert_eq!(rec.body.get(), BODY);
-        assert_eq!((rec.status, rec.fingerprint.as_str()), (201, "f"));
-        // The body is packed against dictionary 1 (its tag follows the
-        // fingerprint, the status and the byte string's length).
-        assert!(raw.contains(&crate::stored_json::DICTIONARY.tag()));
+        assert_eq!(
+            (rec.status, rec.fingerprint),
+            (201, fingerprint_for_tests("f"))
+        );
+        // Found until the end of its 24 hours, not at it.
+        let last = now + retention() - Duration::microseconds(1);
+        assert!(lookup(&read, m, Mode::Test, Caller::SecretKey, "k", last)
+            .unwrap()
+            .is_some());
+        assert!(lookup(
+            &read,
+            m,
+            Mode::Test,
+            Caller::SecretKey,
+            "k",
+            now + retention()
+        )
+        .unwrap()
+        .is_none());
+    }
+
+    #[tokio::test]
+    async fn a_response_saved_by_schema_4_in_its_expiry_row_still_replays() {
+        let dir = tempfile::tempdir().unwrap();
+        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
+        let now = kobo.clock.now();
+        let m = Uuid::new_v4();
+        let key = record_key(m, Mode::Test, Caller::SecretKey, "k");
+        let expires = micros(now + retention());
+        // The row exactly as schema 4 wrote it: the compact record, its
+        // body packed against dictionary 1 (the pinned bytes below).
+        let mut batch = Batch::new();
+        batch
+            .put_raw(
+                Table::IdempotencyExpiry,
+                expiry_key(expires, &key),
+                hex::decode(SCHEMA_4_RECORD.concat()).unwrap(),
+            )
+            .put_raw(Table::IdempotencyKeys, key, expires.to_be_bytes().to_vec());
+        kobo.writer.commit(batch).await.unwrap();
+        let rec = lookup(
+            &kobo.store.read().unwrap(),
+            m,
+            Mode::Test,
+            Caller::SecretKey,
+            "k",
+            now,
+        )
+        .unwrap()
+        .expect("found through its key row");
+        assert_eq!((rec.status, rec.body.get()), (201, BODY));
+        // Its fingerprint was "f00d": not a SHA-256, so it matches nothing.
+        assert_eq!(rec.fingerprint, [0; 32]);
     }
 
     /// The record's fields, in order, with the body deflated: what the
@@ -611,7 +752,7 @@ mod tests {
         let m = Uuid::new_v4();
         let key = record_key(m, Mode::Test, Caller::SecretKey, "k");
         let row = kobo_storage::encode_compact(&DeflatedRecord {
-            fingerprint: "f".into(),
+            fingerprint: hex::encode(fingerprint_for_tests("f")),
             status: 201,
             body: RawValue::from_string(BODY.into()).unwrap(),
             created_at: now,
@@ -624,8 +765,20 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(rec.body.get(), BODY);
-        assert_eq!((rec.status, rec.fingerprint.as_str()), (201, "f"));
+        assert_eq!(
+            (rec.status, rec.fingerprint),
+            (201, fingerprint_for_tests("f"))
+        );
     }
+
+    /// A compact [`IdempotencyRecord`] (fingerprint "f00d", status 201,
+    /// [`BODY`] packed against dictionary 1, saved 2025-03-03T09:00:00Z)
+    /// as schema 4 wrote it.
+    const SCHEMA_4_RECORD: [&str; 3] = [
+        "020466303064c901390e35000000f3027b226964223a202270695f31222c2020229f05f00e4164c3a9",
+        "205c75303065395c6e222c20226e223a5b312c322e35305d7d14323032352d30332d30335430393a30",
+        "303a30305a",
+    ];
 
     /// postcard stores fields by position, and the body's bytes are
     /// dictionary 1's: a change to either changes how stored records read
@@ -633,25 +786,34 @@ mod tests {
     /// not a new pinned value).
     #[test]
     fn the_stored_layout_of_a_saved_response_is_pinned() {
-        let record = IdempotencyRecord {
-            fingerprint: "f00d".into(),
-            status: 201,
-            body: RawValue::from_string(BODY.into()).unwrap(),
-            created_at: "2025-03-03T09:00:00Z".parse().unwrap(),
-        };
-        let bytes = kobo_storage::encode_compact(&record);
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let back = decode_saved(&hex::decode(SCHEMA_4_RECORD.concat()).unwrap()).unwrap();
+        assert_eq!((back.status, back.body.get()), (201, BODY));
+        let old: IdempotencyRecord =
+            kobo_storage::decode(&hex::decode(SCHEMA_4_RECORD.concat()).unwrap()).unwrap();
+        assert_eq!(old.fingerprint, "f00d");
         assert_eq!(
-            hex,
-            concat!(
-                "020466303064c901390e35000000f3027b226964223a202270695f31222c2020229f05f00e4164c3a9",
-                "205c75303065395c6e222c20226e223a5b312c322e35305d7d14323032352d30332d30335430393a30",
-                "303a30305a",
-            ),
-            "the compact layout of IdempotencyRecord changed"
+            old.created_at,
+            "2025-03-03T09:00:00Z".parse::<DateTime<Utc>>().unwrap()
         );
-        let back: IdempotencyRecord = kobo_storage::decode(&bytes).unwrap();
-        assert_eq!(back.body.get(), BODY);
+        // Layout 2, byte by byte around its packed body (zstd's bytes may
+        // differ between library versions; any of them unpacks).
+        let fingerprint = fingerprint_for_tests("POST /v1/payment_intents\n{}");
+        let row = encode_saved(
+            201,
+            &fingerprint,
+            &RawValue::from_string(BODY.into()).unwrap(),
+        );
+        assert_eq!(row[..3], [0x20, 0x00, 0xc9]);
+        assert_eq!(row[3..35], fingerprint);
+        assert_eq!(row[35], (2 << 3) | 0b110, "dictionary 2");
+        let back = decode_saved(&row).unwrap();
+        assert_eq!(
+            (back.status, back.fingerprint, back.body.get()),
+            (201, fingerprint, BODY)
+        );
+        for cut in [0, 1, 3, 34, 35, 36, row.len() - 1] {
+            assert!(decode_saved(&row[..cut]).is_err(), "cut at {cut}");
+        }
     }
 
     #[tokio::test]

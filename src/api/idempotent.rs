@@ -85,7 +85,7 @@ where
     h.update(req.path().as_bytes());
     h.update(b"\n");
     h.update(body);
-    let fingerprint = hex::encode(h.finalize());
+    let fingerprint: idempotency::Fingerprint = h.finalize().into();
     let merchant = principal.merchant.id;
     let mode = principal.mode;
     let caller = principal.caller;

@@ -42,6 +42,9 @@ pub enum CodecError {
     Json(#[from] serde_json::Error),
     #[error("stored value does not decode: {0}")]
     Postcard(#[from] postcard::Error),
+    /// A value in a table's own byte layout (not JSON or postcard).
+    #[error("stored value does not decode: {0}")]
+    Layout(String),
 }
 
 /// A stored type whose serde shape postcard can write and read back (see
@@ -177,14 +180,29 @@ pub mod deflated_json {
 /// block type 3 (reserved), i.e. with bits `x11x` in the low three bits of
 /// its first byte, and every tag does ([`Dictionary::tag`]).
 pub mod packed {
+    use std::cell::RefCell;
     use std::io::Read;
+    use std::sync::OnceLock;
 
-    /// A preset dictionary. Its bytes are part of the stored format: a
-    /// dictionary, once written with, must never change (a new one takes a
-    /// new `number`).
+    /// How a dictionary's texts are compressed.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Method {
+        /// An LZ4 block, its length first (dictionary 1).
+        Lz4,
+        /// A zstd frame (level 3, no checksum and no dictionary id, the
+        /// content size in its header). The dictionary is a trained zstd
+        /// dictionary (its entropy tables code a short text without
+        /// building tables of its own), or raw content.
+        Zstd,
+    }
+
+    /// A preset dictionary. Its bytes and method are part of the stored
+    /// format: a dictionary, once written with, must never change (a new
+    /// one takes a new `number`).
     pub struct Dictionary {
         /// 0 to 31; stored as the tag `number << 3 | 0b110`.
         pub number: u8,
+        pub method: Method,
         pub bytes: &'static [u8],
     }
 
@@ -197,12 +215,20 @@ pub mod packed {
     /// Longest text read back (a stored length above it is corruption).
     const MAX_TEXT: usize = 64 << 20;
 
+    /// The zstd level texts are packed at.
+    const ZSTD_LEVEL: i32 = 1;
+
     /// `text` compressed against `dict`.
     pub fn pack(text: &[u8], dict: &Dictionary) -> Vec<u8> {
-        let block = lz4_flex::block::compress_prepend_size_with_dict(text, dict.bytes);
-        let mut out = Vec::with_capacity(block.len() + 1);
-        out.push(dict.tag());
-        out.extend_from_slice(&block);
+        let mut out = vec![dict.tag()];
+        match dict.method {
+            Method::Lz4 => {
+                out.extend_from_slice(&lz4_flex::block::compress_prepend_size_with_dict(
+                    text, dict.bytes,
+                ));
+            }
+            Method::Zstd => zstd_pack(text, dict, &mut out),
+        }
         out
     }
 
@@ -223,12 +249,95 @@ pub mod packed {
             .iter()
             .find(|d| d.tag() == tag)
             .ok_or_else(|| format!("packed text with unknown dictionary tag {tag:#04x}"))?;
+        match dict.method {
+            Method::Lz4 => lz4_unpack(rest, dict),
+            Method::Zstd => zstd_unpack(rest, dict),
+        }
+    }
+
+    fn lz4_unpack(rest: &[u8], dict: &Dictionary) -> Result<Vec<u8>, String> {
         let (len, _) = lz4_flex::block::uncompressed_size(rest).map_err(|e| e.to_string())?;
         if len > MAX_TEXT {
             return Err(format!("packed text claims {len} bytes"));
         }
         let text = lz4_flex::block::decompress_size_prepended_with_dict(rest, dict.bytes)
             .map_err(|e| e.to_string())?;
+        if text.len() != len {
+            return Err("packed text shorter than its length".into());
+        }
+        Ok(text)
+    }
+
+    /// A zstd dictionary, prepared once per process for each direction.
+    struct Prepared {
+        compress: zstd::dict::EncoderDictionary<'static>,
+        decompress: zstd::dict::DecoderDictionary<'static>,
+    }
+
+    fn prepared(dict: &Dictionary) -> &'static Prepared {
+        static PREPARED: [OnceLock<Prepared>; 32] = [const { OnceLock::new() }; 32];
+        PREPARED[usize::from(dict.number & 31)].get_or_init(|| Prepared {
+            compress: zstd::dict::EncoderDictionary::copy(dict.bytes, ZSTD_LEVEL),
+            decompress: zstd::dict::DecoderDictionary::copy(dict.bytes),
+        })
+    }
+
+    thread_local! {
+        /// Each thread's zstd contexts (their work space is reused from
+        /// text to text), by dictionary number.
+        static COMPRESSORS: RefCell<Vec<(u8, zstd::bulk::Compressor<'static>)>> =
+            const { RefCell::new(Vec::new()) };
+        static DECOMPRESSORS: RefCell<Vec<(u8, zstd::bulk::Decompressor<'static>)>> =
+            const { RefCell::new(Vec::new()) };
+    }
+
+    fn zstd_pack(text: &[u8], dict: &Dictionary, out: &mut Vec<u8>) {
+        COMPRESSORS.with_borrow_mut(|all| {
+            let i = match all.iter().position(|(n, _)| *n == dict.number) {
+                Some(i) => i,
+                None => {
+                    let mut c =
+                        zstd::bulk::Compressor::with_prepared_dictionary(&prepared(dict).compress)
+                            .expect("a zstd context is made in memory");
+                    // The tag names the dictionary; a trained one's id
+                    // would only add 4 bytes.
+                    c.set_parameter(zstd::zstd_safe::CParameter::DictIdFlag(false))
+                        .expect("a stable zstd parameter");
+                    all.push((dict.number, c));
+                    all.len() - 1
+                }
+            };
+            let frame = all[i]
+                .1
+                .compress(text)
+                .expect("zstd compresses any text in memory");
+            out.extend_from_slice(&frame);
+        })
+    }
+
+    fn zstd_unpack(frame: &[u8], dict: &Dictionary) -> Result<Vec<u8>, String> {
+        let len = match zstd::zstd_safe::get_frame_content_size(frame) {
+            Ok(Some(len)) => usize::try_from(len).unwrap_or(usize::MAX),
+            Ok(None) => return Err("packed text without its length".into()),
+            Err(_) => return Err("packed text is not a zstd frame".into()),
+        };
+        if len > MAX_TEXT {
+            return Err(format!("packed text claims {len} bytes"));
+        }
+        let text = DECOMPRESSORS.with_borrow_mut(|all| {
+            let i = match all.iter().position(|(n, _)| *n == dict.number) {
+                Some(i) => i,
+                None => {
+                    let d = zstd::bulk::Decompressor::with_prepared_dictionary(
+                        &prepared(dict).decompress,
+                    )
+                    .map_err(|e| e.to_string())?;
+                    all.push((dict.number, d));
+                    all.len() - 1
+                }
+            };
+            all[i].1.decompress(frame, len).map_err(|e| e.to_string())
+        })?;
         if text.len() != len {
             return Err("packed text shorter than its length".into());
         }
@@ -336,7 +445,13 @@ mod tests {
     }
     const DICT: packed::Dictionary = packed::Dictionary {
         number: 1,
+        method: packed::Method::Lz4,
         bytes: b"{\"amount\":,\"currency\":\"NGN\",\"status\":\"created\"}",
+    };
+    const ZSTD_DICT: packed::Dictionary = packed::Dictionary {
+        number: 2,
+        method: packed::Method::Zstd,
+        bytes: DICT.bytes,
     };
 
     #[test]
@@ -353,6 +468,37 @@ mod tests {
         let n = packed::pack(small.as_bytes(), &DICT).len();
         assert!(n * 4 < small.len() * 3, "{n} bytes");
         assert!(packed::pack(long.as_bytes(), &DICT).len() * 10 < long.len());
+    }
+
+    #[test]
+    fn zstd_packed_texts_come_back_exactly_and_corruption_is_an_error() {
+        let long = format!("[{}]", vec!["{\"a\":\"\\u00e9x\"}"; 5000].join(","));
+        let small = "{\"amount\":250000,\"currency\":\"NGN\",\"status\":\"created\",\"id\":\"0Vc4qeZg2mOzEdSo7JI9zh1Z01ed9i\"}";
+        let both: &[&packed::Dictionary] = &[&DICT, &ZSTD_DICT];
+        for text in [small, "", "{}", long.as_str()] {
+            let bytes = packed::pack(text.as_bytes(), &ZSTD_DICT);
+            assert_eq!(bytes[0], ZSTD_DICT.tag());
+            assert_eq!(packed::unpack(&bytes, both).unwrap(), text.as_bytes());
+            // A second thread packs with its own context, to the same bytes.
+            let again = std::thread::scope(|s| {
+                s.spawn(|| packed::pack(text.as_bytes(), &ZSTD_DICT))
+                    .join()
+                    .unwrap()
+            });
+            assert_eq!(again, bytes);
+        }
+        let (z, l) = (
+            packed::pack(small.as_bytes(), &ZSTD_DICT),
+            packed::pack(small.as_bytes(), &DICT),
+        );
+        // The field names come from the dictionary.
+        assert!(z.len() * 4 < small.len() * 3, "{} bytes", z.len());
+        // Texts packed with either dictionary read back side by side.
+        assert_eq!(packed::unpack(&l, both).unwrap(), small.as_bytes());
+        // A damaged or cut frame is an error, never a panic or a wrong text.
+        for cut in [2, z.len() / 2, z.len() - 1] {
+            assert!(packed::unpack(&z[..cut], both).is_err(), "cut at {cut}");
+        }
     }
 
     #[test]
@@ -381,7 +527,8 @@ mod tests {
             );
         }
         let other = packed::Dictionary {
-            number: 2,
+            number: 3,
+            method: packed::Method::Lz4,
             bytes: b"x",
         };
         let bytes = packed::pack(b"{}", &other);

@@ -138,7 +138,10 @@ pub const STORE_FILE: &str = "kobo.redb";
 /// 4: saved responses in their `idempotency_expiry` rows, found through
 /// `idempotency_keys`, which a kobo of schema 3 does not read (it would
 /// not replay them).
-pub const SCHEMA_VERSION: u32 = 4;
+/// 5: saved responses in a layout of their own (`idempotency::SAVED_LAYOUT_2`),
+/// and saved bodies and event objects packed with dictionary 2 (zstd),
+/// which a kobo of schema 4 cannot decode.
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// redb's page cache when not configured: 160 MiB (the server's
 /// `--store-cache-mb` default).

@@ -28,8 +28,10 @@ use crate::prefix_end;
 use crate::tables::{Def, Table, PHYSICAL};
 
 /// The tables with a tree of their own, named like the table.
-pub const OWN_TREES: [Table; 5] = [
+pub const OWN_TREES: [Table; 7] = [
     Table::PaymentIntents,
+    Table::PaymentIntentIndex,
+    Table::PaymentIntentStatusIndex,
     Table::CheckoutLinks,
     Table::ChargeAttempts,
     Table::Events,
@@ -356,7 +358,8 @@ mod tests {
     #[test]
     fn a_table_with_its_own_tree_is_routed_to_it_and_the_rest_share_one() {
         assert_eq!(own(Table::PaymentIntents), Some(0));
-        assert_eq!(own(Table::IdempotencyExpiry), Some(4));
+        assert_eq!(own(Table::PaymentIntentStatusIndex), Some(2));
+        assert_eq!(own(Table::IdempotencyExpiry), Some(6));
         assert_eq!(own(Table::EventOutbox), None);
         assert_eq!(own(Table::Idempotency), None);
         assert_eq!(own(Table::Meta), None);

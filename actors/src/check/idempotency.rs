@@ -3,10 +3,10 @@
 
 use std::collections::HashSet;
 
-use kobo_storage::{decode, StoreError, Table};
+use kobo_storage::{StoreError, Table};
 
 use super::{hex, Checker};
-use crate::idempotency::IdempotencyRecord;
+use crate::idempotency::decode_saved;
 
 pub(super) fn idempotency(c: &mut Checker) -> Result<(), StoreError> {
     let mut breaches = Vec::new();
@@ -76,7 +76,7 @@ pub(super) fn idempotency(c: &mut Checker) -> Result<(), StoreError> {
 
 /// Why a saved response's row is unsound, if it is.
 fn unsound(v: &[u8]) -> Option<String> {
-    match decode::<IdempotencyRecord>(v) {
+    match decode_saved(v) {
         Ok(r) if (100..600).contains(&r.status) => {
             serde_json::from_str::<serde_json::Value>(r.body.get())
                 .is_err()

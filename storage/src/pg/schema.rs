@@ -43,6 +43,10 @@ pub const MIGRATIONS: &[&str] = &[
     // the version alone makes an older kobo, which would not find those
     // responses (and so would not replay them), refuse the database.
     "SELECT 1",
+    // 4: saved responses in their own layout and texts packed with zstd
+    // (`crate::SCHEMA_VERSION` 5), which an older kobo cannot decode. No
+    // table changes.
+    "SELECT 1",
 ];
 
 /// The version this kobo writes.
