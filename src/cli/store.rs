@@ -89,7 +89,8 @@ pub struct CheckArgs {
     pub scratch: Option<PathBuf>,
     /// Instead of the checks, print what each table of `--data` holds: rows,
     /// key and value bytes, and values by codec version (JSON = 1, compact
-    /// = 2); one line per table (scripts/store_bytes.sh reads them).
+    /// = 2; a saved response's own layout counts in neither); one line per
+    /// table (scripts/store_bytes.sh reads them).
     #[arg(long, requires = "data")]
     pub sizes: bool,
 }
