@@ -561,6 +561,19 @@ mod tests {
         n
     }
 
+    /// The response `m`'s secret key saved under "k" in test mode, at `now`.
+    fn find(kobo: &crate::runtime::Kobo, m: Uuid, now: DateTime<Utc>) -> Option<SavedResponse> {
+        lookup(
+            &kobo.store.read().unwrap(),
+            m,
+            Mode::Test,
+            Caller::SecretKey,
+            "k",
+            now,
+        )
+        .unwrap()
+    }
+
     async fn prune_all(kobo: &crate::runtime::Kobo, at: DateTime<Utc>) {
         let batches = prune_batches(&kobo.store.read().unwrap(), at, 100).unwrap();
         for batch in batches {
@@ -592,16 +605,7 @@ mod tests {
                 Vec::new(),
             );
         kobo.writer.commit(batch).await.unwrap();
-        let rec = lookup(
-            &kobo.store.read().unwrap(),
-            m,
-            Mode::Test,
-            Caller::SecretKey,
-            "k",
-            now,
-        )
-        .unwrap()
-        .expect("found under its key");
+        let rec = find(&kobo, m, now).expect("found under its key");
         assert_eq!(rec.body.get(), BODY);
         assert_eq!(rec.fingerprint, fingerprint_for_tests("f"));
         prune_all(&kobo, now + retention()).await;
@@ -717,16 +721,7 @@ mod tests {
             )
             .put_raw(Table::IdempotencyKeys, key, expires.to_be_bytes().to_vec());
         kobo.writer.commit(batch).await.unwrap();
-        let rec = lookup(
-            &kobo.store.read().unwrap(),
-            m,
-            Mode::Test,
-            Caller::SecretKey,
-            "k",
-            now,
-        )
-        .unwrap()
-        .expect("found through its key row");
+        let rec = find(&kobo, m, now).expect("found through its key row");
         assert_eq!((rec.status, rec.body.get()), (201, BODY));
         // Its fingerprint was "f00d": not a SHA-256, so it matches nothing.
         assert_eq!(rec.fingerprint, [0; 32]);
