@@ -182,14 +182,14 @@ pub mod deflated_json {
 pub mod packed {
     use std::cell::RefCell;
     use std::io::Read;
-    use std::sync::OnceLock;
+    use std::sync::Mutex;
 
     /// How a dictionary's texts are compressed.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum Method {
         /// An LZ4 block, its length first (dictionary 1).
         Lz4,
-        /// A zstd frame (level 3, no checksum and no dictionary id, the
+        /// A zstd frame (level 1, no checksum and no dictionary id, the
         /// content size in its header). The dictionary is a trained zstd
         /// dictionary (its entropy tables code a short text without
         /// building tables of its own), or raw content.
@@ -274,26 +274,41 @@ pub mod packed {
         decompress: zstd::dict::DecoderDictionary<'static>,
     }
 
+    /// Which dictionary bytes a prepared dictionary or context is for:
+    /// where they are (a dictionary's bytes are `'static`).
+    type BytesId = (usize, usize);
+
+    fn bytes_id(dict: &Dictionary) -> BytesId {
+        (dict.bytes.as_ptr() as usize, dict.bytes.len())
+    }
+
+    /// Prepared on a thread's first use of the dictionary, and kept.
     fn prepared(dict: &Dictionary) -> &'static Prepared {
-        static PREPARED: [OnceLock<Prepared>; 32] = [const { OnceLock::new() }; 32];
-        PREPARED[usize::from(dict.number & 31)].get_or_init(|| Prepared {
+        static PREPARED: Mutex<Vec<(BytesId, &'static Prepared)>> = Mutex::new(Vec::new());
+        let mut all = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, p)) = all.iter().find(|(id, _)| *id == bytes_id(dict)) {
+            return p;
+        }
+        let p: &'static Prepared = Box::leak(Box::new(Prepared {
             compress: zstd::dict::EncoderDictionary::copy(dict.bytes, ZSTD_LEVEL),
             decompress: zstd::dict::DecoderDictionary::copy(dict.bytes),
-        })
+        }));
+        all.push((bytes_id(dict), p));
+        p
     }
 
     thread_local! {
         /// Each thread's zstd contexts (their work space is reused from
-        /// text to text), by dictionary number.
-        static COMPRESSORS: RefCell<Vec<(u8, zstd::bulk::Compressor<'static>)>> =
+        /// text to text), by dictionary.
+        static COMPRESSORS: RefCell<Vec<(BytesId, zstd::bulk::Compressor<'static>)>> =
             const { RefCell::new(Vec::new()) };
-        static DECOMPRESSORS: RefCell<Vec<(u8, zstd::bulk::Decompressor<'static>)>> =
+        static DECOMPRESSORS: RefCell<Vec<(BytesId, zstd::bulk::Decompressor<'static>)>> =
             const { RefCell::new(Vec::new()) };
     }
 
     fn zstd_pack(text: &[u8], dict: &Dictionary, out: &mut Vec<u8>) {
         COMPRESSORS.with_borrow_mut(|all| {
-            let i = match all.iter().position(|(n, _)| *n == dict.number) {
+            let i = match all.iter().position(|(id, _)| *id == bytes_id(dict)) {
                 Some(i) => i,
                 None => {
                     let mut c =
@@ -303,7 +318,7 @@ pub mod packed {
                     // would only add 4 bytes.
                     c.set_parameter(zstd::zstd_safe::CParameter::DictIdFlag(false))
                         .expect("a stable zstd parameter");
-                    all.push((dict.number, c));
+                    all.push((bytes_id(dict), c));
                     all.len() - 1
                 }
             };
@@ -325,14 +340,14 @@ pub mod packed {
             return Err(format!("packed text claims {len} bytes"));
         }
         let text = DECOMPRESSORS.with_borrow_mut(|all| {
-            let i = match all.iter().position(|(n, _)| *n == dict.number) {
+            let i = match all.iter().position(|(id, _)| *id == bytes_id(dict)) {
                 Some(i) => i,
                 None => {
                     let d = zstd::bulk::Decompressor::with_prepared_dictionary(
                         &prepared(dict).decompress,
                     )
                     .map_err(|e| e.to_string())?;
-                    all.push((dict.number, d));
+                    all.push((bytes_id(dict), d));
                     all.len() - 1
                 }
             };
@@ -499,6 +514,26 @@ mod tests {
         for cut in [2, z.len() / 2, z.len() - 1] {
             assert!(packed::unpack(&z[..cut], both).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn each_zstd_dictionary_packs_with_its_own_bytes() {
+        // Prepared dictionaries and contexts are kept per dictionary's
+        // bytes, so a second set of dictionaries (as these tests' beside
+        // kobo's) never packs with another's bytes under a shared number.
+        const OTHER_BYTES: packed::Dictionary = packed::Dictionary {
+            number: 2,
+            method: packed::Method::Zstd,
+            bytes: b"{\"object\":\"refund\",\"reason\":\"requested_by_customer\"}",
+        };
+        let text = b"{\"amount\":250000,\"currency\":\"NGN\",\"status\":\"created\"}";
+        let (a, b) = (
+            packed::pack(text, &ZSTD_DICT),
+            packed::pack(text, &OTHER_BYTES),
+        );
+        assert_ne!(a, b);
+        assert_eq!(packed::unpack(&a, &[&ZSTD_DICT]).unwrap(), text);
+        assert_eq!(packed::unpack(&b, &[&OTHER_BYTES]).unwrap(), text);
     }
 
     #[test]
