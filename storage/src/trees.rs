@@ -10,7 +10,10 @@
 //! every key arrives, but splits any other full leaf in the middle; inside
 //! the shared tree such a table is never rightmost, so every leaf it left
 //! behind stayed half empty (docs/performance.md, "the store file's
-//! bytes"). In a tree of its own each of its leaves is left full.
+//! bytes"). In a tree of its own each of its leaves is left full. The
+//! payment intent list and status indexes ascend within each merchant's
+//! range: in their own trees the newest merchant's leaves are left full
+//! (in a store of one merchant, all of them), the others' as before.
 //!
 //! Keys are the same physical keys in every tree (table id byte first),
 //! so a key's table, and so its tree, is known from the key alone (backups
