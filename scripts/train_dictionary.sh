@@ -3,7 +3,8 @@
 # (actors/src/stored_json): starts a release kobo on a fresh store, has
 # scripts/dictionary/samples.py make a sandbox merchant's usual answers and
 # events, and trains on four of every five samples; prints how the fifth
-# packs against dictionary 1 and the new one.
+# packs against dictionary 1 and the new one. Needs python3 and the zstd
+# command line (`apt-get install zstd`).
 #
 #   scripts/train_dictionary.sh OUT [BIN_DIR] [MAX_BYTES]
 #
