@@ -561,6 +561,19 @@ mod tests {
         n
     }
 
+    /// A store of its own, its clock's time and a merchant id.
+    fn fresh() -> (
+        tempfile::TempDir,
+        std::sync::Arc<crate::runtime::Kobo>,
+        DateTime<Utc>,
+        Uuid,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
+        let now = kobo.clock.now();
+        (dir, kobo, now, Uuid::new_v4())
+    }
+
     /// The response `m`'s secret key saved under "k" in test mode, at `now`.
     fn find(kobo: &crate::runtime::Kobo, m: Uuid, now: DateTime<Utc>) -> Option<SavedResponse> {
         lookup(
@@ -583,10 +596,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_response_saved_before_schema_4_is_found_under_its_key_and_pruned() {
-        let dir = tempfile::tempdir().unwrap();
-        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
-        let now = kobo.clock.now();
-        let m = Uuid::new_v4();
+        let (_dir, kobo, now, m) = fresh();
         let key = record_key(m, Mode::Test, Caller::SecretKey, "k");
         let record = IdempotencyRecord {
             fingerprint: hex::encode(fingerprint_for_tests("f")),
@@ -652,10 +662,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_saved_response_is_stored_compact_and_replays_byte_identical() {
-        let dir = tempfile::tempdir().unwrap();
-        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
-        let now = kobo.clock.now();
-        let m = Uuid::new_v4();
+        let (_dir, kobo, now, m) = fresh();
         let save = IdempotencySave::of_secret_key_for_tests(m, "f");
         let mut batch = Batch::new();
         save.add_to(&mut batch, 201, BODY, now);
@@ -686,28 +693,15 @@ mod tests {
             (201, fingerprint_for_tests("f"))
         );
         // Found until the end of its 24 hours, not at it.
+        drop(read);
         let last = now + retention() - Duration::microseconds(1);
-        assert!(lookup(&read, m, Mode::Test, Caller::SecretKey, "k", last)
-            .unwrap()
-            .is_some());
-        assert!(lookup(
-            &read,
-            m,
-            Mode::Test,
-            Caller::SecretKey,
-            "k",
-            now + retention()
-        )
-        .unwrap()
-        .is_none());
+        assert!(find(&kobo, m, last).is_some());
+        assert!(find(&kobo, m, now + retention()).is_none());
     }
 
     #[tokio::test]
     async fn a_response_saved_by_schema_4_in_its_expiry_row_still_replays() {
-        let dir = tempfile::tempdir().unwrap();
-        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
-        let now = kobo.clock.now();
-        let m = Uuid::new_v4();
+        let (_dir, kobo, now, m) = fresh();
         let key = record_key(m, Mode::Test, Caller::SecretKey, "k");
         let expires = micros(now + retention());
         // The row exactly as schema 4 wrote it: the compact record, its
@@ -741,10 +735,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_response_saved_deflated_before_the_dictionary_still_replays_byte_identical() {
-        let dir = tempfile::tempdir().unwrap();
-        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
-        let now = kobo.clock.now();
-        let m = Uuid::new_v4();
+        let (_dir, kobo, now, m) = fresh();
         let key = record_key(m, Mode::Test, Caller::SecretKey, "k");
         let row = kobo_storage::encode_compact(&DeflatedRecord {
             fingerprint: hex::encode(fingerprint_for_tests("f")),
@@ -813,10 +804,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_response_saved_as_json_before_the_compact_format_still_replays() {
-        let dir = tempfile::tempdir().unwrap();
-        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
-        let now = kobo.clock.now();
-        let m = Uuid::new_v4();
+        let (_dir, kobo, now, m) = fresh();
         let key = record_key(m, Mode::Test, Caller::SecretKey, "k");
         // The row exactly as the JSON format (version 1) wrote it.
         let mut row = vec![kobo_storage::codec::FORMAT_V1];

@@ -306,24 +306,36 @@ pub mod packed {
             const { RefCell::new(Vec::new()) };
     }
 
+    /// This thread's context for `dict` in `all`, made by `make` on first use.
+    fn context<'a, C>(
+        all: &'a mut Vec<(BytesId, C)>,
+        dict: &Dictionary,
+        make: impl FnOnce(&'static Prepared) -> std::io::Result<C>,
+    ) -> Result<&'a mut C, String> {
+        let i = match all.iter().position(|(id, _)| *id == bytes_id(dict)) {
+            Some(i) => i,
+            None => {
+                all.push((
+                    bytes_id(dict),
+                    make(prepared(dict)).map_err(|e| e.to_string())?,
+                ));
+                all.len() - 1
+            }
+        };
+        Ok(&mut all[i].1)
+    }
+
     fn zstd_pack(text: &[u8], dict: &Dictionary, out: &mut Vec<u8>) {
         COMPRESSORS.with_borrow_mut(|all| {
-            let i = match all.iter().position(|(id, _)| *id == bytes_id(dict)) {
-                Some(i) => i,
-                None => {
-                    let mut c =
-                        zstd::bulk::Compressor::with_prepared_dictionary(&prepared(dict).compress)
-                            .expect("a zstd context is made in memory");
-                    // The tag names the dictionary; a trained one's id
-                    // would only add 4 bytes.
-                    c.set_parameter(zstd::zstd_safe::CParameter::DictIdFlag(false))
-                        .expect("a stable zstd parameter");
-                    all.push((bytes_id(dict), c));
-                    all.len() - 1
-                }
-            };
-            let frame = all[i]
-                .1
+            let compressor = context(all, dict, |p| {
+                let mut c = zstd::bulk::Compressor::with_prepared_dictionary(&p.compress)?;
+                // The tag names the dictionary; a trained one's id would
+                // only add 4 bytes.
+                c.set_parameter(zstd::zstd_safe::CParameter::DictIdFlag(false))?;
+                Ok(c)
+            })
+            .expect("a zstd context is made in memory");
+            let frame = compressor
                 .compress(text)
                 .expect("zstd compresses any text in memory");
             out.extend_from_slice(&frame);
@@ -340,18 +352,11 @@ pub mod packed {
             return Err(format!("packed text claims {len} bytes"));
         }
         let text = DECOMPRESSORS.with_borrow_mut(|all| {
-            let i = match all.iter().position(|(id, _)| *id == bytes_id(dict)) {
-                Some(i) => i,
-                None => {
-                    let d = zstd::bulk::Decompressor::with_prepared_dictionary(
-                        &prepared(dict).decompress,
-                    )
-                    .map_err(|e| e.to_string())?;
-                    all.push((bytes_id(dict), d));
-                    all.len() - 1
-                }
-            };
-            all[i].1.decompress(frame, len).map_err(|e| e.to_string())
+            context(all, dict, |p| {
+                zstd::bulk::Decompressor::with_prepared_dictionary(&p.decompress)
+            })?
+            .decompress(frame, len)
+            .map_err(|e| e.to_string())
         })?;
         if text.len() != len {
             return Err("packed text shorter than its length".into());
