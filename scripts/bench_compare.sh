@@ -9,6 +9,13 @@
 #
 # DIR_A and DIR_B hold a release `kobo` (B's must have `kobo load`), e.g.
 # two worktrees' target/release. SCENARIO is healthz, create or flow.
+#
+# Besides throughput and p99 it prints the server's CPU time per operation
+# (user + system from /proc/PID/stat over the whole run, start-up and the
+# merchant's creation included, divided by the operations). On 2 shared
+# cores the server is bound by CPU, so this says where a change's
+# throughput came from; it is not steadier than throughput (a run slowed by
+# other load makes smaller commit groups and costs more per operation).
 set -euo pipefail
 # The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
 # progress line, no money audit (a benchmark run), never failing on errors
@@ -45,6 +52,14 @@ run_one() {
   fi
   out=$("$LOADER" load $LOADFLAGS --url "$base" --key "$key" --mix "$SCENARIO" \
     --connections "$CONNECTIONS" --duration "$SECONDS_PER_RUN")
+  # The server's CPU time (clock ticks) so far, added to the load's line.
+  local ticks
+  ticks=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')
+  out=$(printf '%s\n' "$out" | python3 -c "
+import json, os, sys
+r = json.loads(sys.stdin.read())
+r['server_cpu_us_per_op'] = round($ticks / os.sysconf('SC_CLK_TCK') * 1e6 / max(r['ops'], 1), 1)
+print(json.dumps(r))")
   kill "$pid"
   wait "$pid" 2>/dev/null || true
   rm -rf "$data"
@@ -59,7 +74,10 @@ results_b=()
 for r in $(seq "$ROUNDS"); do
   results_a+=("$(run_one "$A/kobo")")
   results_b+=("$(run_one "$B/kobo")")
-  echo "round $r: A $(printf '%s\n' "${results_a[-1]}" | field ops_per_sec) ops/s, B $(printf '%s\n' "${results_b[-1]}" | field ops_per_sec) ops/s" >&2
+  echo "round $r: A $(printf '%s\n' "${results_a[-1]}" | field ops_per_sec) ops/s" \
+    "($(printf '%s\n' "${results_a[-1]}" | field server_cpu_us_per_op) us CPU/op)," \
+    "B $(printf '%s\n' "${results_b[-1]}" | field ops_per_sec) ops/s" \
+    "($(printf '%s\n' "${results_b[-1]}" | field server_cpu_us_per_op) us CPU/op)" >&2
 done
 ma=$(printf '%s\n' "${results_a[@]}" | field ops_per_sec | median)
 mb=$(printf '%s\n' "${results_b[@]}" | field ops_per_sec | median)
@@ -67,8 +85,10 @@ pa=$(printf '%s\n' "${results_a[@]}" | field p99_ms | median)
 pb=$(printf '%s\n' "${results_b[@]}" | field p99_ms | median)
 ea=$(printf '%s\n' "${results_a[@]}" | field errors | median)
 eb=$(printf '%s\n' "${results_b[@]}" | field errors | median)
-echo "| build | $SCENARIO ops/s at $CONNECTIONS (median of $ROUNDS) | p99 ms | errors |"
-echo "|---|---|---|---|"
-echo "| A ($A) | $ma | $pa | $ea |"
-echo "| B ($B) | $mb | $pb | $eb |"
-python3 -c "print(f'B/A throughput: {$mb/$ma:.3f}')"
+ca=$(printf '%s\n' "${results_a[@]}" | field server_cpu_us_per_op | median)
+cb=$(printf '%s\n' "${results_b[@]}" | field server_cpu_us_per_op | median)
+echo "| build | $SCENARIO ops/s at $CONNECTIONS (median of $ROUNDS) | p99 ms | errors | server CPU us/op |"
+echo "|---|---|---|---|---|"
+echo "| A ($A) | $ma | $pa | $ea | $ca |"
+echo "| B ($B) | $mb | $pb | $eb | $cb |"
+python3 -c "print(f'B/A throughput: {$mb/$ma:.3f}; B/A server CPU per op: {$cb/$ca:.3f}')"
