@@ -270,7 +270,8 @@ impl<V> Answer<V> {
 
 impl<V: Serialize> Answer<V> {
     /// Adds the response to `outcome` to `batch` when `idem` is given: the
-    /// endpoint's status for its kind, and the view rendered by [`render`].
+    /// endpoint's status for its kind, and the view as [`render`] would
+    /// write it (written without the `Value` tree: [`crate::sorted_json`]).
     pub fn save(
         outcome: Outcome<V>,
         idem: Option<&IdempotencySave>,
@@ -278,8 +279,10 @@ impl<V: Serialize> Answer<V> {
         now: DateTime<Utc>,
     ) -> Self {
         let saved = idem.map(|idem| {
-            let body = render(outcome.view());
-            idem.put(batch, idem.statuses.of(outcome.kind()), &body, now)
+            let body = crate::sorted_json::to_sorted_string(outcome.view())
+                .and_then(RawValue::from_string)
+                .expect("a public view serializes");
+            idem.put_raw(batch, idem.statuses.of(outcome.kind()), body, now)
         });
         Answer { outcome, saved }
     }

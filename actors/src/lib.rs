@@ -68,6 +68,7 @@ pub mod resume;
 pub mod resumption;
 pub mod runtime;
 pub mod settlement;
+pub mod sorted_json;
 pub mod stored_json;
 pub mod subscription;
 pub mod timer;

@@ -47,6 +47,7 @@ const CORE: &[&str] = &[
     "idempotency",
     "money",
     "paging",
+    "sorted_json",
     "stored_json",
     "registry",
     "resumption",
