@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::ToSchema;
@@ -83,7 +84,7 @@ pub const EVENT_TYPES: &[&str] = &[
     SUBSCRIPTION_TRIAL_WILL_END,
 ];
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Event {
     pub id: Uuid,
     pub merchant: Uuid,
@@ -92,10 +93,40 @@ pub struct Event {
     #[serde(rename = "type")]
     pub event_type: String,
     pub created_at: DateTime<Utc>,
-    /// The object as the API showed it; in the compact format compressed
-    /// against kobo's dictionary ([`crate::stored_json`]).
-    #[serde(with = "crate::stored_json::value")]
-    pub object: Value,
+    /// The object as the API showed it, as its JSON text (keys sorted, as
+    /// [`crate::idempotency::render`] writes it); in the compact format
+    /// compressed against kobo's dictionary ([`crate::stored_json`]). Kept
+    /// as text: a change writes it once for its answer and its events, and
+    /// the store packs the text as it is.
+    #[serde(with = "crate::stored_json::raw")]
+    pub object: Box<RawValue>,
+}
+
+impl PartialEq for Event {
+    fn eq(&self, other: &Self) -> bool {
+        (
+            self.id,
+            self.merchant,
+            self.mode,
+            self.seq,
+            &self.event_type,
+            self.created_at,
+            self.object.get(),
+        ) == (
+            other.id,
+            other.merchant,
+            other.mode,
+            other.seq,
+            &other.event_type,
+            other.created_at,
+            other.object.get(),
+        )
+    }
+}
+
+/// `value`'s JSON text, as an event's object.
+pub fn object_text(value: &Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).expect("a JSON value serializes")
 }
 
 /// Stored in the compact format (kobo_storage::codec); events written as
@@ -123,7 +154,8 @@ pub enum EventObject {
 pub struct EventData {
     /// The payment, payout, refund, customer or virtual account as it was
     /// when the event happened.
-    pub object: Value,
+    #[schema(value_type = Object)]
+    pub object: Box<RawValue>,
 }
 
 /// The public Event object (without `deliveries`), also the body of a
@@ -169,9 +201,22 @@ impl Event {
     /// the time of the change) in `batch`, the batch of that change.
     pub fn record(
         kobo: &crate::env::Env,
-        (merchant, mode): (Uuid, Mode),
+        scope: (Uuid, Mode),
         event_type: &str,
         object: Value,
+        now: DateTime<Utc>,
+        batch: &mut Batch,
+    ) {
+        Event::record_text(kobo, scope, event_type, object_text(&object), now, batch)
+    }
+
+    /// [`Event::record`] of an object already written as JSON text (sorted
+    /// keys: [`crate::sorted_json`]).
+    pub fn record_text(
+        kobo: &crate::env::Env,
+        (merchant, mode): (Uuid, Mode),
+        event_type: &str,
+        object: Box<RawValue>,
         now: DateTime<Utc>,
         batch: &mut Batch,
     ) {
@@ -236,8 +281,9 @@ mod tests {
             seq: 300,
             event_type: PAYMENT_INTENT_SUCCESSFUL.into(),
             created_at: "2025-03-03T09:00:00Z".parse().unwrap(),
-            object: json!({"amount": 250000, "currency": "NGN", "metadata": {"n": [1, 2.5, null]},
-                "object": "payment_intent", "status": "successful"}),
+            object: object_text(&json!({"amount": 250000, "currency": "NGN",
+                "metadata": {"n": [1, 2.5, null]}, "object": "payment_intent",
+                "status": "successful"})),
         }
     }
 
@@ -312,7 +358,9 @@ mod tests {
                     seq: n as u64,
                     event_type: t.to_string(),
                     created_at: Utc::now(),
-                    object: json!({"id": "x", "object": "payment_intent", "amount": n}),
+                    object: object_text(
+                        &json!({"id": "x", "object": "payment_intent", "amount": n}),
+                    ),
                 };
                 let old = json!({
                     "id": e.id,

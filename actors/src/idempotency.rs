@@ -287,6 +287,20 @@ impl<V: Serialize> Answer<V> {
         Answer { outcome, saved }
     }
 
+    /// [`Answer::save`] of a view already written as text (`body`: the
+    /// outcome's view as [`render`] would write it).
+    pub fn save_text(
+        outcome: Outcome<V>,
+        body: Box<RawValue>,
+        idem: Option<&IdempotencySave>,
+        batch: &mut Batch,
+        now: DateTime<Utc>,
+    ) -> Self {
+        let saved =
+            idem.map(|idem| idem.put_raw(batch, idem.statuses.of(outcome.kind()), body, now));
+        Answer { outcome, saved }
+    }
+
     /// [`Answer::save`] of a view already rendered (`body`, [`render`] of
     /// the outcome's view).
     pub fn save_rendered(

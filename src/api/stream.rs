@@ -510,7 +510,7 @@ mod tests {
                 seq: 1,
                 event_type: event_type.to_string(),
                 created_at: now,
-                object: json!({"object": "payment_intent"}),
+                object: kobo_actors::event::object_text(&json!({"object": "payment_intent"})),
             };
             let item = StreamItem {
                 merchant: event.merchant,

@@ -378,7 +378,9 @@ mod tests {
             seq: 7,
             event_type: "payment_intent.succeeded".into(),
             created_at: Utc::now(),
-            object: json!({"object": "payment_intent", "amount": 500000, "zeta": null, "alpha": [1, {"b": 2, "a": 1.5}]}),
+            object: kobo_actors::event::object_text(
+                &json!({"object": "payment_intent", "amount": 500000, "zeta": null, "alpha": [1, {"b": 2, "a": 1.5}]}),
+            ),
         };
         let stream_data = event.to_api().to_string();
         let webhook = serde_json::to_vec(&event.view()).unwrap();

@@ -73,7 +73,9 @@ fn core(c: &mut Checker) -> Result<(), StoreError> {
                     .collect()
             }),
             index(Table::WebhookTestEvents, |e: &Event| {
-                let endpoint = e.object["id"]
+                let object: serde_json::Value =
+                    serde_json::from_str(e.object.get()).unwrap_or_default();
+                let endpoint = object["id"]
                     .as_str()
                     .and_then(|s| s.parse::<uuid::Uuid>().ok());
                 match endpoint.filter(|_| !listed_event(e)) {

@@ -11,7 +11,7 @@ use crate::customer::service::for_payment;
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
-use crate::idempotency::{render, Answer, IdempotencySave, Outcome};
+use crate::idempotency::{Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, random_base62, scope_key, sha256_hex, time_ordered_code, Mode};
 use crate::invoice::book::ApplyPayment;
 use crate::ledger::actor::PostEntry;
@@ -532,7 +532,10 @@ pub async fn commit_decision_with(
     let after = &decision.intent;
     batch.owned_by(after.merchant.as_bytes());
     let view = after.view(None);
-    let body = render(&view);
+    // Written once, for the answer and every event of the change.
+    let body = crate::sorted_json::to_sorted_string(&view)
+        .and_then(serde_json::value::RawValue::from_string)
+        .expect("a public view serializes");
     if after != before {
         batch.put_compact(Table::PaymentIntents, after.id.as_bytes().to_vec(), after);
     }
@@ -558,13 +561,13 @@ pub async fn commit_decision_with(
         match effect {
             Effect::Event(t) => {
                 let scope = (after.merchant, after.mode);
-                Event::record(kobo, scope, t, body.clone(), now, &mut batch)
+                Event::record_text(kobo, scope, t, body.clone(), now, &mut batch)
             }
             Effect::Capture { gross, fee, net } => capture = Some((*gross, *fee, *net)),
             other => add_effect(&mut batch, after, other),
         }
     }
-    let answer = Answer::save_rendered(Outcome::Updated(view), &body, idem, &mut batch, now);
+    let answer = Answer::save_text(Outcome::Updated(view), body, idem, &mut batch, now);
     match capture {
         Some(money) => post_capture(kobo, after, settings, money, batch, now).await?,
         None if !batch.is_empty() => kobo.writer.commit(batch).await.map_err(DomainError::from)?,

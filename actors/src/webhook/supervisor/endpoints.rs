@@ -72,7 +72,7 @@ impl Supervisor {
             seq,
             event_type: TEST_EVENT_TYPE.to_string(),
             created_at: now,
-            object: ep.to_api(false),
+            object: crate::event::object_text(&ep.to_api(false)),
         };
         let mut batch = Batch::new();
         batch.owned_by(merchant.as_bytes());
