@@ -321,38 +321,27 @@ impl<'a, 'b> ser::Serializer for &'b mut SortedSerializer<'a> {
 /// The struct name serde_json gives a `RawValue`.
 const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
-impl ser::SerializeSeq for Array<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close().map(drop)
-    }
+/// serde's three array traits, each an [`Array`] element by element.
+macro_rules! array_impl {
+    ($($trait:ident :: $method:ident),*) => {
+        $(impl ser::$trait for Array<'_> {
+            type Ok = ();
+            type Error = Error;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+                self.element(value)
+            }
+            fn end(self) -> Result<(), Error> {
+                self.close().map(drop)
+            }
+        })*
+    };
 }
 
-impl ser::SerializeTuple for Array<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close().map(drop)
-    }
-}
-
-impl ser::SerializeTupleStruct for Array<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close().map(drop)
-    }
-}
+array_impl!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field
+);
 
 impl ser::SerializeTupleVariant for Variant<Array<'_>> {
     type Ok = ();
