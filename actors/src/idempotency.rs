@@ -241,6 +241,14 @@ pub fn render<V: Serialize>(view: &V) -> Value {
     serde_json::to_value(view).expect("a public view serializes")
 }
 
+/// [`render`]'s text, written in one pass ([`crate::sorted_json`]): what
+/// is saved and sent.
+pub fn render_text<V: Serialize>(view: &V) -> Box<RawValue> {
+    crate::sorted_json::to_sorted_string(view)
+        .and_then(RawValue::from_string)
+        .expect("a public view serializes")
+}
+
 /// A command's outcome after its commit, with the response body it saved
 /// with its effect (when it was given an [`IdempotencySave`]). The HTTP
 /// layer sends exactly the saved bytes, so the first answer and every
@@ -270,8 +278,7 @@ impl<V> Answer<V> {
 
 impl<V: Serialize> Answer<V> {
     /// Adds the response to `outcome` to `batch` when `idem` is given: the
-    /// endpoint's status for its kind, and the view as [`render`] would
-    /// write it (written without the `Value` tree: [`crate::sorted_json`]).
+    /// endpoint's status for its kind, and the view's [`render_text`].
     pub fn save(
         outcome: Outcome<V>,
         idem: Option<&IdempotencySave>,
@@ -279,16 +286,14 @@ impl<V: Serialize> Answer<V> {
         now: DateTime<Utc>,
     ) -> Self {
         let saved = idem.map(|idem| {
-            let body = crate::sorted_json::to_sorted_string(outcome.view())
-                .and_then(RawValue::from_string)
-                .expect("a public view serializes");
+            let body = render_text(outcome.view());
             idem.put_raw(batch, idem.statuses.of(outcome.kind()), body, now)
         });
         Answer { outcome, saved }
     }
 
-    /// [`Answer::save`] of a view already written as text (`body`: the
-    /// outcome's view as [`render`] would write it).
+    /// [`Answer::save`] of a view already written (`body`: the outcome's
+    /// view's [`render_text`]).
     pub fn save_text(
         outcome: Outcome<V>,
         body: Box<RawValue>,

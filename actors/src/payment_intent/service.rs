@@ -11,7 +11,7 @@ use crate::customer::service::for_payment;
 use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
-use crate::idempotency::{Answer, IdempotencySave, Outcome};
+use crate::idempotency::{render_text, Answer, IdempotencySave, Outcome};
 use crate::ids::{new_id, random_base62, scope_key, sha256_hex, time_ordered_code, Mode};
 use crate::invoice::book::ApplyPayment;
 use crate::ledger::actor::PostEntry;
@@ -533,9 +533,7 @@ pub async fn commit_decision_with(
     batch.owned_by(after.merchant.as_bytes());
     let view = after.view(None);
     // Written once, for the answer and every event of the change.
-    let body = crate::sorted_json::to_sorted_string(&view)
-        .and_then(serde_json::value::RawValue::from_string)
-        .expect("a public view serializes");
+    let body = render_text(&view);
     if after != before {
         batch.put_compact(Table::PaymentIntents, after.id.as_bytes().to_vec(), after);
     }
