@@ -58,7 +58,7 @@ struct Object<'a> {
 
 struct Entry {
     key: Cow<'static, str>,
-    /// `"key":value` in the output.
+    /// `"key":value` in the output (without the comma before it).
     span: std::ops::Range<usize>,
 }
 
@@ -79,6 +79,9 @@ impl<'a> Object<'a> {
         key: Cow<'static, str>,
         value: &T,
     ) -> Result<(), Error> {
+        if !self.entries.is_empty() {
+            self.out.push(b',');
+        }
         let begin = self.out.len();
         serde_json::to_writer(&mut *self.out, key.as_ref())?;
         self.out.push(b':');
@@ -90,8 +93,9 @@ impl<'a> Object<'a> {
         Ok(())
     }
 
-    /// Puts the entries in key order, commas between, and closes; gives
-    /// back the output.
+    /// Puts the entries in key order (written with commas between them, so
+    /// entries that came in order stay as they are) and closes; gives back
+    /// the output.
     fn close(self) -> Result<&'a mut Vec<u8>, Error> {
         let Object {
             out,
@@ -99,8 +103,7 @@ impl<'a> Object<'a> {
             mut entries,
             ..
         } = self;
-        let sorted = entries.windows(2).all(|w| w[0].key < w[1].key);
-        if !sorted {
+        if !entries.windows(2).all(|w| w[0].key < w[1].key) {
             // Stable: of equal keys the last written comes last.
             entries.sort_by(|a, b| a.key.cmp(&b.key));
             let mut kept: Vec<Entry> = Vec::with_capacity(entries.len());
@@ -110,19 +113,18 @@ impl<'a> Object<'a> {
                     _ => kept.push(e),
                 }
             }
-            entries = kept;
-        }
-        SCRATCH.with_borrow_mut(|written| {
-            written.clear();
-            written.extend_from_slice(&out[start..]);
-            out.truncate(start);
-            for (i, e) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
+            SCRATCH.with_borrow_mut(|written| {
+                written.clear();
+                written.extend_from_slice(&out[start..]);
+                out.truncate(start);
+                for (i, e) in kept.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(&written[e.span.start - start..e.span.end - start]);
                 }
-                out.extend_from_slice(&written[e.span.start - start..e.span.end - start]);
-            }
-        });
+            });
+        }
         out.push(b'}');
         Ok(out)
     }
