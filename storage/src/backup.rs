@@ -32,12 +32,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use redb::{Durability, ReadableDatabase};
+use redb::Durability;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::tables::Table;
-use crate::trees::{ReadTrees, WriteTrees};
+use crate::trees::WriteTrees;
 use crate::writer::{u64_from, META_SEQ_HIGH_WATER};
 use crate::{Store, StoreError, SCHEMA_VERSION, STORE_FILE};
 
@@ -120,6 +120,12 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> BackupError + '_ {
     move |source| BackupError::Io {
         path: path.to_path_buf(),
         source,
+    }
+}
+
+impl From<redb::Error> for BackupError {
+    fn from(e: redb::Error) -> Self {
+        redb_err(e)
     }
 }
 
@@ -261,32 +267,22 @@ fn write_temp(store: &Store, temp: &Path, info: &BackupInfo) -> Result<Summary, 
     let seq_high_water = {
         // The one read transaction: every record below is the store as of
         // one commit.
-        let txn = store.redb()?.begin_read().map_err(redb_err)?;
-        let trees = ReadTrees::new(txn).map_err(redb_err)?;
+        let trees = store.read_trees()?;
         let high_water = trees
-            .of(Table::Meta)
+            .get(Table::Meta, &Table::Meta.physical(META_SEQ_HIGH_WATER))
             .map_err(redb_err)?
-            .get(Table::Meta.physical(META_SEQ_HIGH_WATER).as_slice())
-            .map_err(redb_err)?
-            .map(|v| u64_from(v.value()))
+            .map(|v| u64_from(&v))
             .unwrap_or(0);
-        for (tree, lower, upper) in trees.in_key_order().map_err(redb_err)? {
-            let rows = match upper {
-                Some(upper) => tree.range::<&[u8]>(lower.as_slice()..upper.as_slice()),
-                None => tree.range::<&[u8]>(lower.as_slice()..),
-            };
-            for item in rows.map_err(redb_err)? {
-                let (k, v) = item.map_err(redb_err)?;
-                let (k, v) = (k.value(), v.value());
-                w.put(&[RECORD]).map_err(failed)?;
-                w.put_len(k.len()).map_err(failed)?;
-                w.put(k).map_err(failed)?;
-                w.put_len(v.len()).map_err(failed)?;
-                w.put(v).map_err(failed)?;
-                *counts.entry(k.first().copied().unwrap_or(0)).or_default() += 1;
-                records += 1;
-            }
-        }
+        trees.visit_all(|k, v| -> Result<(), BackupError> {
+            w.put(&[RECORD]).map_err(failed)?;
+            w.put_len(k.len()).map_err(failed)?;
+            w.put(k).map_err(failed)?;
+            w.put_len(v.len()).map_err(failed)?;
+            w.put(v).map_err(failed)?;
+            *counts.entry(k.first().copied().unwrap_or(0)).or_default() += 1;
+            records += 1;
+            Ok(())
+        })?;
         high_water
     };
     w.put(&[END]).map_err(failed)?;
@@ -637,19 +633,19 @@ fn load(store: &Store, path: &Path) -> Result<Summary, BackupError> {
     let mut pending: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut pending_bytes = 0usize;
     let flush = |pending: &mut Vec<(Vec<u8>, Vec<u8>)>, durability| -> Result<(), BackupError> {
-        let mut txn = store.redb()?.begin_write().map_err(redb_err)?;
+        let (db, keys) = store.redb_with_keys()?;
+        let mut txn = db.begin_write().map_err(redb_err)?;
         txn.set_durability(durability).map_err(redb_err)?;
-        {
-            let mut trees = WriteTrees::new(&txn).map_err(redb_err)?;
+        let published = {
+            let mut trees = WriteTrees::new(&txn, keys.clone()).map_err(redb_err)?;
             for (k, v) in pending.drain(..) {
-                trees
-                    .of_key(&k)
-                    .map_err(redb_err)?
-                    .insert(k.as_slice(), v.as_slice())
-                    .map_err(redb_err)?;
+                trees.restore_row(&k, &v).map_err(redb_err)?;
             }
-        }
-        txn.commit().map_err(redb_err)
+            trees.published()
+        };
+        txn.commit().map_err(redb_err)?;
+        published.done();
+        Ok(())
     };
     let summary = read(path, |k, v| {
         pending_bytes += k.len() + v.len();
@@ -661,6 +657,10 @@ fn load(store: &Store, path: &Path) -> Result<Summary, BackupError> {
         Ok(())
     })?;
     flush(&mut pending, Durability::Immediate)?;
+    // The restored idempotency keys as sorted runs, not a log replayed at
+    // every open.
+    let (db, keys) = store.redb_with_keys()?;
+    keys.flush(db).map_err(redb_err)?;
     Ok(summary)
 }
 

@@ -19,6 +19,7 @@
 pub mod backup;
 pub mod codec;
 pub mod fence;
+mod key_index;
 pub mod pg;
 #[cfg(test)]
 mod seam_tests;
@@ -30,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use redb::{Database, DatabaseError, ReadableDatabase};
+use redb::{Database, DatabaseError};
 use serde::de::DeserializeOwned;
 
 pub use codec::{decode, encode, encode_compact, CodecError, Compact};
@@ -192,6 +193,8 @@ pub(crate) enum Engine {
         path: PathBuf,
         /// Whether this open had to rebuild redb's allocator state.
         repaired: bool,
+        /// The log-structured idempotency key index ([`key_index`]).
+        keys: Arc<key_index::KeyIndex>,
     },
     Postgres(Arc<pg::PgStore>),
 }
@@ -305,6 +308,20 @@ impl Store {
         }
     }
 
+    /// The redb database and its idempotency key index, for restores.
+    pub(crate) fn redb_with_keys(&self) -> Result<(&Arc<Database>, &Arc<key_index::KeyIndex>), StoreError> {
+        match &self.engine {
+            Engine::Redb { db, keys, .. } => Ok((db, keys)),
+            Engine::Postgres(_) => self.redb().map(|_| unreachable!("redb() refuses PostgreSQL")),
+        }
+    }
+
+    /// A read snapshot of the embedded store's trees, for backups.
+    pub(crate) fn read_trees(&self) -> Result<trees::ReadTrees, StoreError> {
+        let (db, keys) = self.redb_with_keys()?;
+        Ok(trees::ReadTrees::begin(db, keys)?)
+    }
+
     /// Opens (creating if needed) `<dir>/kobo.redb` and makes sure every table
     /// exists, so readers never meet a missing table.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
@@ -352,12 +369,14 @@ impl Store {
         };
         let txn = db.begin_write()?;
         trees::open_all(&txn)?;
+        let keys = key_index::KeyIndex::open(&txn).map_err(StoreError::Redb)?;
         txn.commit()?;
         Ok(Store {
             engine: Engine::Redb {
                 db: Arc::new(db),
                 path,
                 repaired: repair.load(Ordering::Relaxed),
+                keys: Arc::new(keys),
             },
         })
     }
@@ -367,15 +386,15 @@ impl Store {
     /// (in the server every write goes through the [`Writer`]). The batch's
     /// preconditions and sequence high-water mark apply as in the writer.
     pub fn apply(&self, batch: &Batch) -> Result<(), StoreError> {
-        let db = match &self.engine {
-            Engine::Redb { db, .. } => db,
+        let (db, keys) = match &self.engine {
+            Engine::Redb { db, keys, .. } => (db, keys),
             Engine::Postgres(pg) => return pg.apply(batch),
         };
         let mut txn = db.begin_write()?;
         txn.set_durability(redb::Durability::Immediate)
             .map_err(|e| StoreError::Redb(e.to_string()))?;
-        {
-            let mut trees = trees::WriteTrees::new(&txn)?;
+        let published = {
+            let mut trees = trees::WriteTrees::new(&txn, keys.clone())?;
             match writer::apply_batch(&mut trees, batch).map_err(StoreError::Redb)? {
                 Ok(()) => {}
                 Err(e) => return Err(StoreError::Redb(e.to_string())),
@@ -383,8 +402,11 @@ impl Store {
             writer::raise_high_water(&mut trees, batch.seq_high_water())
                 .map_err(StoreError::Redb)?;
             trees.finish().map_err(StoreError::Redb)?;
-        }
+            trees.published()
+        };
         txn.commit()?;
+        published.done();
+        keys.flush_if_due(db).map_err(StoreError::Redb)?;
         Ok(())
     }
 
@@ -409,9 +431,7 @@ impl Store {
     /// and held until the `ReadTxn` drops.
     pub fn read(&self) -> Result<ReadTxn, StoreError> {
         let read = match &self.engine {
-            Engine::Redb { db, .. } => {
-                Read::Redb(Box::new(trees::ReadTrees::new(db.begin_read()?)?))
-            }
+            Engine::Redb { db, keys, .. } => Read::Redb(Box::new(trees::ReadTrees::begin(db, keys)?)),
             Engine::Postgres(pg) => Read::Postgres(pg.snapshot()?),
         };
         Ok(ReadTxn { read })
@@ -490,10 +510,7 @@ impl ReadTxn {
     pub fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         let key = table.physical(key);
         match &self.read {
-            Read::Redb(t) => Ok(t
-                .of(table)?
-                .get(key.as_slice())?
-                .map(|v| v.value().to_vec())),
+            Read::Redb(t) => Ok(t.get(table, &key)?),
             Read::Postgres(s) => s.get(key),
         }
     }
@@ -523,17 +540,10 @@ impl ReadTxn {
             Some(b) => table.physical(b),
             None => prefix_end(&lower),
         };
-        let t = match &self.read {
-            Read::Redb(t) => t.of(table)?,
-            Read::Postgres(s) => return s.scan(lower, upper, true, visit),
-        };
-        for item in t.range::<&[u8]>(lower.as_slice()..upper.as_slice())?.rev() {
-            let (k, v) = item?;
-            if !visit(&k.value()[1..], v.value())? {
-                break;
-            }
+        match &self.read {
+            Read::Redb(t) => t.visit(table, &lower, &upper, true, |k, v| visit(&k[1..], v)),
+            Read::Postgres(s) => s.scan(lower, upper, true, visit),
         }
-        Ok(())
     }
 
     /// Visits the keys starting with `prefix` in ascending order, starting at
@@ -547,17 +557,10 @@ impl ReadTxn {
     ) -> Result<(), StoreError> {
         let lower = table.physical(from.unwrap_or(prefix));
         let upper = prefix_end(&table.physical(prefix));
-        let t = match &self.read {
-            Read::Redb(t) => t.of(table)?,
-            Read::Postgres(s) => return s.scan(lower, upper, false, visit),
-        };
-        for item in t.range::<&[u8]>(lower.as_slice()..upper.as_slice())? {
-            let (k, v) = item?;
-            if !visit(&k.value()[1..], v.value())? {
-                break;
-            }
+        match &self.read {
+            Read::Redb(t) => t.visit(table, &lower, &upper, false, |k, v| visit(&k[1..], v)),
+            Read::Postgres(s) => s.scan(lower, upper, false, visit),
         }
-        Ok(())
     }
 }
 

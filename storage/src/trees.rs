@@ -23,10 +23,13 @@
 //! ([`open_all`]), so a crash leaves either every row moved or none.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{
+    Database, ReadOnlyTable, ReadTransaction, ReadableTable, TableDefinition, WriteTransaction,
+};
 
+use crate::key_index::{self, KeyIndex, KeysRead, KeysWrite, Published};
 use crate::prefix_end;
 use crate::tables::{Def, Table, PHYSICAL};
 
@@ -79,9 +82,6 @@ pub(crate) fn open_all(txn: &WriteTransaction) -> Result<(), redb::Error> {
 /// A held-back write: a put (`Some` value) or a delete (`None`).
 type HeldWrite<'b> = (Table, &'b [u8], Option<&'b [u8]>);
 
-/// A key range of one tree: `lower..upper` (`None`: to the end).
-pub(crate) type TreeRange<'t> = (&'t ReadTable, Vec<u8>, Option<Vec<u8>>);
-
 /// The trees of one write transaction, each opened on first use.
 ///
 /// Puts and deletes into the tables with a tree of their own are held
@@ -99,21 +99,40 @@ pub(crate) struct WriteTrees<'txn, 'b> {
     held: Vec<HeldWrite<'b>>,
     /// Whether each held-back key is present after its last write.
     present: HashMap<&'b [u8], bool>,
+    /// The log-structured idempotency key index ([`key_index`]).
+    keys: KeysWrite<'txn>,
 }
 
 impl<'txn, 'b> WriteTrees<'txn, 'b> {
-    pub(crate) fn new(txn: &'txn WriteTransaction) -> Result<Self, redb::TableError> {
+    pub(crate) fn new(
+        txn: &'txn WriteTransaction,
+        keys: Arc<KeyIndex>,
+    ) -> Result<Self, redb::TableError> {
         Ok(WriteTrees {
             txn,
             shared: txn.open_table(PHYSICAL)?,
             own: Default::default(),
             held: Vec::new(),
             present: HashMap::new(),
+            keys: KeysWrite::new(keys),
         })
+    }
+
+    /// This transaction's writes to the idempotency key index, to be made
+    /// visible once it has committed ([`Published::done`]). Call after
+    /// [`WriteTrees::finish`], before committing.
+    pub(crate) fn published(&mut self) -> Published {
+        self.keys.commit()
     }
 
     /// The tree holding `table`, with every held-back write applied.
     pub(crate) fn of(&mut self, table: Table) -> Result<&mut WriteTable<'txn>, String> {
+        if table == key_index::TABLE {
+            return Err(format!(
+                "{} is log-structured: only puts, deletes and presence checks reach it",
+                table.name()
+            ));
+        }
         if own(table).is_some() {
             self.finish()?;
         }
@@ -130,13 +149,17 @@ impl<'txn, 'b> WriteTrees<'txn, 'b> {
         Ok(self.own[i].as_mut().expect("opened above"))
     }
 
-    /// The tree holding the physical key `key` (the shared one for a key
-    /// of no known table); for restores, which hold nothing back.
-    pub(crate) fn of_key(&mut self, key: &[u8]) -> Result<&mut WriteTable<'txn>, String> {
-        match table_of_key(key) {
-            Some(table) => self.of(table),
-            None => Ok(&mut self.shared),
-        }
+    /// Writes the physical row `key`, `value` into its tree (the shared
+    /// one for a key of no known table); for restores, which hold nothing
+    /// back.
+    pub(crate) fn restore_row(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        let tree = match table_of_key(key) {
+            Some(key_index::TABLE) => return self.keys.write(self.txn, key, Some(value)),
+            Some(table) => self.of(table)?,
+            None => &mut self.shared,
+        };
+        tree.insert(key, value).map_err(|e| e.to_string())?;
+        Ok(())
     }
 
     /// Whether the physical key `key` of `table` is present, held-back
@@ -144,6 +167,9 @@ impl<'txn, 'b> WriteTrees<'txn, 'b> {
     pub(crate) fn contains(&mut self, table: Table, key: &[u8]) -> Result<bool, String> {
         if let Some(present) = self.present.get(key) {
             return Ok(*present);
+        }
+        if table == key_index::TABLE {
+            return Ok(self.keys.get(self.txn, key)?.is_some());
         }
         let tree = self.tree(table).map_err(|e| e.to_string())?;
         Ok(tree.get(key).map_err(|e| e.to_string())?.is_some())
@@ -155,6 +181,9 @@ impl<'txn, 'b> WriteTrees<'txn, 'b> {
         key: &'b [u8],
         value: &'b [u8],
     ) -> Result<(), String> {
+        if table == key_index::TABLE {
+            return self.keys.write(self.txn, key, Some(value));
+        }
         if own(table).is_some() {
             self.held.push((table, key, Some(value)));
             self.present.insert(key, true);
@@ -166,6 +195,9 @@ impl<'txn, 'b> WriteTrees<'txn, 'b> {
     }
 
     pub(crate) fn delete(&mut self, table: Table, key: &'b [u8]) -> Result<(), String> {
+        if table == key_index::TABLE {
+            return self.keys.write(self.txn, key, None);
+        }
         if own(table).is_some() {
             self.held.push((table, key, None));
             self.present.insert(key, false);
@@ -199,19 +231,28 @@ pub(crate) struct ReadTrees {
     txn: ReadTransaction,
     shared: ReadTable,
     own: [OnceLock<ReadTable>; OWN_TREES.len()],
+    keys: KeysRead,
 }
 
 impl ReadTrees {
-    pub(crate) fn new(txn: ReadTransaction) -> Result<Self, redb::TableError> {
+    /// A snapshot of `db`, with the idempotency key index of the same
+    /// moment.
+    pub(crate) fn begin(db: &Database, keys: &KeyIndex) -> Result<Self, redb::Error> {
+        let (txn, keys) = keys.begin_read(db)?;
         Ok(ReadTrees {
             shared: txn.open_table(PHYSICAL)?,
             txn,
             own: Default::default(),
+            keys,
         })
     }
 
-    /// The tree holding `table`.
+    /// The tree holding `table` (none for the log-structured
+    /// idempotency key index: [`ReadTrees::get`], [`ReadTrees::visit`]).
     pub(crate) fn of(&self, table: Table) -> Result<&ReadTable, redb::TableError> {
+        if table == key_index::TABLE {
+            return Err(redb::TableError::TableDoesNotExist(table.name().into()));
+        }
         let Some(i) = own(table) else {
             return Ok(&self.shared);
         };
@@ -222,22 +263,83 @@ impl ReadTrees {
         Ok(self.own[i].get_or_init(|| opened))
     }
 
-    /// Every row of every tree as key ranges of the trees, in the order
-    /// of the physical keys (a backup lists its keys in order): the shared
-    /// tree's rows before each own tree's table, that tree, and so on.
-    pub(crate) fn in_key_order(&self) -> Result<Vec<TreeRange<'_>>, redb::TableError> {
-        let mut own = OWN_TREES;
-        own.sort_by_key(|t| t.id());
-        let mut ranges = Vec::new();
-        let mut lower = Vec::new();
-        for table in own {
-            let prefix = table.physical(&[]);
-            ranges.push((&self.shared, lower, Some(prefix.clone())));
-            ranges.push((self.of(table)?, Vec::new(), None));
-            lower = prefix_end(&prefix);
+    /// The value of the physical key `key` of `table`.
+    pub(crate) fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, redb::Error> {
+        if table == key_index::TABLE {
+            return self.keys.get(&self.txn, key);
         }
-        ranges.push((&self.shared, lower, None));
-        Ok(ranges)
+        Ok(self.of(table)?.get(key)?.map(|v| v.value().to_vec()))
+    }
+
+    /// Visits the rows of `table` with physical keys in `lower..upper`,
+    /// ascending (descending when `rev`); the visitor returns `false` to
+    /// stop.
+    pub(crate) fn visit<E: From<redb::Error>>(
+        &self,
+        table: Table,
+        lower: &[u8],
+        upper: &[u8],
+        rev: bool,
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool, E>,
+    ) -> Result<(), E> {
+        if table == key_index::TABLE {
+            return self.keys.visit(&self.txn, lower, upper, rev, visit);
+        }
+        let range = self
+            .of(table)
+            .map_err(redb::Error::from)?
+            .range::<&[u8]>(lower..upper)
+            .map_err(redb::Error::from)?;
+        let mut step = |item: Result<_, redb::StorageError>| -> Result<bool, E> {
+            let (k, v): (redb::AccessGuard<&[u8]>, redb::AccessGuard<&[u8]>) =
+                item.map_err(redb::Error::from)?;
+            visit(k.value(), v.value())
+        };
+        if rev {
+            for item in range.rev() {
+                if !step(item)? {
+                    break;
+                }
+            }
+        } else {
+            for item in range {
+                if !step(item)? {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Visits every row of every table in the order of the physical keys
+    /// (a backup lists its keys in order), whichever tree holds it.
+    pub(crate) fn visit_all<E: From<redb::Error>>(
+        &self,
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut apart: Vec<Table> = OWN_TREES.to_vec();
+        apart.push(key_index::TABLE);
+        apart.sort_by_key(|t| t.id());
+        // `Meta` lives in the shared tree: visiting it reads that tree.
+        let shared = Table::Meta;
+        let mut lower = Vec::new();
+        let mut each = |k: &[u8], v: &[u8]| visit(k, v).map(|()| true);
+        for table in apart {
+            let prefix = table.physical(&[]);
+            let end = prefix_end(&prefix);
+            self.visit(shared, &lower, &prefix, false, &mut each)?;
+            self.visit(table, &prefix, &end, false, &mut each)?;
+            lower = end;
+        }
+        for item in self
+            .shared
+            .range::<&[u8]>(lower.as_slice()..)
+            .map_err(redb::Error::from)?
+        {
+            let (k, v) = item.map_err(redb::Error::from)?;
+            each(k.value(), v.value())?;
+        }
+        Ok(())
     }
 }
 
@@ -303,12 +405,12 @@ mod tests {
     fn held_back_writes_are_seen_by_preconditions_keep_their_order_per_key_and_land_sorted() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let db = store.redb().unwrap();
+        let (db, keys) = store.redb_with_keys().unwrap();
         let key = |k: &[u8]| Table::Events.physical(k);
         let (c, a, b, gone) = (key(b"c"), key(b"a"), key(b"b"), key(b"gone"));
         let txn = db.begin_write().unwrap();
         {
-            let mut trees = WriteTrees::new(&txn).unwrap();
+            let mut trees = WriteTrees::new(&txn, keys.clone()).unwrap();
             trees.put(Table::Events, &c, b"1").unwrap();
             trees.put(Table::Events, &a, b"1").unwrap();
             assert!(trees.contains(Table::Events, &a).unwrap());

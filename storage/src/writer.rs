@@ -52,6 +52,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use crate::codec::{encode, encode_compact, Compact};
 use crate::fence::{shard_of, Fence, Ownership};
 use crate::tables::Table;
+use crate::key_index::KeyIndex;
 use crate::trees::WriteTrees;
 
 /// The most batches one commit takes.
@@ -570,7 +571,7 @@ fn run(
 
         let started = Instant::now();
         let committed = match (&engine, &pg_writer) {
-            (Engine::Redb { db, .. }, _) => apply_and_commit(db, &group),
+            (Engine::Redb { db, keys, .. }, _) => apply_and_commit(db, keys, &group),
             (Engine::Postgres(_), Some(w)) => w.commit_group(&group),
             (Engine::Postgres(_), None) => unreachable!("a PostgreSQL store has its writer"),
         };
@@ -609,6 +610,13 @@ fn run(
         for (sub, outcome) in group.drain(..).zip(outcomes) {
             let _ = sub.ack.send((outcome, sub.batch));
         }
+        if let Engine::Redb { db, keys, .. } = &engine {
+            if let Err(e) = keys.flush_if_due(db) {
+                tracing::error!(error = %e, "idempotency key index flush failed; stopping the process");
+                eprintln!("kobo: idempotency key index flush failed: {e}; stopping");
+                std::process::abort();
+            }
+        }
     }
 }
 
@@ -631,14 +639,15 @@ fn wake_watchers(watches: &Watches, group: &[Submission], outcomes: &[Result<(),
 
 fn apply_and_commit(
     db: &Database,
+    keys: &Arc<KeyIndex>,
     group: &[Submission],
 ) -> Result<Vec<Result<(), CommitError>>, String> {
     let mut txn = db.begin_write().map_err(|e| e.to_string())?;
     txn.set_durability(Durability::Immediate)
         .map_err(|e| e.to_string())?;
     let mut outcomes = Vec::with_capacity(group.len());
-    {
-        let mut trees = WriteTrees::new(&txn).map_err(|e| e.to_string())?;
+    let published = {
+        let mut trees = WriteTrees::new(&txn, keys.clone()).map_err(|e| e.to_string())?;
         let mut high_water = 0u64;
         for sub in group {
             let outcome = apply_batch(&mut trees, &sub.batch)?;
@@ -649,8 +658,10 @@ fn apply_and_commit(
         }
         raise_high_water(&mut trees, high_water)?;
         trees.finish()?;
-    }
+        trees.published()
+    };
     txn.commit().map_err(|e| e.to_string())?;
+    published.done();
     Ok(outcomes)
 }
 
