@@ -25,8 +25,10 @@
 //! (fingerprint, status, the body) is therefore the value of its expiry
 //! row (`idempotency_expiry`, keyed by the end of its 24 hours, so new rows
 //! arrive at the end of the table), and the row found by key
-//! (`idempotency_keys`) holds only the expiry time: the random page per
-//! save holds small rows (docs/performance.md). The expiry row's value is
+//! (`idempotency_keys`) holds only the expiry time. On the embedded store
+//! that table is log-structured (`kobo_storage`'s key index: a log in
+//! commit order and sorted runs), so a save writes no random page at all
+//! (docs/performance.md). The expiry row's value is
 //! [`SAVED_LAYOUT_2`] (schema 5): the status, the fingerprint's 32 bytes
 //! and the packed body, nothing else (the time saved is the row's key,
 //! less 24 hours); rows written by schema 4 hold a compact

@@ -641,7 +641,7 @@ fn load(store: &Store, path: &Path) -> Result<Summary, BackupError> {
             for (k, v) in pending.drain(..) {
                 trees.restore_row(&k, &v).map_err(redb_err)?;
             }
-            trees.published()
+            trees.published().map_err(redb_err)?
         };
         txn.commit().map_err(redb_err)?;
         published.done();
@@ -660,7 +660,7 @@ fn load(store: &Store, path: &Path) -> Result<Summary, BackupError> {
     // The restored idempotency keys as sorted runs, not a log replayed at
     // every open.
     let (db, keys) = store.redb_with_keys()?;
-    keys.flush(db).map_err(redb_err)?;
+    keys.settle(db).map_err(redb_err)?;
     Ok(summary)
 }
 

@@ -7,42 +7,48 @@
 //! (docs/performance.md, "the clients' random Idempotency-Keys"). Here the
 //! table's writes never touch a random page:
 //!
-//! - **The log** (`idempotency_keys.log`): each write (a put, or a delete)
-//!   is appended under `commit number | ordinal`, so new rows always come
-//!   at the end of the tree. A commit that writes the table takes the next
-//!   commit number.
-//! - **Recent writes** in memory: every version the log holds, by key. A
-//!   reader sees the versions of commits that had finished when its
+//! - **The log** (two trees, `idempotency_keys.log.0` and `.1`; one takes
+//!   the writes): each write (a put, or a delete) is appended under
+//!   `commit number | ordinal`, so new rows always come at the end of the
+//!   tree. A transaction that writes the table takes the next commit
+//!   number.
+//! - **Recent versions** in memory: every version the log holds, by key.
+//!   A reader sees the versions of commits that had finished when its
 //!   snapshot began ([`KeyIndex::begin_read`]), so what it reads here and
 //!   in its redb snapshot are of the same moment.
 //! - **Sorted runs** (`idempotency_keys.run.<id>`): immutable trees, each
-//!   written in key order at once. When the recent writes reach
-//!   [`FLUSH_AT`] versions, one transaction ([`KeyIndex::flush`]) writes
-//!   their latest versions as a new run, empties the log, and merges the
-//!   newest run into the one before it while it has at least half that
-//!   one's rows (so at most ~log2(rows / FLUSH_AT) runs remain, and a row
-//!   is rewritten that many times, always in key order). A delete is kept
-//!   as a tombstone until a merge reaches the oldest run.
+//!   written in key order. When the recent versions reach [`FLUSH_AT`],
+//!   they are frozen (new writes go to fresh versions and the other log
+//!   tree) and written as a new run; then the newest run is merged into
+//!   the one before it while it has at least half that one's rows, so at
+//!   most ~log2(rows / FLUSH_AT) runs remain and a row is rewritten that
+//!   many times, always in key order. A delete is kept as a tombstone
+//!   until a merge reaches the oldest run.
+//! - **Paced building**: a run is written a slice at a time, inside the
+//!   transactions that commit the writes ([`KeysWrite::step`]): each
+//!   writes [`STEP_MIN`] rows plus [`STEP_PER_WRITE`] per version it adds,
+//!   and records where it stopped. So no commit stalls for a whole run;
+//!   readers use the frozen versions (or the merged runs) until the run is
+//!   complete, and switch to it after the commit that completes it.
 //! - **The state** (`idempotency_keys.runs`, one row): the runs, newest
-//!   first, the next run's id and the last commit number folded into
-//!   them.
+//!   first, the run being built and where, the log tree taking writes,
+//!   and the next run's id.
 //!
-//! A lookup reads the recent writes, then the runs from the newest. A
-//! flush's commit and the switch to the new runs happen while readers are
-//! held from starting a snapshot ([`KeyIndex::begin_read`]), so each
-//! reader's list of runs is the one its snapshot holds.
-//!
-//! Opening the store replays the log into memory (at most about
-//! [`FLUSH_AT`] rows), and moves the rows of a store written before this
-//! index (in the shared tree, in key order) into a first run.
+//! A run replaced by a merge is deleted by a later transaction, once no
+//! reader's view of the index still lists it. The open replays the logs
+//! (the frozen one and the taking one), deletes run trees the state does
+//! not list (a crash between a merge and that deletion), and moves the
+//! rows of a store written before this index (in the shared tree, in key
+//! order) into a first run.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, Weak};
 
 use redb::{
     Database, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
-    WriteTransaction,
+    TableHandle, WriteTransaction,
 };
 
 use crate::prefix_end;
@@ -52,29 +58,42 @@ use crate::trees::WriteTable;
 /// The table kept log-structured.
 pub(crate) const TABLE: Table = Table::IdempotencyKeys;
 
-const LOG: Def = TableDefinition::new("idempotency_keys.log");
+const LOGS: [Def; 2] = [
+    TableDefinition::new("idempotency_keys.log.0"),
+    TableDefinition::new("idempotency_keys.log.1"),
+];
 const STATE: Def = TableDefinition::new("idempotency_keys.runs");
 const STATE_KEY: &[u8] = b"state";
+const RUN_PREFIX: &str = "idempotency_keys.run.";
 
-/// Recent versions held before they are written as a run: ~64k saves
-/// (about 10 MB in memory; a run of them is written in one commit).
+/// Recent versions that are frozen and written as a run: ~64k saves
+/// (about 13 MB in memory).
 pub(crate) const FLUSH_AT: usize = 65_536;
+/// Rows of the run being built that every writing transaction writes.
+pub(crate) const STEP_MIN: usize = 256;
+/// ... and per version it adds (a version is rewritten about
+/// log2(rows / FLUSH_AT) + 1 times; this keeps the building ahead).
+pub(crate) const STEP_PER_WRITE: usize = 8;
 
 const PUT: u8 = 1;
 const DELETE: u8 = 0;
 
 fn run_name(id: u64) -> String {
-    format!("idempotency_keys.run.{id}")
+    format!("{RUN_PREFIX}{id}")
 }
 
 fn run_def(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
     TableDefinition::new(name)
 }
 
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
 /// A write of one commit: its number and the value (`None`: a delete).
 type Version = (u64, Option<Vec<u8>>);
 
-/// The writes the log holds, by key, each key's versions in commit order.
+/// Versions by key, each key's in commit order.
 #[derive(Default)]
 struct Recent {
     rows: BTreeMap<Vec<u8>, Vec<Version>>,
@@ -90,7 +109,10 @@ impl Recent {
     /// The latest version of `key` among commits up to `visible`: `None`
     /// when there is none, `Some(None)` for a delete.
     fn latest(&self, key: &[u8], visible: u64) -> Option<Option<&[u8]>> {
-        let versions = self.rows.get(key)?;
+        Self::latest_of(self.rows.get(key)?, visible)
+    }
+
+    fn latest_of(versions: &[Version], visible: u64) -> Option<Option<&[u8]>> {
         versions
             .iter()
             .rev()
@@ -111,6 +133,8 @@ impl Recent {
     }
 }
 
+type Versions = Arc<RwLock<Recent>>;
+
 /// One sorted run: its id (its tree's name) and rows (tombstones
 /// included).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,78 +143,251 @@ struct Run {
     rows: u64,
 }
 
+/// A run being written: into tree `target`, from the frozen versions or
+/// by merging two runs; `after` is the last key written (`None`: none
+/// yet), `rows` the rows written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Build {
+    target: u64,
+    from: Source,
+    after: Option<Vec<u8>>,
+    rows: u64,
+    keep_tombstones: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    /// The frozen versions (the log tree not taking writes).
+    Frozen,
+    /// `newer` wins on a key both hold.
+    Merge { newer: Run, older: Run },
+}
+
 /// The persisted state (the one row of `idempotency_keys.runs`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct State {
     /// Newest first.
     runs: Vec<Run>,
     next_run: u64,
-    /// The last commit number whose writes are in the runs.
-    flushed_through: u64,
+    /// The log tree taking writes (0 or 1).
+    log: u8,
+    building: Option<Build>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            runs: Vec::new(),
+            next_run: 1,
+            log: 0,
+            building: None,
+        }
+    }
+}
+
+/// Reads big-endian numbers and byte strings off the front of a slice.
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err("the idempotency key index's state is cut short".into());
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8")))
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_be_bytes(self.take(4)?.try_into().expect("4")))
+    }
+    fn run(&mut self) -> Result<Run, String> {
+        Ok(Run {
+            id: self.u64()?,
+            rows: self.u64()?,
+        })
+    }
 }
 
 impl State {
     fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(20 + 16 * self.runs.len());
-        out.extend_from_slice(&self.flushed_through.to_be_bytes());
+        let mut out = Vec::with_capacity(64 + 16 * self.runs.len());
+        let run = |out: &mut Vec<u8>, r: &Run| {
+            out.extend_from_slice(&r.id.to_be_bytes());
+            out.extend_from_slice(&r.rows.to_be_bytes());
+        };
         out.extend_from_slice(&self.next_run.to_be_bytes());
+        out.push(self.log);
         out.extend_from_slice(&(self.runs.len() as u32).to_be_bytes());
-        for run in &self.runs {
-            out.extend_from_slice(&run.id.to_be_bytes());
-            out.extend_from_slice(&run.rows.to_be_bytes());
+        for r in &self.runs {
+            run(&mut out, r);
+        }
+        match &self.building {
+            None => out.push(0),
+            Some(b) => {
+                out.push(1);
+                out.extend_from_slice(&b.target.to_be_bytes());
+                out.extend_from_slice(&b.rows.to_be_bytes());
+                out.push(u8::from(b.keep_tombstones));
+                match &b.from {
+                    Source::Frozen => out.push(0),
+                    Source::Merge { newer, older } => {
+                        out.push(1);
+                        run(&mut out, newer);
+                        run(&mut out, older);
+                    }
+                }
+                match &b.after {
+                    None => out.push(0),
+                    Some(k) => {
+                        out.push(1);
+                        out.extend_from_slice(&(k.len() as u32).to_be_bytes());
+                        out.extend_from_slice(k);
+                    }
+                }
+            }
         }
         out
     }
 
     fn decode(bytes: &[u8]) -> Result<State, String> {
-        let u64_at = |at: usize| -> Result<u64, String> {
-            bytes
-                .get(at..at + 8)
-                .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
-                .ok_or_else(|| "the idempotency key index's state is cut short".to_string())
-        };
-        let n = bytes
-            .get(16..20)
-            .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")) as usize)
-            .ok_or("the idempotency key index's state is cut short")?;
-        let mut runs = Vec::with_capacity(n);
-        for i in 0..n {
-            runs.push(Run {
-                id: u64_at(20 + 16 * i)?,
-                rows: u64_at(28 + 16 * i)?,
-            });
+        let mut c = Cursor(bytes);
+        let next_run = c.u64()?;
+        let log = c.u8()?;
+        let n = c.u32()? as usize;
+        let mut runs = Vec::with_capacity(n.min(64));
+        for _ in 0..n {
+            runs.push(c.run()?);
         }
+        let building = match c.u8()? {
+            0 => None,
+            _ => {
+                let target = c.u64()?;
+                let rows = c.u64()?;
+                let keep_tombstones = c.u8()? != 0;
+                let from = match c.u8()? {
+                    0 => Source::Frozen,
+                    _ => Source::Merge {
+                        newer: c.run()?,
+                        older: c.run()?,
+                    },
+                };
+                let after = match c.u8()? {
+                    0 => None,
+                    _ => {
+                        let len = c.u32()? as usize;
+                        Some(c.take(len)?.to_vec())
+                    }
+                };
+                Some(Build {
+                    target,
+                    from,
+                    after,
+                    rows,
+                    keep_tombstones,
+                })
+            }
+        };
         Ok(State {
-            flushed_through: u64_at(0)?,
-            next_run: u64_at(8)?,
             runs,
+            next_run,
+            log,
+            building,
         })
     }
 
     fn read(table: &impl ReadableTable<&'static [u8], &'static [u8]>) -> Result<State, String> {
-        match table.get(STATE_KEY).map_err(|e| e.to_string())? {
+        match table.get(STATE_KEY).map_err(err)? {
             Some(v) => State::decode(v.value()),
-            None => Ok(State {
-                next_run: 1,
-                ..State::default()
-            }),
+            None => Ok(State::default()),
         }
     }
 }
 
-/// What readers and writers share between two flushes.
+/// A run as the views of the index list it; once no view lists it, a
+/// run replaced by a merge can be deleted.
+struct RunRef {
+    id: u64,
+}
+
+/// A view of the index: what readers and writers see between two
+/// switches.
 struct Generation {
-    runs: Vec<Run>,
-    recent: RwLock<Recent>,
+    /// Newest first.
+    runs: Vec<Arc<RunRef>>,
+    /// Versions being written as a run.
+    frozen: Option<Versions>,
+    /// Versions taking writes.
+    recent: Versions,
+}
+
+impl Generation {
+    /// The latest version of `key` among commits up to `visible` in the
+    /// recent and frozen versions.
+    fn latest(&self, key: &[u8], visible: u64) -> Option<Option<Vec<u8>>> {
+        if let Some(v) = self
+            .recent
+            .read()
+            .expect("recent keys")
+            .latest(key, visible)
+        {
+            return Some(v.map(<[u8]>::to_vec));
+        }
+        let frozen = self.frozen.as_ref()?.read().expect("frozen keys");
+        frozen.latest(key, visible).map(|v| v.map(<[u8]>::to_vec))
+    }
+}
+
+/// A row: a physical key and a run value (kind, value).
+type Row = (Vec<u8>, Vec<u8>);
+
+impl Generation {
+    /// The latest visible version of every key in `lower..upper` of the
+    /// recent and frozen versions, in key order, as run values (a delete
+    /// is a tombstone).
+    fn visible_rows(&self, lower: &[u8], upper: &[u8], visible: u64) -> Vec<Row> {
+        let range = (Bound::Included(lower), Bound::Excluded(upper));
+        let recent = self.recent.read().expect("recent keys");
+        let frozen = self.frozen.as_ref().map(|f| f.read().expect("frozen keys"));
+        let mut rows: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
+        let sources = frozen.iter().map(|f| &**f).chain([&*recent]);
+        // Frozen first, so the recent versions of a key replace them.
+        for source in sources {
+            for (k, versions) in source.rows.range::<[u8], _>(range) {
+                if let Some(v) = Recent::latest_of(versions, visible) {
+                    rows.insert(k, v);
+                }
+            }
+        }
+        rows.into_iter()
+            .map(|(k, v)| (k.to_vec(), run_value(v)))
+            .collect()
+    }
 }
 
 /// The index's state in memory; one per open redb store.
 pub(crate) struct KeyIndex {
     current: RwLock<Arc<Generation>>,
+    /// The persisted state as of the last transaction that wrote it (a
+    /// mirror: the transaction writing the index holds [`KeyIndex::busy`]).
+    state: Mutex<State>,
+    /// Whether a write transaction is writing the index (from its first
+    /// write until its [`Published`] is done or dropped).
+    busy: Mutex<bool>,
+    free: Condvar,
+    /// Runs replaced by merges, to delete once no view lists them.
+    retired: Mutex<Vec<(Weak<RunRef>, u64)>>,
     /// The last commit number whose commit has finished.
     committed: AtomicU64,
     next_commit: AtomicU64,
     flush_at: AtomicUsize,
+    step_min: AtomicUsize,
+    step_per_write: AtomicUsize,
 }
 
 fn log_key(commit: u64, ordinal: u32) -> [u8; 12] {
@@ -211,15 +408,11 @@ fn log_value(key: &[u8], value: Option<&[u8]>) -> Vec<u8> {
 }
 
 fn parse_log_value(bytes: &[u8]) -> Result<(&[u8], Option<&[u8]>), String> {
-    let cut = || "an idempotency key log row is cut short".to_string();
-    let kind = *bytes.first().ok_or_else(cut)?;
-    let len = bytes
-        .get(1..5)
-        .map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")) as usize)
-        .ok_or_else(cut)?;
-    let key = bytes.get(5..5 + len).ok_or_else(cut)?;
-    let value = &bytes[5 + len..];
-    Ok((key, (kind == PUT).then_some(value)))
+    let mut c = Cursor(bytes);
+    let kind = c.u8()?;
+    let len = c.u32()? as usize;
+    let key = c.take(len)?;
+    Ok((key, (kind == PUT).then_some(c.0)))
 }
 
 /// A run row's value: the kind, then the value.
@@ -234,81 +427,142 @@ fn parse_run_value(bytes: &[u8]) -> Option<&[u8]> {
     (bytes.first() == Some(&PUT)).then(|| &bytes[1..])
 }
 
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
+/// Replays one log tree into `into`; returns its last commit number.
+fn replay(
+    log: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    into: &mut Recent,
+) -> Result<u64, String> {
+    let mut last = 0;
+    for row in log.iter().map_err(err)? {
+        let (k, v) = row.map_err(err)?;
+        let commit = u64::from_be_bytes(k.value()[..8].try_into().map_err(err)?);
+        let (key, value) = parse_log_value(v.value())?;
+        into.push(key, (commit, value.map(<[u8]>::to_vec)));
+        last = last.max(commit);
+    }
+    Ok(last)
 }
 
 impl KeyIndex {
-    /// Loads the index inside the store's opening transaction: moves the
-    /// rows of a store written before it into a first run, then replays
-    /// the log.
+    /// Loads the index inside the store's opening transaction (see the
+    /// module comment).
     pub(crate) fn open(txn: &WriteTransaction) -> Result<KeyIndex, String> {
         let mut state_table = txn.open_table(STATE).map_err(err)?;
         let mut state = State::read(&state_table)?;
-        let log = txn.open_table(LOG).map_err(err)?;
+        let mut changed = false;
         {
             let mut shared = txn.open_table(PHYSICAL).map_err(err)?;
             let lower = TABLE.physical(&[]);
             let upper = prefix_end(&lower);
-            let moved: Vec<(Vec<u8>, Vec<u8>)> = shared
+            let mut moved = 0u64;
+            let id = state.next_run;
+            let name = run_name(id);
+            let mut run: Option<WriteTable> = None;
+            for row in shared
                 .extract_from_if(lower.as_slice()..upper.as_slice(), |_, _| true)
                 .map_err(err)?
-                .map(|r| r.map(|(k, v)| (k.value().to_vec(), v.value().to_vec())))
-                .collect::<Result<_, _>>()
-                .map_err(err)?;
-            if !moved.is_empty() {
-                let id = state.next_run;
-                state.next_run += 1;
-                let name = run_name(id);
-                let mut run = txn.open_table(run_def(&name)).map_err(err)?;
-                for (k, v) in &moved {
-                    run.insert(k.as_slice(), run_value(Some(v)).as_slice())
-                        .map_err(err)?;
+            {
+                let (k, v) = row.map_err(err)?;
+                if run.is_none() {
+                    run = Some(txn.open_table(run_def(&name)).map_err(err)?);
                 }
-                state.runs.push(Run {
-                    id,
-                    rows: moved.len() as u64,
-                });
-                state_table
-                    .insert(STATE_KEY, state.encode().as_slice())
+                run.as_mut()
+                    .expect("opened above")
+                    .insert(k.value(), run_value(Some(v.value())).as_slice())
                     .map_err(err)?;
+                moved += 1;
+            }
+            if moved > 0 {
+                state.next_run += 1;
+                state.runs.push(Run { id, rows: moved });
+                changed = true;
             }
         }
-        let mut recent = Recent::default();
-        let mut last = state.flushed_through;
-        for row in log.iter().map_err(err)? {
-            let (k, v) = row.map_err(err)?;
-            let commit = u64::from_be_bytes(k.value()[..8].try_into().map_err(err)?);
-            let (key, value) = parse_log_value(v.value())?;
-            recent.push(key, (commit, value.map(<[u8]>::to_vec)));
-            last = last.max(commit);
+        // Run trees the state does not list: replaced by a merge whose
+        // deletion a crash interrupted.
+        let listed: Vec<String> = state
+            .runs
+            .iter()
+            .map(|r| r.id)
+            .chain(state.building.as_ref().map(|b| b.target))
+            .map(run_name)
+            .collect();
+        let orphans: Vec<String> = txn
+            .list_tables()
+            .map_err(err)?
+            .map(|t| t.name().to_string())
+            .filter(|n| n.starts_with(RUN_PREFIX) && !listed.contains(n))
+            .collect();
+        for name in orphans {
+            txn.delete_table(run_def(&name)).map_err(err)?;
         }
+        let freezing = matches!(
+            state.building,
+            Some(Build {
+                from: Source::Frozen,
+                ..
+            })
+        );
+        let mut recent = Recent::default();
+        let mut frozen = Recent::default();
+        let mut last = 0;
+        for (side, def) in LOGS.iter().enumerate() {
+            let log = txn.open_table(*def).map_err(err)?;
+            let into = if freezing && side as u8 != state.log {
+                &mut frozen
+            } else {
+                &mut recent
+            };
+            last = last.max(replay(&log, into)?);
+        }
+        if changed {
+            state_table
+                .insert(STATE_KEY, state.encode().as_slice())
+                .map_err(err)?;
+        }
+        let generation = Generation {
+            runs: state
+                .runs
+                .iter()
+                .map(|r| Arc::new(RunRef { id: r.id }))
+                .collect(),
+            frozen: freezing.then(|| Arc::new(RwLock::new(frozen))),
+            recent: Arc::new(RwLock::new(recent)),
+        };
         Ok(KeyIndex {
-            current: RwLock::new(Arc::new(Generation {
-                runs: state.runs,
-                recent: RwLock::new(recent),
-            })),
+            current: RwLock::new(Arc::new(generation)),
+            state: Mutex::new(state),
+            busy: Mutex::new(false),
+            free: Condvar::new(),
+            retired: Mutex::new(Vec::new()),
             committed: AtomicU64::new(last),
             next_commit: AtomicU64::new(last + 1),
             flush_at: AtomicUsize::new(FLUSH_AT),
+            step_min: AtomicUsize::new(STEP_MIN),
+            step_per_write: AtomicUsize::new(STEP_PER_WRITE),
         })
     }
 
-    /// Sets how many recent versions make a flush (tests use small ones).
+    /// Sets how many recent versions are frozen into a run, and the rows
+    /// every writing transaction builds (tests use small ones).
     #[cfg(test)]
-    pub(crate) fn set_flush_at(&self, versions: usize) {
-        self.flush_at.store(versions, Ordering::Relaxed);
+    pub(crate) fn set_pace(&self, flush_at: usize, step_min: usize, step_per_write: usize) {
+        self.flush_at.store(flush_at, Ordering::Relaxed);
+        self.step_min.store(step_min, Ordering::Relaxed);
+        self.step_per_write.store(step_per_write, Ordering::Relaxed);
     }
 
     /// Begins a read snapshot with the index as of the same moment: the
-    /// runs its snapshot holds and the recent versions of finished
-    /// commits.
-    pub(crate) fn begin_read(&self, db: &Database) -> Result<(ReadTransaction, KeysRead), redb::Error> {
-        let current = self.current.read().expect("key index");
-        let generation = current.clone();
+    /// view is taken before the snapshot, so it never lists a run the
+    /// snapshot lacks (a view switches only after the commit that
+    /// completes a run), and the versions of commits finished by then.
+    pub(crate) fn begin_read(
+        &self,
+        db: &Database,
+    ) -> Result<(ReadTransaction, KeysRead), redb::Error> {
+        let generation = self.current.read().expect("key index").clone();
         let visible = self.committed.load(Ordering::Acquire);
         let txn = db.begin_read()?;
-        drop(current);
         let runs = generation.runs.iter().map(|_| OnceLock::new()).collect();
         Ok((
             txn,
@@ -320,154 +574,64 @@ impl KeyIndex {
         ))
     }
 
-    /// Whether the recent versions are due to be written as a run.
-    pub(crate) fn due(&self) -> bool {
-        let generation = self.current.read().expect("key index").clone();
-        let versions = generation.recent.read().expect("recent keys").versions;
-        versions >= self.flush_at.load(Ordering::Relaxed)
+    fn view(&self) -> Arc<Generation> {
+        self.current.read().expect("key index").clone()
     }
 
-    /// Writes the recent versions as a run and merges runs (see the module
-    /// comment), in one durable transaction; nothing when there are none.
-    /// Call between commits (it waits for any other write transaction).
-    pub(crate) fn flush(&self, db: &Database) -> Result<(), String> {
-        let mut txn = db.begin_write().map_err(err)?;
-        txn.set_durability(redb::Durability::Immediate)
-            .map_err(err)?;
-        // No other write transaction runs now, so every recent version is
-        // of a finished commit.
-        let generation = self.current.read().expect("key index").clone();
-        let (rows, through) = {
-            let recent = generation.recent.read().expect("recent keys");
-            if recent.versions == 0 {
-                return Ok(());
-            }
-            let through = recent
-                .rows
-                .values()
-                .flat_map(|v| v.iter().map(|(c, _)| *c))
-                .max()
-                .unwrap_or(0);
-            let rows: Vec<(Vec<u8>, Vec<u8>)> = recent
-                .rows
-                .iter()
-                .filter_map(|(k, versions)| {
-                    let (_, v) = versions.last()?;
-                    Some((k.clone(), run_value(v.as_deref())))
-                })
-                .collect();
-            (rows, through)
-        };
-        let runs = {
-            let mut state_table = txn.open_table(STATE).map_err(err)?;
-            let mut state = State::read(&state_table)?;
-            let id = state.next_run;
-            state.next_run += 1;
-            {
-                let name = run_name(id);
-                let mut run = txn.open_table(run_def(&name)).map_err(err)?;
-                for (k, v) in &rows {
-                    run.insert(k.as_slice(), v.as_slice()).map_err(err)?;
-                }
-            }
-            state.runs.insert(
-                0,
-                Run {
-                    id,
-                    rows: rows.len() as u64,
-                },
-            );
-            while state.runs.len() >= 2 && state.runs[0].rows * 2 >= state.runs[1].rows {
-                let (newer, older) = (state.runs[0], state.runs[1]);
-                let id = state.next_run;
-                state.next_run += 1;
-                let keep_tombstones = state.runs.len() > 2;
-                let rows = merge(&txn, newer, older, id, keep_tombstones)?;
-                state.runs.splice(0..2, [Run { id, rows }]);
-            }
-            state.flushed_through = state.flushed_through.max(through);
-            state_table
-                .insert(STATE_KEY, state.encode().as_slice())
+    fn claim(&self) {
+        let mut busy = self.busy.lock().expect("key index writer");
+        while *busy {
+            busy = self.free.wait(busy).expect("key index writer");
+        }
+        *busy = true;
+    }
+
+    fn release(&self) {
+        *self.busy.lock().expect("key index writer") = false;
+        self.free.notify_one();
+    }
+
+    /// Whether anything is left to write as runs: a build under way, or
+    /// recent versions.
+    fn unsettled(&self) -> bool {
+        let state = self.state.lock().expect("key index state");
+        state.building.is_some() || self.view().recent.read().expect("recent keys").versions > 0
+    }
+
+    /// Writes every recent version into runs and finishes every merge
+    /// they call for, in durable transactions of their own: for restores
+    /// (which end with every key in a run) and tests.
+    pub(crate) fn settle(self: &Arc<Self>, db: &Database) -> Result<(), String> {
+        while self.unsettled() {
+            let mut txn = db.begin_write().map_err(err)?;
+            txn.set_durability(redb::Durability::Immediate)
                 .map_err(err)?;
-            state.runs
-        };
-        txn.delete_table(LOG).map_err(err)?;
-        drop(txn.open_table(LOG).map_err(err)?);
-        let next = Arc::new(Generation {
-            runs,
-            recent: RwLock::new(Recent::default()),
-        });
-        // Readers wait here, so none pairs the new snapshot with the old
-        // runs (which this commit may delete) or the other way round.
-        let mut current = self.current.write().expect("key index");
-        txn.commit().map_err(err)?;
-        *current = next;
-        Ok(())
-    }
-
-    /// Writes the recent versions as a run when they are due.
-    pub(crate) fn flush_if_due(&self, db: &Database) -> Result<(), String> {
-        if self.due() {
-            self.flush(db)?;
-        }
-        Ok(())
-    }
-}
-
-/// Merges two runs (`newer` wins on a shared key) into a new run `id`,
-/// deleting both; drops tombstones unless `keep_tombstones` (an older run
-/// may still hold the key). Returns the new run's rows.
-fn merge(
-    txn: &WriteTransaction,
-    newer: Run,
-    older: Run,
-    id: u64,
-    keep_tombstones: bool,
-) -> Result<u64, String> {
-    let (newer_name, older_name, name) = (run_name(newer.id), run_name(older.id), run_name(id));
-    let mut rows = 0;
-    {
-        let a = txn.open_table(run_def(&newer_name)).map_err(err)?;
-        let b = txn.open_table(run_def(&older_name)).map_err(err)?;
-        let mut out = txn.open_table(run_def(&name)).map_err(err)?;
-        let mut a_rows = a.iter().map_err(err)?.peekable();
-        let mut b_rows = b.iter().map_err(err)?.peekable();
-        loop {
-            let order = match (a_rows.peek(), b_rows.peek()) {
-                (None, None) => break,
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (Some(Ok((xk, _))), Some(Ok((yk, _)))) => xk.value().cmp(yk.value()),
-                // An error is taken (and returned) first.
-                (Some(Err(_)), _) => std::cmp::Ordering::Less,
-                (_, Some(Err(_))) => std::cmp::Ordering::Greater,
+            let published = {
+                let mut keys = KeysWrite::new(self.clone());
+                keys.step_with(&txn, usize::MAX, true)?;
+                keys.commit()
             };
-            if order == std::cmp::Ordering::Equal {
-                // The newer run's version wins.
-                b_rows.next().expect("peeked").map_err(err)?;
-            }
-            let take_a = order != std::cmp::Ordering::Greater;
-            let row = if take_a { a_rows.next() } else { b_rows.next() };
-            let (k, v) = row.expect("peeked").map_err(err)?;
-            if keep_tombstones || parse_run_value(v.value()).is_some() {
-                out.insert(k.value(), v.value()).map_err(err)?;
-                rows += 1;
-            }
+            txn.commit().map_err(err)?;
+            published.done();
         }
+        Ok(())
     }
-    txn.delete_table(run_def(&newer_name)).map_err(err)?;
-    txn.delete_table(run_def(&older_name)).map_err(err)?;
-    Ok(rows)
 }
 
 /// The index as one write transaction sees it: it appends this
-/// transaction's writes to the log and to the recent versions.
+/// transaction's writes to the log and to the recent versions, and builds
+/// a slice of the run under way ([`KeysWrite::step`]).
 pub(crate) struct KeysWrite<'txn> {
     index: Arc<KeyIndex>,
-    /// This transaction's commit number and generation, from its first
-    /// write.
-    writing: Option<(u64, Arc<Generation>)>,
+    /// This transaction's commit number, from its first write.
+    commit: Option<u64>,
+    /// The view it writes into, from its first write or step.
+    generation: Option<Arc<Generation>>,
+    /// The view and state once it commits (it froze versions or completed
+    /// a run).
+    next: Option<(Arc<Generation>, State)>,
     ordinal: u32,
+    written: usize,
     log: Option<WriteTable<'txn>>,
 }
 
@@ -475,10 +639,25 @@ impl<'txn> KeysWrite<'txn> {
     pub(crate) fn new(index: Arc<KeyIndex>) -> Self {
         KeysWrite {
             index,
-            writing: None,
+            commit: None,
+            generation: None,
+            next: None,
             ordinal: 0,
+            written: 0,
             log: None,
         }
+    }
+
+    /// The view this transaction works on; the first call claims the
+    /// index until the transaction's [`Published`] is done or dropped.
+    fn generation(&mut self) -> Arc<Generation> {
+        if let Some(g) = &self.generation {
+            return g.clone();
+        }
+        self.index.claim();
+        let g = self.index.view();
+        self.generation = Some(g.clone());
+        g
     }
 
     /// Adds a put (`Some`) or a delete (`None`) of the physical key `key`.
@@ -488,44 +667,40 @@ impl<'txn> KeysWrite<'txn> {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> Result<(), String> {
-        let (commit, generation) = self.writing.get_or_insert_with(|| {
-            (
-                self.index.next_commit.fetch_add(1, Ordering::Relaxed),
-                self.index.current.read().expect("key index").clone(),
-            )
-        });
+        let generation = self.generation();
+        let commit = *self
+            .commit
+            .get_or_insert_with(|| self.index.next_commit.fetch_add(1, Ordering::Relaxed));
         if self.log.is_none() {
-            self.log = Some(txn.open_table(LOG).map_err(err)?);
+            let side = self.index.state.lock().expect("key index state").log;
+            self.log = Some(txn.open_table(LOGS[usize::from(side)]).map_err(err)?);
         }
         let log = self.log.as_mut().expect("opened above");
         log.insert(
-            log_key(*commit, self.ordinal).as_slice(),
+            log_key(commit, self.ordinal).as_slice(),
             log_value(key, value).as_slice(),
         )
         .map_err(err)?;
         self.ordinal += 1;
+        self.written += 1;
         generation
             .recent
             .write()
             .expect("recent keys")
-            .push(key, (*commit, value.map(<[u8]>::to_vec)));
+            .push(key, (commit, value.map(<[u8]>::to_vec)));
         Ok(())
     }
 
     /// The value of the physical key `key`, this transaction's writes
     /// included.
-    pub(crate) fn get(&self, txn: &WriteTransaction, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        let generation = match &self.writing {
-            Some((_, g)) => g.clone(),
-            None => self.index.current.read().expect("key index").clone(),
-        };
-        if let Some(v) = generation
-            .recent
-            .read()
-            .expect("recent keys")
-            .latest(key, u64::MAX)
-        {
-            return Ok(v.map(<[u8]>::to_vec));
+    pub(crate) fn get(
+        &mut self,
+        txn: &WriteTransaction,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, String> {
+        let generation = self.generation();
+        if let Some(v) = generation.latest(key, u64::MAX) {
+            return Ok(v);
         }
         for run in &generation.runs {
             let name = run_name(run.id);
@@ -541,28 +716,311 @@ impl<'txn> KeysWrite<'txn> {
         Ok(None)
     }
 
+    /// Builds this transaction's slice of the run under way (starting a
+    /// build when one is due): [`STEP_MIN`] rows plus [`STEP_PER_WRITE`]
+    /// per version this transaction wrote. Call once, after its writes.
+    pub(crate) fn step(&mut self, txn: &'txn WriteTransaction) -> Result<(), String> {
+        let budget = self.index.step_min.load(Ordering::Relaxed)
+            + self.index.step_per_write.load(Ordering::Relaxed) * self.written;
+        self.step_with(txn, budget, false)
+    }
+
+    fn step_with(
+        &mut self,
+        txn: &'txn WriteTransaction,
+        mut budget: usize,
+        settle: bool,
+    ) -> Result<(), String> {
+        let claimed = self.generation();
+        let mut generation = claimed.clone();
+        // Drop the log tree's handle: a completed flush deletes a log tree.
+        self.log = None;
+        let mut state = self.index.state.lock().expect("key index state").clone();
+        let before = state.clone();
+        delete_retired(txn, &self.index)?;
+        loop {
+            if state.building.is_none()
+                && !start_build(&mut state, &mut generation, &self.index, settle)
+            {
+                break;
+            }
+            if budget == 0 {
+                break;
+            }
+            let build = state.building.as_mut().expect("started above");
+            let (done, used) = match build.from {
+                Source::Frozen => {
+                    let frozen = generation
+                        .frozen
+                        .clone()
+                        .expect("a flush has frozen versions");
+                    let frozen = frozen.read().expect("frozen keys");
+                    build_from_frozen(txn, build, &frozen, budget)?
+                }
+                Source::Merge { newer, older } => {
+                    build_by_merging(txn, build, newer, older, budget)?
+                }
+            };
+            budget = budget.saturating_sub(used);
+            if !done {
+                break;
+            }
+            generation = complete_build(txn, &mut state, &generation, &self.index)?;
+        }
+        if state != before {
+            let mut table = txn.open_table(STATE).map_err(err)?;
+            table
+                .insert(STATE_KEY, state.encode().as_slice())
+                .map_err(err)?;
+            self.next = Some((generation, state));
+        }
+        Ok(())
+    }
+
     /// What to do once the transaction has committed (or not).
     pub(crate) fn commit(&mut self) -> Published {
+        self.log = None;
         Published {
             index: self.index.clone(),
-            writing: self.writing.take(),
+            commit: self.commit.take(),
+            generation: self.generation.take(),
+            next: self.next.take(),
         }
     }
 }
 
-/// A write transaction's versions, to be made visible once it commits
-/// ([`Published::done`]); dropped without that (the commit failed or was
-/// abandoned), they are taken back out of the recent versions.
+/// Starts a build when one is due (a merge the runs call for, or frozen
+/// recent versions), switching the view to frozen versions for a flush;
+/// returns whether one started.
+fn start_build(
+    state: &mut State,
+    generation: &mut Arc<Generation>,
+    index: &KeyIndex,
+    settle: bool,
+) -> bool {
+    let id = state.next_run;
+    if state.runs.len() >= 2 && state.runs[0].rows * 2 >= state.runs[1].rows {
+        state.next_run += 1;
+        state.building = Some(Build {
+            target: id,
+            from: Source::Merge {
+                newer: state.runs[0],
+                older: state.runs[1],
+            },
+            after: None,
+            rows: 0,
+            keep_tombstones: state.runs.len() > 2,
+        });
+        return true;
+    }
+    let versions = generation.recent.read().expect("recent keys").versions;
+    let due = if settle {
+        versions > 0
+    } else {
+        versions >= index.flush_at.load(Ordering::Relaxed)
+    };
+    if !due {
+        return false;
+    }
+    state.next_run += 1;
+    state.log ^= 1;
+    state.building = Some(Build {
+        target: id,
+        from: Source::Frozen,
+        after: None,
+        rows: 0,
+        keep_tombstones: !state.runs.is_empty(),
+    });
+    // Readers with the old view read the same versions (the frozen ones
+    // are its recent ones), and the new recent versions are of commits
+    // after this one: the view may switch before or after the commit.
+    *generation = Arc::new(Generation {
+        runs: generation.runs.clone(),
+        frozen: Some(generation.recent.clone()),
+        recent: Arc::new(RwLock::new(Recent::default())),
+    });
+    true
+}
+
+/// Writes up to `budget` rows of the frozen versions after the build's
+/// last key; returns whether all are written, and the rows looked at.
+fn build_from_frozen(
+    txn: &WriteTransaction,
+    build: &mut Build,
+    frozen: &Recent,
+    budget: usize,
+) -> Result<(bool, usize), String> {
+    let name = run_name(build.target);
+    let mut run = txn.open_table(run_def(&name)).map_err(err)?;
+    let lower = match &build.after {
+        Some(k) => Bound::Excluded(k.as_slice()),
+        None => Bound::Unbounded,
+    };
+    let mut used = 0;
+    for (key, versions) in frozen.rows.range::<[u8], _>((lower, Bound::Unbounded)) {
+        if used == budget {
+            return Ok((false, used));
+        }
+        used += 1;
+        let value = Recent::latest_of(versions, u64::MAX).expect("a key has versions");
+        build.after = Some(key.clone());
+        if value.is_none() && !build.keep_tombstones {
+            continue;
+        }
+        run.insert(key.as_slice(), run_value(value).as_slice())
+            .map_err(err)?;
+        build.rows += 1;
+    }
+    Ok((true, used))
+}
+
+/// Merges up to `budget` rows of `newer` and `older` after the build's
+/// last key (`newer` wins on a key both hold); returns whether both are
+/// used up, and the rows looked at.
+fn build_by_merging(
+    txn: &WriteTransaction,
+    build: &mut Build,
+    newer: Run,
+    older: Run,
+    budget: usize,
+) -> Result<(bool, usize), String> {
+    let (newer_name, older_name, name) = (
+        run_name(newer.id),
+        run_name(older.id),
+        run_name(build.target),
+    );
+    let a = txn.open_table(run_def(&newer_name)).map_err(err)?;
+    let b = txn.open_table(run_def(&older_name)).map_err(err)?;
+    let mut out = txn.open_table(run_def(&name)).map_err(err)?;
+    let after = build.after.clone();
+    let lower = match &after {
+        Some(k) => Bound::Excluded(k.as_slice()),
+        None => Bound::Unbounded,
+    };
+    let mut a_rows = a
+        .range::<&[u8]>((lower, Bound::Unbounded))
+        .map_err(err)?
+        .peekable();
+    let mut b_rows = b
+        .range::<&[u8]>((lower, Bound::Unbounded))
+        .map_err(err)?
+        .peekable();
+    let mut used = 0;
+    loop {
+        let order = match (a_rows.peek(), b_rows.peek()) {
+            (None, None) => return Ok((true, used)),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (Some(Ok((x, _))), Some(Ok((y, _)))) => x.value().cmp(y.value()),
+            // An error is taken (and returned) first.
+            (Some(Err(_)), _) => std::cmp::Ordering::Less,
+            (_, Some(Err(_))) => std::cmp::Ordering::Greater,
+        };
+        if used == budget {
+            return Ok((false, used));
+        }
+        used += 1;
+        if order == std::cmp::Ordering::Equal {
+            // The newer run's version wins.
+            b_rows.next().expect("peeked").map_err(err)?;
+        }
+        let row = if order == std::cmp::Ordering::Greater {
+            b_rows.next()
+        } else {
+            a_rows.next()
+        };
+        let (k, v) = row.expect("peeked").map_err(err)?;
+        build.after = Some(k.value().to_vec());
+        if build.keep_tombstones || parse_run_value(v.value()).is_some() {
+            out.insert(k.value(), v.value()).map_err(err)?;
+            build.rows += 1;
+        }
+    }
+}
+
+/// Ends the build: the run joins the state's runs (replacing the merged
+/// two, which retire, or emptying the frozen log tree); returns the view
+/// readers switch to once this transaction commits.
+fn complete_build(
+    txn: &WriteTransaction,
+    state: &mut State,
+    generation: &Arc<Generation>,
+    index: &KeyIndex,
+) -> Result<Arc<Generation>, String> {
+    let build = state.building.take().expect("a build under way");
+    let run = Run {
+        id: build.target,
+        rows: build.rows,
+    };
+    let made = Arc::new(RunRef { id: run.id });
+    let mut runs = generation.runs.clone();
+    match build.from {
+        Source::Frozen => {
+            state.runs.insert(0, run);
+            runs.insert(0, made);
+            let frozen_log = LOGS[usize::from(state.log ^ 1)];
+            txn.delete_table(frozen_log).map_err(err)?;
+            // Empty again, for the next freeze.
+            drop(txn.open_table(frozen_log).map_err(err)?);
+        }
+        Source::Merge { newer, older } => {
+            state.runs.splice(0..2, [run]);
+            let mut retired = index.retired.lock().expect("retired runs");
+            for old in runs.splice(0..2, [made]) {
+                debug_assert!(old.id == newer.id || old.id == older.id);
+                retired.push((Arc::downgrade(&old), old.id));
+            }
+        }
+    }
+    Ok(Arc::new(Generation {
+        runs,
+        frozen: None,
+        recent: generation.recent.clone(),
+    }))
+}
+
+/// Deletes the trees of retired runs that no view lists any more.
+fn delete_retired(txn: &WriteTransaction, index: &KeyIndex) -> Result<(), String> {
+    let mut gone = Vec::new();
+    index
+        .retired
+        .lock()
+        .expect("retired runs")
+        .retain(|(weak, id)| {
+            let listed = weak.strong_count() > 0;
+            if !listed {
+                gone.push(*id);
+            }
+            listed
+        });
+    for id in gone {
+        txn.delete_table(run_def(&run_name(id))).map_err(err)?;
+    }
+    Ok(())
+}
+
+/// A write transaction's effect on the index, settled once it has
+/// committed ([`Published::done`]: its versions become visible, and
+/// readers switch to the view of a run it completed); dropped without
+/// that (the commit failed or was abandoned), its versions are taken back
+/// out.
 #[must_use]
 pub(crate) struct Published {
     index: Arc<KeyIndex>,
-    writing: Option<(u64, Arc<Generation>)>,
+    commit: Option<u64>,
+    /// The view it claimed (its versions went to its recent ones).
+    generation: Option<Arc<Generation>>,
+    next: Option<(Arc<Generation>, State)>,
 }
 
 impl Published {
     /// The transaction committed: readers beginning from now see it.
     pub(crate) fn done(mut self) {
-        if let Some((commit, _)) = self.writing.take() {
+        if let Some((view, state)) = self.next.take() {
+            *self.index.state.lock().expect("key index state") = state;
+            *self.index.current.write().expect("key index") = view;
+        }
+        if let Some(commit) = self.commit.take() {
             self.index.committed.fetch_max(commit, Ordering::AcqRel);
         }
     }
@@ -570,13 +1028,17 @@ impl Published {
 
 impl Drop for Published {
     fn drop(&mut self) {
-        if let Some((commit, generation)) = self.writing.take() {
+        let Some(generation) = self.generation.take() else {
+            return;
+        };
+        if let Some(commit) = self.commit.take() {
             generation
                 .recent
                 .write()
                 .expect("recent keys")
                 .retract(commit);
         }
+        self.index.release();
     }
 }
 
@@ -600,15 +1062,13 @@ impl KeysRead {
     }
 
     /// The value of the physical key `key`.
-    pub(crate) fn get(&self, txn: &ReadTransaction, key: &[u8]) -> Result<Option<Vec<u8>>, redb::Error> {
-        if let Some(v) = self
-            .generation
-            .recent
-            .read()
-            .expect("recent keys")
-            .latest(key, self.visible)
-        {
-            return Ok(v.map(<[u8]>::to_vec));
+    pub(crate) fn get(
+        &self,
+        txn: &ReadTransaction,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>, redb::Error> {
+        if let Some(v) = self.generation.latest(key, self.visible) {
+            return Ok(v);
         }
         for i in 0..self.runs.len() {
             if let Some(v) = self.run(txn, i)?.get(key)? {
@@ -631,21 +1091,7 @@ impl KeysRead {
         // Source 0 is the recent versions, then the runs from the newest:
         // on a key in several sources the lowest-numbered one holds its
         // latest version. Values are run values (kind, value).
-        type Row = (Vec<u8>, Vec<u8>);
-        let recent: Vec<Row> = {
-            let recent = self.generation.recent.read().expect("recent keys");
-            recent
-                .rows
-                .range::<[u8], _>((
-                    std::ops::Bound::Included(lower),
-                    std::ops::Bound::Excluded(upper),
-                ))
-                .filter_map(|(k, _)| {
-                    let v = recent.latest(k, self.visible)?;
-                    Some((k.clone(), run_value(v)))
-                })
-                .collect()
-        };
+        let recent = self.generation.visible_rows(lower, upper, self.visible);
         let mut sources: Vec<Box<dyn Iterator<Item = Result<Row, redb::Error>> + '_>> = Vec::new();
         if rev {
             sources.push(Box::new(recent.into_iter().rev().map(Ok)));
@@ -658,9 +1104,11 @@ impl KeysRead {
                 .range::<&[u8]>(lower..upper)
                 .map_err(redb::Error::from)?;
             let rows = move |r: Result<_, redb::StorageError>| {
-                r.map(|(k, v): (redb::AccessGuard<&[u8]>, redb::AccessGuard<&[u8]>)| {
-                    (k.value().to_vec(), v.value().to_vec())
-                })
+                r.map(
+                    |(k, v): (redb::AccessGuard<&[u8]>, redb::AccessGuard<&[u8]>)| {
+                        (k.value().to_vec(), v.value().to_vec())
+                    },
+                )
                 .map_err(redb::Error::from)
             };
             if rev {
@@ -708,13 +1156,16 @@ impl KeysRead {
     }
 }
 
-/// The runs' rows (newest first) and the log's, for tests.
+/// The runs' rows (newest first) and the logs', for tests.
 #[cfg(test)]
 pub(crate) fn shape(db: &Database) -> (Vec<u64>, u64) {
     use redb::ReadableTableMetadata;
     let txn = db.begin_read().unwrap();
     let state = State::read(&txn.open_table(STATE).unwrap()).unwrap();
-    let log = txn.open_table(LOG).unwrap().len().unwrap();
+    let log = LOGS
+        .iter()
+        .map(|def| txn.open_table(*def).unwrap().len().unwrap())
+        .sum();
     (state.runs.iter().map(|r| r.rows).collect(), log)
 }
 
@@ -785,11 +1236,13 @@ mod tests {
     fn reads_match_a_plain_map_through_puts_deletes_flushes_merges_and_reopens() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(dir.path()).unwrap();
-        index(&store).set_flush_at(7);
+        index(&store).set_pace(7, 1, 1);
         let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let space = 60;
         let mut most_runs = 0;
+        // Reads and reopens met builds under way of both kinds.
+        let (mut seen_flushing, mut seen_merging) = (0, 0);
         for step in 0..400 {
             let mut batch = Batch::new();
             for _ in 0..=rng.below(3) {
@@ -806,26 +1259,57 @@ mod tests {
             // Another table's row in the same commit.
             batch.put_raw(Table::Meta, b"step".to_vec(), vec![1]);
             store.apply(&batch).unwrap();
+            if step % 37 == 0 || step % 29 == 28 {
+                let building = index(&store).state.lock().unwrap().building.clone();
+                match building.map(|b| b.from) {
+                    Some(Source::Frozen) => seen_flushing += 1,
+                    Some(Source::Merge { .. }) => seen_merging += 1,
+                    None => {}
+                }
+            }
             if step % 37 == 0 {
                 assert_reads(&store, &model, space, &format!("at step {step}"));
             }
-            if step % 101 == 100 {
+            if step % 29 == 28 {
                 drop(store);
                 store = Store::open(dir.path()).unwrap();
-                index(&store).set_flush_at(7);
+                index(&store).set_pace(7, 1, 1);
                 assert_reads(&store, &model, space, &format!("reopened at step {step}"));
             }
             let (runs, _) = shape(store.redb().unwrap());
             most_runs = most_runs.max(runs.len());
         }
         assert_reads(&store, &model, space, "at the end");
-        let (runs, log) = shape(store.redb().unwrap());
-        assert!(!runs.is_empty() && log < 7 + 4, "runs {runs:?}, log {log}");
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_reads(&store, &model, space, "reopened at the end");
+        assert!(most_runs <= 8, "at most {most_runs} runs");
+        assert!(
+            seen_flushing > 0 && seen_merging > 0,
+            "flushing {seen_flushing}, merging {seen_merging}"
+        );
+        let db = store.redb().unwrap().clone();
+        index(&store).settle(&db).unwrap();
+        assert_reads(&store, &model, space, "settled");
+        let (runs, log) = shape(&db);
+        assert_eq!(log, 0);
         // Each newer run holds less than half the rows of the one before.
         for pair in runs.windows(2) {
             assert!(pair[0] * 2 < pair[1], "runs {runs:?}");
         }
-        assert!(most_runs <= 8, "at most {most_runs} runs");
+        // One more commit deletes the trees of the runs merged away.
+        let mut b = Batch::new();
+        b.put_raw(Table::Meta, b"step".to_vec(), vec![2]);
+        store.apply(&b).unwrap();
+        assert_eq!(run_trees(&db), runs.len());
+    }
+
+    fn run_trees(db: &Database) -> usize {
+        let txn = db.begin_read().unwrap();
+        txn.list_tables()
+            .unwrap()
+            .filter(|t| t.name().starts_with(RUN_PREFIX))
+            .count()
     }
 
     #[test]
@@ -838,13 +1322,13 @@ mod tests {
             store.apply(&b).unwrap();
         };
         put("a", "1");
-        index(&store).flush(store.redb().unwrap()).unwrap();
+        index(&store).settle(store.redb().unwrap()).unwrap();
         put("a", "2");
         put("b", "1");
         let before = store.read().unwrap();
         // The second flush writes a run as large as the first: the two
         // merge, and the first run's tree is deleted.
-        index(&store).flush(store.redb().unwrap()).unwrap();
+        index(&store).settle(store.redb().unwrap()).unwrap();
         assert_eq!(shape(store.redb().unwrap()).0, vec![2]);
         put("b", "2");
         let after = store.read().unwrap();
@@ -860,7 +1344,10 @@ mod tests {
             .unwrap();
         assert_eq!(
             rows,
-            vec![(b"a".to_vec(), b"2".to_vec()), (b"b".to_vec(), b"1".to_vec())]
+            vec![
+                (b"a".to_vec(), b"2".to_vec()),
+                (b"b".to_vec(), b"1".to_vec())
+            ]
         );
     }
 
@@ -875,7 +1362,7 @@ mod tests {
             let mut trees = crate::trees::WriteTrees::new(&txn, keys.clone()).unwrap();
             trees.put(TABLE, &key, b"1").unwrap();
             assert!(trees.contains(TABLE, &key).unwrap());
-            let published = trees.published();
+            let published = trees.published().unwrap();
             drop(trees);
             txn.abort().unwrap();
             drop(published);
@@ -928,7 +1415,7 @@ mod tests {
             b.put_raw(TABLE, k.as_bytes().to_vec(), b"run".to_vec());
         }
         store.apply(&b).unwrap();
-        index(&store).flush(store.redb().unwrap()).unwrap();
+        index(&store).settle(store.redb().unwrap()).unwrap();
         let mut b = Batch::new();
         b.put_raw(TABLE, b"b".to_vec(), b"log".to_vec())
             .put_raw(TABLE, b"c".to_vec(), b"log".to_vec())
@@ -972,19 +1459,42 @@ mod tests {
 
     #[test]
     fn the_state_row_reads_back_what_was_written() {
-        let state = State {
+        let mut state = State {
             runs: vec![Run { id: 7, rows: 3 }, Run { id: 2, rows: 90 }],
-            next_run: 8,
-            flushed_through: 41,
+            next_run: 9,
+            log: 1,
+            building: Some(Build {
+                target: 8,
+                from: Source::Merge {
+                    newer: Run { id: 7, rows: 3 },
+                    older: Run { id: 2, rows: 90 },
+                },
+                after: Some(b"key".to_vec()),
+                rows: 2,
+                keep_tombstones: true,
+            }),
         };
         assert_eq!(State::decode(&state.encode()).unwrap(), state);
         assert!(State::decode(&state.encode()[..30]).is_err());
+        state.building = Some(Build {
+            target: 8,
+            from: Source::Frozen,
+            after: None,
+            rows: 0,
+            keep_tombstones: false,
+        });
+        assert_eq!(State::decode(&state.encode()).unwrap(), state);
+        state.building = None;
+        assert_eq!(State::decode(&state.encode()).unwrap(), state);
     }
 
     #[test]
     fn a_log_row_carries_its_key_and_value_or_a_delete() {
         let put = log_value(b"key", Some(b"v"));
-        assert_eq!(parse_log_value(&put).unwrap(), (&b"key"[..], Some(&b"v"[..])));
+        assert_eq!(
+            parse_log_value(&put).unwrap(),
+            (&b"key"[..], Some(&b"v"[..]))
+        );
         let delete = log_value(b"key", None);
         assert_eq!(parse_log_value(&delete).unwrap(), (&b"key"[..], None));
         assert!(parse_log_value(&put[..6]).is_err());

@@ -309,10 +309,14 @@ impl Store {
     }
 
     /// The redb database and its idempotency key index, for restores.
-    pub(crate) fn redb_with_keys(&self) -> Result<(&Arc<Database>, &Arc<key_index::KeyIndex>), StoreError> {
+    pub(crate) fn redb_with_keys(
+        &self,
+    ) -> Result<(&Arc<Database>, &Arc<key_index::KeyIndex>), StoreError> {
         match &self.engine {
             Engine::Redb { db, keys, .. } => Ok((db, keys)),
-            Engine::Postgres(_) => self.redb().map(|_| unreachable!("redb() refuses PostgreSQL")),
+            Engine::Postgres(_) => self
+                .redb()
+                .map(|_| unreachable!("redb() refuses PostgreSQL")),
         }
     }
 
@@ -402,11 +406,10 @@ impl Store {
             writer::raise_high_water(&mut trees, batch.seq_high_water())
                 .map_err(StoreError::Redb)?;
             trees.finish().map_err(StoreError::Redb)?;
-            trees.published()
+            trees.published().map_err(StoreError::Redb)?
         };
         txn.commit()?;
         published.done();
-        keys.flush_if_due(db).map_err(StoreError::Redb)?;
         Ok(())
     }
 
@@ -431,7 +434,9 @@ impl Store {
     /// and held until the `ReadTxn` drops.
     pub fn read(&self) -> Result<ReadTxn, StoreError> {
         let read = match &self.engine {
-            Engine::Redb { db, keys, .. } => Read::Redb(Box::new(trees::ReadTrees::begin(db, keys)?)),
+            Engine::Redb { db, keys, .. } => {
+                Read::Redb(Box::new(trees::ReadTrees::begin(db, keys)?))
+            }
             Engine::Postgres(pg) => Read::Postgres(pg.snapshot()?),
         };
         Ok(ReadTxn { read })

@@ -118,11 +118,13 @@ impl<'txn, 'b> WriteTrees<'txn, 'b> {
         })
     }
 
-    /// This transaction's writes to the idempotency key index, to be made
-    /// visible once it has committed ([`Published::done`]). Call after
-    /// [`WriteTrees::finish`], before committing.
-    pub(crate) fn published(&mut self) -> Published {
-        self.keys.commit()
+    /// Builds this transaction's slice of the idempotency key index's run
+    /// under way ([`KeysWrite::step`]), and returns its effect on the
+    /// index, settled once it has committed ([`Published::done`]). Call
+    /// after [`WriteTrees::finish`], before committing.
+    pub(crate) fn published(&mut self) -> Result<Published, String> {
+        self.keys.step(self.txn)?;
+        Ok(self.keys.commit())
     }
 
     /// The tree holding `table`, with every held-back write applied.

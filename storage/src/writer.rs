@@ -51,8 +51,8 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::codec::{encode, encode_compact, Compact};
 use crate::fence::{shard_of, Fence, Ownership};
-use crate::tables::Table;
 use crate::key_index::KeyIndex;
+use crate::tables::Table;
 use crate::trees::WriteTrees;
 
 /// The most batches one commit takes.
@@ -610,13 +610,6 @@ fn run(
         for (sub, outcome) in group.drain(..).zip(outcomes) {
             let _ = sub.ack.send((outcome, sub.batch));
         }
-        if let Engine::Redb { db, keys, .. } = &engine {
-            if let Err(e) = keys.flush_if_due(db) {
-                tracing::error!(error = %e, "idempotency key index flush failed; stopping the process");
-                eprintln!("kobo: idempotency key index flush failed: {e}; stopping");
-                std::process::abort();
-            }
-        }
     }
 }
 
@@ -658,7 +651,7 @@ fn apply_and_commit(
         }
         raise_high_water(&mut trees, high_water)?;
         trees.finish()?;
-        trees.published()
+        trees.published()?
     };
     txn.commit().map_err(|e| e.to_string())?;
     published.done();
