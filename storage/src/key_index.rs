@@ -26,20 +26,21 @@
 //!   until a merge reaches the oldest run.
 //! - **Paced building**: a run is written a slice at a time, inside the
 //!   transactions that commit the writes ([`KeysWrite::step`]): each
-//!   writes [`STEP_MIN`] rows plus [`STEP_PER_WRITE`] per version it adds,
-//!   and records where it stopped. So no commit stalls for a whole run;
-//!   readers use the frozen versions (or the merged runs) until the run is
-//!   complete, and switch to it after the commit that completes it.
+//!   writes [`STEP_MIN`] rows plus a few per version it adds, and records
+//!   where it stopped. So no commit stalls for a whole run; readers use
+//!   the frozen versions (or the merged runs) until the run is complete,
+//!   and switch to it after the commit that completes it. Trees no longer
+//!   needed (the log tree whose versions are in a run, runs merged away)
+//!   are emptied the same way, a slice per transaction.
 //! - **The state** (`idempotency_keys.runs`, one row): the runs, newest
 //!   first, the run being built and where, the log tree taking writes,
-//!   and the next run's id.
+//!   the trees being emptied, and the next run's id.
 //!
-//! A run replaced by a merge is deleted by a later transaction, once no
-//! reader's view of the index still lists it. The open replays the logs
-//! (the frozen one and the taking one), deletes run trees the state does
-//! not list (a crash between a merge and that deletion), and moves the
-//! rows of a store written before this index (in the shared tree, in key
-//! order) into a first run.
+//! A run replaced by a merge is emptied only once no reader's view of
+//! the index still lists it. The open replays the logs (the taking one,
+//! and the frozen one of a flush under way) and moves the rows of a store
+//! written before this index (in the shared tree, in key order) into a
+//! first run.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -69,11 +70,11 @@ const RUN_PREFIX: &str = "idempotency_keys.run.";
 /// Recent versions that are frozen and written as a run: ~64k saves
 /// (about 13 MB in memory).
 pub(crate) const FLUSH_AT: usize = 65_536;
-/// Rows of the run being built that every writing transaction writes.
-pub(crate) const STEP_MIN: usize = 256;
-/// ... and per version it adds (a version is rewritten about
-/// log2(rows / FLUSH_AT) + 1 times; this keeps the building ahead).
-pub(crate) const STEP_PER_WRITE: usize = 8;
+/// Rows of the run being built (or of a tree being emptied) that every
+/// writing transaction writes.
+pub(crate) const STEP_MIN: usize = 64;
+/// ... and at least this many per version it adds.
+pub(crate) const STEP_PER_WRITE: usize = 4;
 
 const PUT: u8 = 1;
 const DELETE: u8 = 0;
@@ -172,6 +173,11 @@ struct State {
     /// The log tree taking writes (0 or 1).
     log: u8,
     building: Option<Build>,
+    /// Whether the other log tree is being emptied (its versions are in a
+    /// run).
+    draining_log: bool,
+    /// Runs replaced by merges, being emptied once no view lists them.
+    draining_runs: Vec<u64>,
 }
 
 impl Default for State {
@@ -181,6 +187,8 @@ impl Default for State {
             next_run: 1,
             log: 0,
             building: None,
+            draining_log: false,
+            draining_runs: Vec::new(),
         }
     }
 }
@@ -252,6 +260,11 @@ impl State {
                 }
             }
         }
+        out.push(u8::from(self.draining_log));
+        out.extend_from_slice(&(self.draining_runs.len() as u32).to_be_bytes());
+        for id in &self.draining_runs {
+            out.extend_from_slice(&id.to_be_bytes());
+        }
         out
     }
 
@@ -293,11 +306,19 @@ impl State {
                 })
             }
         };
+        let draining_log = c.u8()? != 0;
+        let n = c.u32()? as usize;
+        let mut draining_runs = Vec::with_capacity(n.min(64));
+        for _ in 0..n {
+            draining_runs.push(c.u64()?);
+        }
         Ok(State {
             runs,
             next_run,
             log,
             building,
+            draining_log,
+            draining_runs,
         })
     }
 
@@ -380,7 +401,8 @@ pub(crate) struct KeyIndex {
     /// write until its [`Published`] is done or dropped).
     busy: Mutex<bool>,
     free: Condvar,
-    /// Runs replaced by merges, to delete once no view lists them.
+    /// Runs replaced by merges, as the views still listing them hold
+    /// them: one is emptied only once no view does.
     retired: Mutex<Vec<(Weak<RunRef>, u64)>>,
     /// The last commit number whose commit has finished.
     committed: AtomicU64,
@@ -478,13 +500,14 @@ impl KeyIndex {
                 changed = true;
             }
         }
-        // Run trees the state does not list: replaced by a merge whose
-        // deletion a crash interrupted.
+        // Run trees the state does not list (none, unless a store was
+        // changed by hand): never read, so deleted.
         let listed: Vec<String> = state
             .runs
             .iter()
             .map(|r| r.id)
             .chain(state.building.as_ref().map(|b| b.target))
+            .chain(state.draining_runs.iter().copied())
             .map(run_name)
             .collect();
         let orphans: Vec<String> = txn
@@ -508,10 +531,13 @@ impl KeyIndex {
         let mut last = 0;
         for (side, def) in LOGS.iter().enumerate() {
             let log = txn.open_table(*def).map_err(err)?;
-            let into = if freezing && side as u8 != state.log {
-                &mut frozen
-            } else {
-                &mut recent
+            let taking = side as u8 == state.log;
+            let into = match (taking, freezing, state.draining_log) {
+                (true, _, _) => &mut recent,
+                (false, true, _) => &mut frozen,
+                // Versions already in a run, being deleted.
+                (false, false, true) => continue,
+                (false, false, false) => &mut recent,
             };
             last = last.max(replay(&log, into)?);
         }
@@ -595,7 +621,9 @@ impl KeyIndex {
     /// recent versions.
     fn unsettled(&self) -> bool {
         let state = self.state.lock().expect("key index state");
-        state.building.is_some() || self.view().recent.read().expect("recent keys").versions > 0
+        state.building.is_some()
+            || state.draining_log
+            || self.view().recent.read().expect("recent keys").versions > 0
     }
 
     /// Writes every recent version into runs and finishes every merge
@@ -717,11 +745,19 @@ impl<'txn> KeysWrite<'txn> {
     }
 
     /// Builds this transaction's slice of the run under way (starting a
-    /// build when one is due): [`STEP_MIN`] rows plus [`STEP_PER_WRITE`]
-    /// per version this transaction wrote. Call once, after its writes.
+    /// build when one is due) and of the trees being emptied: [`STEP_MIN`]
+    /// rows, plus per version it wrote about the times a version is
+    /// rewritten and deleted (two, and two per run: [`STEP_PER_WRITE`] at
+    /// least), so the work keeps pace with the writes. Call once, after
+    /// its writes.
     pub(crate) fn step(&mut self, txn: &'txn WriteTransaction) -> Result<(), String> {
-        let budget = self.index.step_min.load(Ordering::Relaxed)
-            + self.index.step_per_write.load(Ordering::Relaxed) * self.written;
+        let runs = self.generation().runs.len();
+        let per_write = self
+            .index
+            .step_per_write
+            .load(Ordering::Relaxed)
+            .max(2 + 2 * runs);
+        let budget = self.index.step_min.load(Ordering::Relaxed) + per_write * self.written;
         self.step_with(txn, budget, false)
     }
 
@@ -737,7 +773,7 @@ impl<'txn> KeysWrite<'txn> {
         self.log = None;
         let mut state = self.index.state.lock().expect("key index state").clone();
         let before = state.clone();
-        delete_retired(txn, &self.index)?;
+        drain(txn, &mut state, &mut budget, &self.index)?;
         loop {
             if state.building.is_none()
                 && !start_build(&mut state, &mut generation, &self.index, settle)
@@ -765,7 +801,7 @@ impl<'txn> KeysWrite<'txn> {
             if !done {
                 break;
             }
-            generation = complete_build(txn, &mut state, &generation, &self.index)?;
+            generation = complete_build(&mut state, &generation, &self.index);
         }
         if state != before {
             let mut table = txn.open_table(STATE).map_err(err)?;
@@ -812,6 +848,10 @@ fn start_build(
             keep_tombstones: state.runs.len() > 2,
         });
         return true;
+    }
+    if state.draining_log {
+        // The next freeze writes into that log tree.
+        return false;
     }
     let versions = generation.recent.read().expect("recent keys").versions;
     let due = if settle {
@@ -939,14 +979,14 @@ fn build_by_merging(
 }
 
 /// Ends the build: the run joins the state's runs (replacing the merged
-/// two, which retire, or emptying the frozen log tree); returns the view
-/// readers switch to once this transaction commits.
+/// two, which are emptied once no view lists them; after a flush the
+/// frozen log tree is emptied); returns the view readers switch to once
+/// this transaction commits.
 fn complete_build(
-    txn: &WriteTransaction,
     state: &mut State,
     generation: &Arc<Generation>,
     index: &KeyIndex,
-) -> Result<Arc<Generation>, String> {
+) -> Arc<Generation> {
     let build = state.building.take().expect("a build under way");
     let run = Run {
         id: build.target,
@@ -958,13 +998,11 @@ fn complete_build(
         Source::Frozen => {
             state.runs.insert(0, run);
             runs.insert(0, made);
-            let frozen_log = LOGS[usize::from(state.log ^ 1)];
-            txn.delete_table(frozen_log).map_err(err)?;
-            // Empty again, for the next freeze.
-            drop(txn.open_table(frozen_log).map_err(err)?);
+            state.draining_log = true;
         }
         Source::Merge { newer, older } => {
             state.runs.splice(0..2, [run]);
+            state.draining_runs.extend([newer.id, older.id]);
             let mut retired = index.retired.lock().expect("retired runs");
             for old in runs.splice(0..2, [made]) {
                 debug_assert!(old.id == newer.id || old.id == older.id);
@@ -972,31 +1010,66 @@ fn complete_build(
             }
         }
     }
-    Ok(Arc::new(Generation {
+    Arc::new(Generation {
         runs,
         frozen: None,
         recent: generation.recent.clone(),
-    }))
+    })
 }
 
-/// Deletes the trees of retired runs that no view lists any more.
-fn delete_retired(txn: &WriteTransaction, index: &KeyIndex) -> Result<(), String> {
-    let mut gone = Vec::new();
-    index
-        .retired
-        .lock()
-        .expect("retired runs")
-        .retain(|(weak, id)| {
-            let listed = weak.strong_count() > 0;
-            if !listed {
-                gone.push(*id);
-            }
-            listed
-        });
-    for id in gone {
-        txn.delete_table(run_def(&run_name(id))).map_err(err)?;
+/// Deletes up to `budget` rows (taking them off it) of the trees being
+/// emptied: the log tree whose versions are in a run, then the runs
+/// replaced by merges that no view lists any more (a tree is deleted once
+/// empty). Rows go a slice per transaction, as runs are built, because
+/// deleting a whole tree at once made its commit take tens of
+/// milliseconds.
+fn drain(
+    txn: &WriteTransaction,
+    state: &mut State,
+    budget: &mut usize,
+    index: &KeyIndex,
+) -> Result<(), String> {
+    if state.draining_log {
+        let mut log = txn
+            .open_table(LOGS[usize::from(state.log ^ 1)])
+            .map_err(err)?;
+        state.draining_log = !pop_rows(&mut log, budget)?;
     }
+    if state.draining_runs.is_empty() {
+        return Ok(());
+    }
+    let listed: Vec<u64> = {
+        let mut retired = index.retired.lock().expect("retired runs");
+        retired.retain(|(weak, _)| weak.strong_count() > 0);
+        retired.iter().map(|(_, id)| *id).collect()
+    };
+    let mut emptied = Vec::new();
+    for id in state.draining_runs.iter().copied() {
+        if listed.contains(&id) || *budget == 0 {
+            continue;
+        }
+        let name = run_name(id);
+        let mut run = txn.open_table(run_def(&name)).map_err(err)?;
+        if pop_rows(&mut run, budget)? {
+            drop(run);
+            txn.delete_table(run_def(&name)).map_err(err)?;
+            emptied.push(id);
+        }
+    }
+    state.draining_runs.retain(|id| !emptied.contains(id));
     Ok(())
+}
+
+/// Deletes up to `budget` of `table`'s first rows (taking them off it);
+/// returns whether the table is empty.
+fn pop_rows(table: &mut WriteTable, budget: &mut usize) -> Result<bool, String> {
+    while *budget > 0 {
+        if table.pop_first().map_err(err)?.is_none() {
+            return Ok(true);
+        }
+        *budget -= 1;
+    }
+    Ok(table.first().map_err(err)?.is_none())
 }
 
 /// A write transaction's effect on the index, settled once it has
@@ -1288,20 +1361,24 @@ mod tests {
             seen_flushing > 0 && seen_merging > 0,
             "flushing {seen_flushing}, merging {seen_merging}"
         );
-        let db = store.redb().unwrap().clone();
-        index(&store).settle(&db).unwrap();
+        index(&store).settle(store.redb().unwrap()).unwrap();
         assert_reads(&store, &model, space, "settled");
-        let (runs, log) = shape(&db);
+        let (runs, log) = shape(store.redb().unwrap());
         assert_eq!(log, 0);
         // Each newer run holds less than half the rows of the one before.
         for pair in runs.windows(2) {
             assert!(pair[0] * 2 < pair[1], "runs {runs:?}");
         }
-        // One more commit deletes the trees of the runs merged away.
+        // At the default pace, one more commit empties the log tree and
+        // the runs merged away.
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
         let mut b = Batch::new();
         b.put_raw(Table::Meta, b"step".to_vec(), vec![2]);
         store.apply(&b).unwrap();
-        assert_eq!(run_trees(&db), runs.len());
+        assert_eq!(run_trees(store.redb().unwrap()), runs.len());
+        assert_eq!(shape(store.redb().unwrap()), (runs, 0));
+        assert_reads(&store, &model, space, "emptied");
     }
 
     fn run_trees(db: &Database) -> usize {
@@ -1310,6 +1387,36 @@ mod tests {
             .unwrap()
             .filter(|t| t.name().starts_with(RUN_PREFIX))
             .count()
+    }
+
+    #[test]
+    fn a_reopen_while_a_log_tree_is_being_emptied_reads_the_latest_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        index(&store).set_pace(20, 0, 0);
+        let mut latest = BTreeMap::new();
+        let mut reopened = false;
+        for i in 0..500u32 {
+            let key = format!("k{}", i % 5).into_bytes();
+            let mut b = Batch::new();
+            b.put_raw(TABLE, key.clone(), i.to_be_bytes().to_vec());
+            store.apply(&b).unwrap();
+            latest.insert(key, i.to_be_bytes().to_vec());
+            let state = index(&store).state.lock().unwrap().clone();
+            // The tree being emptied (1) replays after the one taking
+            // writes (0): the open must not read its older versions.
+            if state.draining_log && state.log == 0 {
+                drop(store);
+                store = Store::open(dir.path()).unwrap();
+                let read = store.read().unwrap();
+                for (k, v) in &latest {
+                    assert_eq!(read.get(TABLE, k).unwrap().as_ref(), Some(v), "at {i}");
+                }
+                reopened = true;
+                break;
+            }
+        }
+        assert!(reopened);
     }
 
     #[test]
@@ -1473,6 +1580,8 @@ mod tests {
                 rows: 2,
                 keep_tombstones: true,
             }),
+            draining_log: true,
+            draining_runs: vec![3, 5],
         };
         assert_eq!(State::decode(&state.encode()).unwrap(), state);
         assert!(State::decode(&state.encode()[..30]).is_err());
