@@ -24,6 +24,10 @@
 //!   most ~log2(rows / FLUSH_AT) runs remain and a row is rewritten that
 //!   many times, always in key order. A delete is kept as a tombstone
 //!   until a merge reaches the oldest run.
+//! - **Lookups** read the recent versions, the frozen ones, then the runs
+//!   from the newest, skipping a run whose Bloom filter (written with it
+//!   in `idempotency_keys.blooms`; [`crate::bloom`]) says it lacks the
+//!   key: a new Idempotency-Key reads no run at all.
 //! - **Paced building**: a run is written a slice at a time, inside the
 //!   transactions that commit the writes ([`KeysWrite::step`]): each
 //!   writes [`STEP_MIN`] rows plus a few per version it adds, and records
@@ -51,6 +55,7 @@ use redb::{
     TableHandle, WriteTransaction,
 };
 
+use crate::bloom::Bloom;
 use crate::prefix_end;
 use crate::tables::{Def, Table, PHYSICAL};
 use crate::trees::WriteTable;
@@ -63,6 +68,8 @@ const LOGS: [Def; 2] = [
     TableDefinition::new("idempotency_keys.log.1"),
 ];
 const STATE: Def = TableDefinition::new("idempotency_keys.runs");
+/// Each run's Bloom filter, by run id.
+const BLOOMS: Def = TableDefinition::new("idempotency_keys.blooms");
 const STATE_KEY: &[u8] = b"state";
 const RUN_PREFIX: &str = "idempotency_keys.run.";
 
@@ -337,6 +344,8 @@ impl State {
 /// run replaced by a merge can be deleted.
 struct RunRef {
     id: u64,
+    /// The keys it holds (tombstones included).
+    bloom: Bloom,
 }
 
 /// A view of the index: what readers and writers see between two
@@ -407,6 +416,8 @@ pub(crate) struct KeyIndex {
     /// Runs replaced by merges, as the views still listing them hold
     /// them: one is deleted only once no view does.
     retired: Mutex<Vec<(Weak<RunRef>, u64)>>,
+    /// The Bloom filter of the run being built, so far.
+    building_bloom: Mutex<Option<Bloom>>,
     /// The last commit number whose commit has finished.
     committed: AtomicU64,
     next_commit: AtomicU64,
@@ -450,6 +461,17 @@ fn run_value(value: Option<&[u8]>) -> Vec<u8> {
 
 fn parse_run_value(bytes: &[u8]) -> Option<&[u8]> {
     (bytes.first() == Some(&PUT)).then(|| &bytes[1..])
+}
+
+/// A Bloom filter of the rows of run `id`, sized for `expected` keys.
+fn bloom_of_run(txn: &WriteTransaction, id: u64, expected: usize) -> Result<Bloom, String> {
+    let name = run_name(id);
+    let run = txn.open_table(run_def(&name)).map_err(err)?;
+    let mut bloom = Bloom::new(expected);
+    for row in run.iter().map_err(err)? {
+        bloom.insert(row.map_err(err)?.0.value());
+    }
+    Ok(bloom)
 }
 
 /// Replays one log tree into `into`; returns its last commit number.
@@ -548,12 +570,41 @@ impl KeyIndex {
                 .insert(STATE_KEY, state.encode().as_slice())
                 .map_err(err)?;
         }
+        let mut runs = Vec::with_capacity(state.runs.len());
+        {
+            let mut blooms = txn.open_table(BLOOMS).map_err(err)?;
+            for r in &state.runs {
+                let stored = blooms
+                    .get(r.id.to_be_bytes().as_slice())
+                    .map_err(err)?
+                    .and_then(|v| Bloom::from_bytes(v.value()));
+                let bloom = match stored {
+                    Some(bloom) => bloom,
+                    // A run moved from a store written before the index.
+                    None => {
+                        let bloom = bloom_of_run(txn, r.id, r.rows as usize)?;
+                        blooms
+                            .insert(r.id.to_be_bytes().as_slice(), bloom.to_bytes().as_slice())
+                            .map_err(err)?;
+                        bloom
+                    }
+                };
+                runs.push(Arc::new(RunRef { id: r.id, bloom }));
+            }
+        }
+        // The keys of the run being built, so far.
+        let building_bloom = match &state.building {
+            None => None,
+            Some(b) => {
+                let expected = match b.from {
+                    Source::Frozen => frozen.rows.len(),
+                    Source::Merge { newer, older } => (newer.rows + older.rows) as usize,
+                };
+                Some(bloom_of_run(txn, b.target, expected)?)
+            }
+        };
         let generation = Generation {
-            runs: state
-                .runs
-                .iter()
-                .map(|r| Arc::new(RunRef { id: r.id }))
-                .collect(),
+            runs,
             frozen: freezing.then(|| Arc::new(RwLock::new(frozen))),
             recent: Arc::new(RwLock::new(recent)),
         };
@@ -563,6 +614,7 @@ impl KeyIndex {
             busy: Mutex::new(false),
             free: Condvar::new(),
             retired: Mutex::new(Vec::new()),
+            building_bloom: Mutex::new(building_bloom),
             committed: AtomicU64::new(last),
             next_commit: AtomicU64::new(last + 1),
             flush_at: AtomicUsize::new(FLUSH_AT),
@@ -731,6 +783,9 @@ impl<'txn> KeysWrite<'txn> {
             return Ok(v);
         }
         for run in &generation.runs {
+            if !run.bloom.may_contain(key) {
+                continue;
+            }
             let name = run_name(run.id);
             let t = txn.open_table(run_def(&name)).map_err(err)?;
             let found = t
@@ -773,12 +828,24 @@ impl<'txn> KeysWrite<'txn> {
         let mut state = self.index.state.lock().expect("key index state").clone();
         let before = state.clone();
         delete_retired(txn, &mut state, &self.index)?;
+        let mut bloom = self.index.building_bloom.lock().expect("building bloom");
         loop {
             if state.building.is_none()
                 && !start_build(&mut state, &mut generation, &self.index, settle)
             {
                 break;
             }
+            if bloom.is_none() {
+                let expected = match state.building.as_ref().map(|b| b.from) {
+                    Some(Source::Merge { newer, older }) => (newer.rows + older.rows) as usize,
+                    _ => generation
+                        .frozen
+                        .as_ref()
+                        .map_or(0, |f| f.read().expect("frozen keys").rows.len()),
+                };
+                *bloom = Some(Bloom::new(expected));
+            }
+            let filter = bloom.as_mut().expect("made above");
             if budget == 0 {
                 break;
             }
@@ -790,17 +857,18 @@ impl<'txn> KeysWrite<'txn> {
                         .clone()
                         .expect("a flush has frozen versions");
                     let frozen = frozen.read().expect("frozen keys");
-                    build_from_frozen(txn, build, &frozen, budget)?
+                    build_from_frozen(txn, build, &frozen, filter, budget)?
                 }
                 Source::Merge { newer, older } => {
-                    build_by_merging(txn, build, newer, older, budget)?
+                    build_by_merging(txn, build, newer, older, filter, budget)?
                 }
             };
             budget = budget.saturating_sub(used);
             if !done {
                 break;
             }
-            generation = complete_build(txn, &mut state, &generation, &self.index)?;
+            let filter = bloom.take().expect("made above");
+            generation = complete_build(txn, &mut state, &generation, &self.index, filter)?;
         }
         if state != before {
             let mut table = txn.open_table(STATE).map_err(err)?;
@@ -883,6 +951,7 @@ fn build_from_frozen(
     txn: &WriteTransaction,
     build: &mut Build,
     frozen: &Recent,
+    bloom: &mut Bloom,
     budget: usize,
 ) -> Result<(bool, usize), String> {
     let name = run_name(build.target);
@@ -904,6 +973,7 @@ fn build_from_frozen(
         }
         run.insert(key.as_slice(), run_value(value).as_slice())
             .map_err(err)?;
+        bloom.insert(key);
         build.rows += 1;
     }
     Ok((true, used))
@@ -917,6 +987,7 @@ fn build_by_merging(
     build: &mut Build,
     newer: Run,
     older: Run,
+    bloom: &mut Bloom,
     budget: usize,
 ) -> Result<(bool, usize), String> {
     let (newer_name, older_name, name) = (
@@ -968,6 +1039,7 @@ fn build_by_merging(
         build.after = Some(k.value().to_vec());
         if build.keep_tombstones || parse_run_value(v.value()).is_some() {
             out.insert(k.value(), v.value()).map_err(err)?;
+            bloom.insert(k.value());
             build.rows += 1;
         }
     }
@@ -982,13 +1054,18 @@ fn complete_build(
     state: &mut State,
     generation: &Arc<Generation>,
     index: &KeyIndex,
+    bloom: Bloom,
 ) -> Result<Arc<Generation>, String> {
     let build = state.building.take().expect("a build under way");
     let run = Run {
         id: build.target,
         rows: build.rows,
     };
-    let made = Arc::new(RunRef { id: run.id });
+    txn.open_table(BLOOMS)
+        .map_err(err)?
+        .insert(run.id.to_be_bytes().as_slice(), bloom.to_bytes().as_slice())
+        .map_err(err)?;
+    let made = Arc::new(RunRef { id: run.id, bloom });
     let mut runs = generation.runs.clone();
     match build.from {
         Source::Frozen => {
@@ -1037,6 +1114,10 @@ fn delete_retired(
     for id in state.retired.iter().copied() {
         if !listed.contains(&id) {
             txn.delete_table(run_def(&run_name(id))).map_err(err)?;
+            txn.open_table(BLOOMS)
+                .map_err(err)?
+                .remove(id.to_be_bytes().as_slice())
+                .map_err(err)?;
             deleted.push(id);
         }
     }
@@ -1116,6 +1197,9 @@ impl KeysRead {
             return Ok(v);
         }
         for i in 0..self.runs.len() {
+            if !self.generation.runs[i].bloom.may_contain(key) {
+                continue;
+            }
             if let Some(v) = self.run(txn, i)?.get(key)? {
                 return Ok(parse_run_value(v.value()).map(<[u8]>::to_vec));
             }

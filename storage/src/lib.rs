@@ -17,6 +17,7 @@
 //! This crate knows nothing of HTTP, actix or the payments domain.
 
 pub mod backup;
+mod bloom;
 pub mod codec;
 pub mod fence;
 mod key_index;

@@ -1,0 +1,97 @@
+//! A Bloom filter over byte strings: whether a sorted run of the
+//! idempotency key index may hold a key ([`crate::key_index`]), so a
+//! lookup of a key no run holds (every new Idempotency-Key) reads no run.
+//!
+//! Ten bits and seven probes per key (about 1% false positives); the
+//! probes are double hashing (Kirsch and Mitzenmacher) of one 64-bit
+//! SipHash-1-3 of the key with fixed keys (`std`'s `DefaultHasher::new()`),
+//! so a filter written to the store reads back the same in any process.
+
+use std::hash::{DefaultHasher, Hasher};
+
+const BITS_PER_KEY: usize = 10;
+const PROBES: u64 = 7;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Bloom {
+    words: Vec<u64>,
+}
+
+fn hash(key: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    h.write(key);
+    h.finish()
+}
+
+impl Bloom {
+    /// An empty filter sized for `keys` keys.
+    pub(crate) fn new(keys: usize) -> Self {
+        let bits = (keys.max(1) * BITS_PER_KEY).max(64);
+        Bloom {
+            words: vec![0; bits.div_ceil(64)],
+        }
+    }
+
+    /// The word and bit of each probe of `key`.
+    fn probes(&self, key: &[u8]) -> [(usize, u64); PROBES as usize] {
+        let m = self.words.len() as u64 * 64;
+        let h = hash(key);
+        let (h1, h2) = (h, h.rotate_left(32) | 1);
+        std::array::from_fn(|i| {
+            let bit = h1.wrapping_add((i as u64).wrapping_mul(h2)) % m;
+            ((bit / 64) as usize, 1u64 << (bit % 64))
+        })
+    }
+
+    pub(crate) fn insert(&mut self, key: &[u8]) {
+        for (word, mask) in self.probes(key) {
+            self.words[word] |= mask;
+        }
+    }
+
+    /// `false` only for a key never inserted.
+    pub(crate) fn may_contain(&self, key: &[u8]) -> bool {
+        self.probes(key)
+            .iter()
+            .all(|(word, mask)| self.words[*word] & mask != 0)
+    }
+
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        self.words.iter().flat_map(|w| w.to_be_bytes()).collect()
+    }
+
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        if bytes.is_empty() || !bytes.len().is_multiple_of(8) {
+            return None;
+        }
+        Some(Bloom {
+            words: bytes
+                .chunks_exact(8)
+                .map(|c| u64::from_be_bytes(c.try_into().expect("8 bytes")))
+                .collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_inserted_key_is_found_and_few_others_are() {
+        let mut bloom = Bloom::new(10_000);
+        for i in 0..10_000u32 {
+            bloom.insert(format!("in-{i}").as_bytes());
+        }
+        for i in 0..10_000u32 {
+            assert!(bloom.may_contain(format!("in-{i}").as_bytes()));
+        }
+        let false_positives = (0..10_000u32)
+            .filter(|i| bloom.may_contain(format!("out-{i}").as_bytes()))
+            .count();
+        assert!(false_positives < 300, "{false_positives} of 10,000");
+        let back = Bloom::from_bytes(&bloom.to_bytes()).unwrap();
+        assert_eq!(back, bloom);
+        assert_eq!(Bloom::from_bytes(&[1, 2, 3]), None);
+    }
+}
