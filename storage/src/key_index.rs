@@ -73,9 +73,10 @@ const BLOOMS: Def = TableDefinition::new("idempotency_keys.blooms");
 const STATE_KEY: &[u8] = b"state";
 const RUN_PREFIX: &str = "idempotency_keys.run.";
 
-/// Recent versions that are frozen and written as a run: ~64k saves
-/// (about 13 MB in memory).
-pub(crate) const FLUSH_AT: usize = 65_536;
+/// Recent versions that are frozen and written as a run: ~32k saves
+/// (about 8 MB in memory; with the frozen ones and a long merge's backlog,
+/// the index holds ~20 MB at 1M keys: docs/performance.md).
+pub(crate) const FLUSH_AT: usize = 32_768;
 /// Rows of the run being built that every writing transaction writes.
 pub(crate) const STEP_MIN: usize = 64;
 /// ... and at least this many per version it adds.
@@ -802,16 +803,23 @@ impl<'txn> KeysWrite<'txn> {
     /// Builds this transaction's slice of the run under way (starting a
     /// build when one is due): [`STEP_MIN`] rows, plus per version it
     /// wrote about the times a version is rewritten (two, and one per
-    /// run: [`STEP_PER_WRITE`] at least), so the building keeps pace with
-    /// the writes. Call once, after its writes.
+    /// run: [`STEP_PER_WRITE`] at least), times one more for each
+    /// [`FLUSH_AT`] recent versions waiting, so the building keeps pace
+    /// with the writes. Call once, after its writes.
     pub(crate) fn step(&mut self, txn: &'txn WriteTransaction) -> Result<(), String> {
-        let runs = self.generation().runs.len();
+        let generation = self.generation();
+        let versions = generation.recent.read().expect("recent keys").versions;
         let per_write = self
             .index
             .step_per_write
             .load(Ordering::Relaxed)
-            .max(2 + runs);
-        let budget = self.index.step_min.load(Ordering::Relaxed) + per_write * self.written;
+            .max(2 + generation.runs.len());
+        // Recent versions pile up only while a build (a long merge) holds
+        // the next flush back: the further behind, the larger the slice,
+        // so memory stays near FLUSH_AT versions.
+        let behind = 1 + versions / self.index.flush_at.load(Ordering::Relaxed).max(1);
+        let budget =
+            self.index.step_min.load(Ordering::Relaxed) + per_write * self.written * behind;
         self.step_with(txn, budget, false)
     }
 
@@ -1388,7 +1396,7 @@ mod tests {
             // Another table's row in the same commit.
             batch.put_raw(Table::Meta, b"step".to_vec(), vec![1]);
             store.apply(&batch).unwrap();
-            if step % 37 == 0 || step % 29 == 28 {
+            {
                 let building = index(&store).state.lock().unwrap().building.clone();
                 match building.map(|b| b.from) {
                     Some(Source::Frozen) => seen_flushing += 1,
@@ -1448,11 +1456,11 @@ mod tests {
     fn a_reopen_while_a_flush_is_under_way_reads_the_latest_versions() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(dir.path()).unwrap();
-        index(&store).set_pace(20, 0, 0);
+        index(&store).set_pace(40, 0, 0);
         let mut latest = BTreeMap::new();
         let mut since_freeze = 0;
         for i in 0..500u32 {
-            let key = format!("k{}", i % 7).into_bytes();
+            let key = format!("k{}", i % 31).into_bytes();
             let mut b = Batch::new();
             b.put_raw(TABLE, key.clone(), i.to_be_bytes().to_vec());
             store.apply(&b).unwrap();
