@@ -57,8 +57,7 @@ use redb::{
 
 use crate::bloom::Bloom;
 use crate::prefix_end;
-use crate::tables::{Def, Table, PHYSICAL};
-use crate::trees::WriteTable;
+use crate::tables::{Def, Table, WriteTable, PHYSICAL};
 
 /// The table kept log-structured.
 pub(crate) const TABLE: Table = Table::IdempotencyKeys;

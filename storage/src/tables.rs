@@ -33,6 +33,9 @@ use redb::TableDefinition;
 
 pub type Def = TableDefinition<'static, &'static [u8], &'static [u8]>;
 
+/// A redb table of a write transaction, as kobo's trees are typed.
+pub(crate) type WriteTable<'txn> = redb::Table<'txn, &'static [u8], &'static [u8]>;
+
 /// The physical table shared by every logical table without a tree of
 /// its own ([`crate::trees::OWN_TREES`]).
 pub const PHYSICAL: Def = TableDefinition::new("kv");

@@ -31,7 +31,7 @@ use redb::{
 
 use crate::key_index::{self, KeyIndex, KeysRead, KeysWrite, Published};
 use crate::prefix_end;
-use crate::tables::{Def, Table, PHYSICAL};
+use crate::tables::{Def, Table, WriteTable, PHYSICAL};
 
 /// The tables with a tree of their own, named like the table.
 pub const OWN_TREES: [Table; 7] = [
@@ -59,7 +59,6 @@ fn definition(table: Table) -> Def {
     TableDefinition::new(table.name())
 }
 
-pub(crate) type WriteTable<'txn> = redb::Table<'txn, &'static [u8], &'static [u8]>;
 type ReadTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
 
 /// Creates every tree, and moves the rows of a table given its own tree
