@@ -899,6 +899,22 @@ impl<'txn> KeysWrite<'txn> {
     }
 }
 
+/// A write transaction that ends before [`KeysWrite::commit`] (an error,
+/// a refused precondition) takes its versions back out and lets the next
+/// one work on the index.
+impl Drop for KeysWrite<'_> {
+    fn drop(&mut self) {
+        if self.generation.is_some() {
+            drop(Published {
+                index: self.index.clone(),
+                commit: self.commit.take(),
+                generation: self.generation.take(),
+                next: None,
+            });
+        }
+    }
+}
+
 /// Starts a build when one is due (a merge the runs call for, or frozen
 /// recent versions), switching the view to frozen versions for a flush;
 /// returns whether one started.
@@ -1559,6 +1575,38 @@ mod tests {
         drop(store);
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.read().unwrap().get(TABLE, b"lost").unwrap(), None);
+    }
+
+    #[test]
+    fn a_write_transaction_dropped_before_its_commit_step_lets_the_next_one_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (db, keys) = store.redb_with_keys().unwrap();
+        {
+            // A failure between its first use of the index and
+            // `published` (a refused precondition, a storage error).
+            let txn = db.begin_write().unwrap();
+            let key = TABLE.physical(b"lost");
+            let mut trees = crate::trees::WriteTrees::new(&txn, keys.clone()).unwrap();
+            trees.put(TABLE, &key, b"1").unwrap();
+            drop(trees);
+            txn.abort().unwrap();
+        }
+        // The next writer is not held out (this would hang), and the
+        // dropped one's version is gone.
+        let (done, wait) = std::sync::mpsc::channel();
+        let writer = store.clone();
+        std::thread::spawn(move || {
+            let mut b = Batch::new();
+            b.put_raw(TABLE, b"kept".to_vec(), b"1".to_vec());
+            done.send(writer.apply(&b)).unwrap();
+        });
+        wait.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the next write transaction got the index")
+            .unwrap();
+        let read = store.read().unwrap();
+        assert_eq!(read.get(TABLE, b"lost").unwrap(), None);
+        assert_eq!(read.get(TABLE, b"kept").unwrap().unwrap(), b"1");
     }
 
     #[test]
