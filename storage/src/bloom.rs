@@ -4,10 +4,14 @@
 //!
 //! Ten bits and seven probes per key (about 1% false positives); the
 //! probes are double hashing (Kirsch and Mitzenmacher) of one 64-bit
-//! SipHash-1-3 of the key with fixed keys (`std`'s `DefaultHasher::new()`),
-//! so a filter written to the store reads back the same in any process.
+//! SipHash-1-3 of the key with fixed keys (the `siphasher` crate: an
+//! algorithm fixed by its specification, unlike `std`'s `DefaultHasher`,
+//! which may change between Rust releases), so a filter written to the
+//! store reads back the same in any process and any build.
 
-use std::hash::{DefaultHasher, Hasher};
+use std::hash::Hasher;
+
+use siphasher::sip::SipHasher13;
 
 const BITS_PER_KEY: usize = 10;
 const PROBES: u64 = 7;
@@ -18,7 +22,7 @@ pub(crate) struct Bloom {
 }
 
 fn hash(key: &[u8]) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mut h = SipHasher13::new_with_keys(0, 0);
     h.write(key);
     h.finish()
 }
@@ -93,5 +97,18 @@ mod tests {
         let back = Bloom::from_bytes(&bloom.to_bytes()).unwrap();
         assert_eq!(back, bloom);
         assert_eq!(Bloom::from_bytes(&[1, 2, 3]), None);
+    }
+
+    // SipHash-1-3 with keys (0, 0); the second agrees with CPython's
+    // `hash(b"idempotency key")` under PYTHONHASHSEED=0 (also SipHash-1-3
+    // with zero keys), an implementation apart from this one.
+    const PINNED_EMPTY: u64 = 15_130_871_412_783_076_140;
+    const PINNED_KEY: u64 = 8_545_041_214_277_102_082;
+
+    /// Filters are stored: the hash must never change.
+    #[test]
+    fn the_hash_is_pinned() {
+        assert_eq!(hash(b""), PINNED_EMPTY);
+        assert_eq!(hash(b"idempotency key"), PINNED_KEY);
     }
 }

@@ -384,6 +384,9 @@ impl Generation {
     /// recent and frozen versions, in key order, as run values (a delete
     /// is a tombstone).
     fn visible_rows(&self, lower: &[u8], upper: &[u8], visible: u64) -> Vec<Row> {
+        if lower >= upper {
+            return Vec::new();
+        }
         let range = (Bound::Included(lower), Bound::Excluded(upper));
         let recent = self.recent.read().expect("recent keys");
         let frozen = self.frozen.as_ref().map(|f| f.read().expect("frozen keys"));
@@ -424,6 +427,9 @@ pub(crate) struct KeyIndex {
     flush_at: AtomicUsize,
     step_min: AtomicUsize,
     step_per_write: AtomicUsize,
+    /// Run by the next `begin_read` between its two loads (tests).
+    #[cfg(test)]
+    between_loads: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 fn log_key(commit: u64, ordinal: u32) -> [u8; 12] {
@@ -620,6 +626,8 @@ impl KeyIndex {
             flush_at: AtomicUsize::new(FLUSH_AT),
             step_min: AtomicUsize::new(STEP_MIN),
             step_per_write: AtomicUsize::new(STEP_PER_WRITE),
+            #[cfg(test)]
+            between_loads: Mutex::new(None),
         })
     }
 
@@ -640,8 +648,17 @@ impl KeyIndex {
         &self,
         db: &Database,
     ) -> Result<(ReadTransaction, KeysRead), redb::Error> {
-        let generation = self.current.read().expect("key index").clone();
+        // `committed` first, then the view: a version of a commit up to
+        // `visible` is in any view installed since (its recent or frozen
+        // versions, or a run the view lists). The other order could pair
+        // an old view with a later `visible` and miss the versions written
+        // into a newer view's fresh recent versions after a freeze.
         let visible = self.committed.load(Ordering::Acquire);
+        #[cfg(test)]
+        if let Some(between) = self.between_loads.lock().expect("hook").take() {
+            between();
+        }
+        let generation = self.current.read().expect("key index").clone();
         let txn = db.begin_read()?;
         let runs = generation.runs.iter().map(|_| OnceLock::new()).collect();
         Ok((
@@ -712,6 +729,8 @@ pub(crate) struct KeysWrite<'txn> {
     next: Option<(Arc<Generation>, State)>,
     ordinal: u32,
     written: usize,
+    /// Whether [`KeysWrite::step_with`] ran.
+    stepped: bool,
     log: Option<WriteTable<'txn>>,
 }
 
@@ -724,6 +743,7 @@ impl<'txn> KeysWrite<'txn> {
             next: None,
             ordinal: 0,
             written: 0,
+            stepped: false,
             log: None,
         }
     }
@@ -836,6 +856,7 @@ impl<'txn> KeysWrite<'txn> {
         let before = state.clone();
         delete_retired(txn, &mut state, &self.index)?;
         let mut bloom = self.index.building_bloom.lock().expect("building bloom");
+        self.stepped = true;
         loop {
             if state.building.is_none()
                 && !start_build(&mut state, &mut generation, &self.index, settle)
@@ -843,14 +864,20 @@ impl<'txn> KeysWrite<'txn> {
                 break;
             }
             if bloom.is_none() {
-                let expected = match state.building.as_ref().map(|b| b.from) {
-                    Some(Source::Merge { newer, older }) => (newer.rows + older.rows) as usize,
-                    _ => generation
+                let build = state.building.as_ref().expect("started above");
+                let expected = match build.from {
+                    Source::Merge { newer, older } => (newer.rows + older.rows) as usize,
+                    Source::Frozen => generation
                         .frozen
                         .as_ref()
                         .map_or(0, |f| f.read().expect("frozen keys").rows.len()),
                 };
-                *bloom = Some(Bloom::new(expected));
+                // A build resumed after a transaction that did not commit:
+                // its filter is rebuilt from the rows committed so far.
+                *bloom = Some(match build.after {
+                    Some(_) => bloom_of_run(txn, build.target, expected)?,
+                    None => Bloom::new(expected),
+                });
             }
             let filter = bloom.as_mut().expect("made above");
             if budget == 0 {
@@ -895,6 +922,7 @@ impl<'txn> KeysWrite<'txn> {
             commit: self.commit.take(),
             generation: self.generation.take(),
             next: self.next.take(),
+            stepped: std::mem::take(&mut self.stepped),
         }
     }
 }
@@ -910,6 +938,7 @@ impl Drop for KeysWrite<'_> {
                 commit: self.commit.take(),
                 generation: self.generation.take(),
                 next: None,
+                stepped: self.stepped,
             });
         }
     }
@@ -958,8 +987,9 @@ fn start_build(
         keep_tombstones: !state.runs.is_empty(),
     });
     // Readers with the old view read the same versions (the frozen ones
-    // are its recent ones), and the new recent versions are of commits
-    // after this one: the view may switch before or after the commit.
+    // are its recent ones); the new recent versions are of commits after
+    // this one, which a reader sees only with a view taken after this
+    // view is installed (`KeyIndex::begin_read`).
     *generation = Arc::new(Generation {
         runs: generation.runs.clone(),
         frozen: Some(generation.recent.clone()),
@@ -1160,11 +1190,15 @@ pub(crate) struct Published {
     /// The view it claimed (its versions went to its recent ones).
     generation: Option<Arc<Generation>>,
     next: Option<(Arc<Generation>, State)>,
+    /// Whether it built part of a run (and so changed the run's Bloom
+    /// filter in memory).
+    stepped: bool,
 }
 
 impl Published {
     /// The transaction committed: readers beginning from now see it.
     pub(crate) fn done(mut self) {
+        self.stepped = false;
         if let Some((view, state)) = self.next.take() {
             *self.index.state.lock().expect("key index state") = state;
             *self.index.current.write().expect("key index") = view;
@@ -1177,6 +1211,12 @@ impl Published {
 
 impl Drop for Published {
     fn drop(&mut self) {
+        if self.stepped {
+            // The filter holds keys of rows that were never committed,
+            // or lacks some that were: the next step rebuilds it from the
+            // run's committed rows.
+            *self.index.building_bloom.lock().expect("building bloom") = None;
+        }
         let Some(generation) = self.generation.take() else {
             return;
         };
@@ -1240,6 +1280,9 @@ impl KeysRead {
         rev: bool,
         mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool, E>,
     ) -> Result<(), E> {
+        if lower >= upper {
+            return Ok(());
+        }
         // Source 0 is the recent versions, then the runs from the newest:
         // on a key in several sources the lowest-numbered one holds its
         // latest version. Values are run values (kind, value).
@@ -1607,6 +1650,76 @@ mod tests {
         let read = store.read().unwrap();
         assert_eq!(read.get(TABLE, b"lost").unwrap(), None);
         assert_eq!(read.get(TABLE, b"kept").unwrap().unwrap(), b"1");
+    }
+
+    fn put(store: &Store, key: &[u8]) {
+        let mut b = Batch::new();
+        b.put_raw(TABLE, key.to_vec(), b"v".to_vec());
+        store.apply(&b).unwrap();
+    }
+
+    #[test]
+    fn a_reader_sees_every_version_of_the_commits_it_counts_as_finished_across_a_freeze() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        index(&store).set_pace(1, 1, 1);
+        // Between the reader's two loads: a commit that freezes the
+        // recent versions (and switches the view), then one more write.
+        let writer = store.clone();
+        *index(&store).between_loads.lock().unwrap() = Some(Box::new(move || {
+            put(&writer, b"k1");
+            put(&writer, b"k2");
+        }));
+        let (db, keys) = store.redb_with_keys().unwrap();
+        let (txn, read) = keys.begin_read(db).unwrap();
+        for (key, commit) in [(&b"k1"[..], 1), (b"k2", 2)] {
+            if read.visible >= commit {
+                let found = read.get(&txn, &TABLE.physical(key)).unwrap();
+                assert!(found.is_some(), "{key:?}");
+            }
+        }
+        let (txn, read) = keys.begin_read(db).unwrap();
+        assert!(read.visible >= 2);
+        for key in [&b"k1"[..], b"k2"] {
+            let found = read.get(&txn, &TABLE.physical(key)).unwrap();
+            assert!(found.is_some(), "{key:?} after");
+        }
+    }
+
+    #[test]
+    fn a_run_completed_by_a_transaction_that_never_commits_keeps_every_key_in_its_filter() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        index(&store).set_pace(8, 0, 0);
+        let keys: Vec<Vec<u8>> = (0..8).map(|i| format!("k{i}").into_bytes()).collect();
+        for k in &keys {
+            put(&store, k);
+        }
+        // The eighth write froze the versions and wrote part of the run.
+        let state = index(&store).state.lock().unwrap().clone();
+        let build = state.building.expect("a flush under way");
+        assert!(build.after.is_some() && build.rows < 8, "{build:?}");
+        {
+            // A transaction completes the run, then never commits.
+            let (db, index) = store.redb_with_keys().unwrap();
+            let txn = db.begin_write().unwrap();
+            let published = {
+                let mut write = KeysWrite::new(index.clone());
+                write.step_with(&txn, usize::MAX, false).unwrap();
+                write.commit()
+            };
+            drop(published);
+            txn.abort().unwrap();
+        }
+        // The run is completed again by later commits.
+        for i in 0..8 {
+            put(&store, format!("later{i}").as_bytes());
+        }
+        assert!(!shape(store.redb().unwrap()).0.is_empty());
+        let read = store.read().unwrap();
+        for k in &keys {
+            assert!(read.get(TABLE, k).unwrap().is_some(), "{k:?}");
+        }
     }
 
     #[test]
