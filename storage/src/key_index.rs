@@ -1591,22 +1591,26 @@ mod tests {
         );
     }
 
+    /// Puts "lost" in a write transaction that is aborted, after its
+    /// commit step (`published`) or before it.
+    fn abandon_a_write(store: &Store, published: bool) {
+        let (db, keys) = store.redb_with_keys().unwrap();
+        let txn = db.begin_write().unwrap();
+        let key = TABLE.physical(b"lost");
+        let mut trees = crate::trees::WriteTrees::new(&txn, keys.clone()).unwrap();
+        trees.put(TABLE, &key, b"1").unwrap();
+        assert!(trees.contains(TABLE, &key).unwrap());
+        let published = published.then(|| trees.published().unwrap());
+        drop(trees);
+        txn.abort().unwrap();
+        drop(published);
+    }
+
     #[test]
     fn a_write_transaction_that_never_commits_leaves_nothing_behind() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let (db, keys) = store.redb_with_keys().unwrap();
-        {
-            let txn = db.begin_write().unwrap();
-            let key = TABLE.physical(b"lost");
-            let mut trees = crate::trees::WriteTrees::new(&txn, keys.clone()).unwrap();
-            trees.put(TABLE, &key, b"1").unwrap();
-            assert!(trees.contains(TABLE, &key).unwrap());
-            let published = trees.published().unwrap();
-            drop(trees);
-            txn.abort().unwrap();
-            drop(published);
-        }
+        abandon_a_write(&store, true);
         // A later commit's number covers the abandoned one's.
         let mut b = Batch::new();
         b.put_raw(TABLE, b"kept".to_vec(), b"1".to_vec());
@@ -1624,17 +1628,9 @@ mod tests {
     fn a_write_transaction_dropped_before_its_commit_step_lets_the_next_one_in() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let (db, keys) = store.redb_with_keys().unwrap();
-        {
-            // A failure between its first use of the index and
-            // `published` (a refused precondition, a storage error).
-            let txn = db.begin_write().unwrap();
-            let key = TABLE.physical(b"lost");
-            let mut trees = crate::trees::WriteTrees::new(&txn, keys.clone()).unwrap();
-            trees.put(TABLE, &key, b"1").unwrap();
-            drop(trees);
-            txn.abort().unwrap();
-        }
+        // A failure between its first use of the index and `published`
+        // (a refused precondition, a storage error).
+        abandon_a_write(&store, false);
         // The next writer is not held out (this would hang), and the
         // dropped one's version is gone.
         let (done, wait) = std::sync::mpsc::channel();
