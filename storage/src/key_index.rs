@@ -72,10 +72,11 @@ const BLOOMS: Def = TableDefinition::new("idempotency_keys.blooms");
 const STATE_KEY: &[u8] = b"state";
 const RUN_PREFIX: &str = "idempotency_keys.run.";
 
-/// Recent versions that are frozen and written as a run: ~32k saves
-/// (about 8 MB in memory; with the frozen ones and a long merge's backlog,
-/// the index holds ~20 MB at 1M keys: docs/performance.md).
-pub(crate) const FLUSH_AT: usize = 32_768;
+/// Recent versions that are frozen and written as a run: ~64k saves
+/// (about 12 MB in memory: [`KeyVersions`]; with the frozen ones and a
+/// long merge's backlog, the index holds ~25-30 MB at 1M keys:
+/// docs/performance.md, "Recent versions packed").
+pub(crate) const FLUSH_AT: usize = 65_536;
 /// Rows of the run being built that every writing transaction writes.
 pub(crate) const STEP_MIN: usize = 64;
 /// ... and at least this many per version it adds.
@@ -97,18 +98,53 @@ fn err(e: impl std::fmt::Display) -> String {
 }
 
 /// A write of one commit: its number and the value (`None`: a delete).
-type Version = (u64, Option<Vec<u8>>);
+type Version = (u64, Option<Box<[u8]>>);
+
+/// One key's versions in commit order. A key mostly has one (a second
+/// comes only when a key is written again before its flush), kept inline:
+/// with the key in a boxed slice, a version costs two allocations (key and
+/// value) and one map entry: 188 bytes of resident memory per version
+/// for 60-byte keys, where a `Vec` of versions took 364
+/// (docs/performance.md, "Recent versions packed").
+enum KeyVersions {
+    One(Version),
+    Many(Vec<Version>),
+}
+
+impl KeyVersions {
+    fn as_slice(&self) -> &[Version] {
+        match self {
+            KeyVersions::One(v) => std::slice::from_ref(v),
+            KeyVersions::Many(vs) => vs,
+        }
+    }
+
+    fn push(&mut self, version: Version) {
+        match self {
+            KeyVersions::Many(vs) => vs.push(version),
+            KeyVersions::One(first) => {
+                let first = std::mem::replace(first, (0, None));
+                *self = KeyVersions::Many(vec![first, version]);
+            }
+        }
+    }
+}
 
 /// Versions by key, each key's in commit order.
 #[derive(Default)]
 struct Recent {
-    rows: BTreeMap<Vec<u8>, Vec<Version>>,
+    rows: BTreeMap<Box<[u8]>, KeyVersions>,
     versions: usize,
 }
 
 impl Recent {
     fn push(&mut self, key: &[u8], version: Version) {
-        self.rows.entry(key.to_vec()).or_default().push(version);
+        match self.rows.get_mut(key) {
+            Some(versions) => versions.push(version),
+            None => {
+                self.rows.insert(key.into(), KeyVersions::One(version));
+            }
+        }
         self.versions += 1;
     }
 
@@ -118,8 +154,9 @@ impl Recent {
         Self::latest_of(self.rows.get(key)?, visible)
     }
 
-    fn latest_of(versions: &[Version], visible: u64) -> Option<Option<&[u8]>> {
+    fn latest_of(versions: &KeyVersions, visible: u64) -> Option<Option<&[u8]>> {
         versions
+            .as_slice()
             .iter()
             .rev()
             .find(|(c, _)| *c <= visible)
@@ -129,11 +166,18 @@ impl Recent {
     /// Removes the versions of commit `commit` (one that did not commit).
     fn retract(&mut self, commit: u64) {
         let mut removed = 0;
-        self.rows.retain(|_, versions| {
-            let before = versions.len();
-            versions.retain(|(c, _)| *c != commit);
-            removed += before - versions.len();
-            !versions.is_empty()
+        self.rows.retain(|_, versions| match versions {
+            KeyVersions::One((c, _)) => {
+                let keep = *c != commit;
+                removed += usize::from(!keep);
+                keep
+            }
+            KeyVersions::Many(vs) => {
+                let before = vs.len();
+                vs.retain(|(c, _)| *c != commit);
+                removed += before - vs.len();
+                !vs.is_empty()
+            }
         });
         self.versions -= removed;
     }
@@ -490,7 +534,7 @@ fn replay(
         let (k, v) = row.map_err(err)?;
         let commit = u64::from_be_bytes(k.value()[..8].try_into().map_err(err)?);
         let (key, value) = parse_log_value(v.value())?;
-        into.push(key, (commit, value.map(<[u8]>::to_vec)));
+        into.push(key, (commit, value.map(Box::from)));
         last = last.max(commit);
     }
     Ok(last)
@@ -787,7 +831,7 @@ impl<'txn> KeysWrite<'txn> {
             .recent
             .write()
             .expect("recent keys")
-            .push(key, (commit, value.map(<[u8]>::to_vec)));
+            .push(key, (commit, value.map(Box::from)));
         Ok(())
     }
 
@@ -1020,11 +1064,11 @@ fn build_from_frozen(
         }
         used += 1;
         let value = Recent::latest_of(versions, u64::MAX).expect("a key has versions");
-        build.after = Some(key.clone());
+        build.after = Some(key.to_vec());
         if value.is_none() && !build.keep_tombstones {
             continue;
         }
-        run.insert(key.as_slice(), run_value(value).as_slice())
+        run.insert(&key[..], run_value(value).as_slice())
             .map_err(err)?;
         bloom.insert(key);
         build.rows += 1;
@@ -1793,6 +1837,36 @@ mod tests {
         );
         assert_eq!(read.get(Table::Events, b"x").unwrap().unwrap(), b"x");
         assert_eq!(read.get(Table::Meta, b"m").unwrap().unwrap(), b"m");
+    }
+
+    #[test]
+    fn recent_versions_keep_commit_order_and_give_back_a_retracted_commit() {
+        let mut recent = Recent::default();
+        let v = |c: u64, value: Option<&[u8]>| (c, value.map(Box::from));
+        recent.push(b"a", v(1, Some(b"a1")));
+        recent.push(b"b", v(1, Some(b"b1")));
+        recent.push(b"a", v(2, None));
+        recent.push(b"a", v(3, Some(b"a3")));
+        recent.push(b"c", v(3, Some(b"c3")));
+        assert_eq!(recent.versions, 5);
+        assert_eq!(recent.latest(b"a", 1), Some(Some(&b"a1"[..])));
+        assert_eq!(recent.latest(b"a", 2), Some(None));
+        assert_eq!(recent.latest(b"a", 9), Some(Some(&b"a3"[..])));
+        assert_eq!(recent.latest(b"a", 0), None);
+        assert_eq!(recent.latest(b"d", 9), None);
+        // Commit 3 did not commit: a key with one version of it goes, a
+        // key with others keeps them.
+        recent.retract(3);
+        assert_eq!(recent.versions, 3);
+        assert_eq!(recent.latest(b"a", 9), Some(None));
+        assert_eq!(recent.latest(b"c", 9), None);
+        assert!(!recent.rows.contains_key(&b"c"[..]));
+        recent.retract(1);
+        assert_eq!(recent.versions, 1);
+        assert_eq!(recent.latest(b"b", 9), None);
+        assert_eq!(recent.latest(b"a", 9), Some(None));
+        recent.retract(2);
+        assert_eq!((recent.versions, recent.rows.len()), (0, 0));
     }
 
     #[test]
