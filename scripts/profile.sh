@@ -10,7 +10,10 @@
 # PREFIX.svg. BIN_DIR holds a release `kobo` (default
 # target/release, built first). PREFILL (environment) creates that many
 # payment intents first (at 64 connections, not recorded), to profile
-# against a large store.
+# against a large store. CALL_GRAPH=dwarf records full stacks from DWARF
+# unwinding (at 149 Hz: release kobo has no frame pointers, so `-g` stacks
+# stop at the first Rust frame) and adds the callers of the C allocator to
+# PREFIX.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench_server.sh
@@ -40,7 +43,11 @@ fi
   --connections "$CONNECTIONS" --duration "$((SECONDS_PER_RUN + 3))" >"$DATA/load.json" &
 LOAD=$!
 sleep 2
-perf record -F 499 -g -p "$PID" -o "$DATA/perf.data" -- sleep "$SECONDS_PER_RUN" 2>/dev/null >&2
+if [ "${CALL_GRAPH:-}" = dwarf ]; then
+  perf record -F 149 --call-graph dwarf,16384 -p "$PID" -o "$DATA/perf.data" -- sleep "$SECONDS_PER_RUN" 2>/dev/null >&2
+else
+  perf record -F 499 -g -p "$PID" -o "$DATA/perf.data" -- sleep "$SECONDS_PER_RUN" 2>/dev/null >&2
+fi
 wait $LOAD
 {
   [ -f "$DATA/prefill.json" ] && echo "prefill: $(cat "$DATA/prefill.json")"
@@ -53,6 +60,10 @@ wait $LOAD
   perf report -i "$DATA/perf.data" --no-children --sort dso,symbol --stdio -g none 2>/dev/null | grep -E '^ +[0-9]' | head -40 || true
   echo "== children (top 60)"
   perf report -i "$DATA/perf.data" --children --sort comm,symbol --stdio -g none 2>/dev/null | grep -E '^ +[0-9]' | head -70 || true
+  if [ "${CALL_GRAPH:-}" = dwarf ]; then
+    echo "== callers of malloc, realloc and free (share of all samples)"
+    perf script -i "$DATA/perf.data" 2>/dev/null | python3 scripts/alloc_callers.py 40
+  fi
 } | sed -E 's/[[:space:]]+-[[:space:]]+-[[:space:]]*$//; s/[[:space:]]+$//' | cut -c1-200 >>"$OUT.txt"
 perf script -i "$DATA/perf.data" 2>/dev/null | python3 scripts/flamegraph.py --title "kobo $SCENARIO @ $CONNECTIONS connections" >"$OUT.svg"
 echo "wrote $OUT.txt and $OUT.svg" >&2
