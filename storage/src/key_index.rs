@@ -123,7 +123,7 @@ impl KeyVersions {
         match self {
             KeyVersions::Many(vs) => vs.push(version),
             KeyVersions::One(first) => {
-                let first = std::mem::replace(first, (0, None));
+                let first = std::mem::take(first);
                 *self = KeyVersions::Many(vec![first, version]);
             }
         }
