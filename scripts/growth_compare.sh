@@ -26,13 +26,21 @@ LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
 SIZE=${1:-1000000}
 SECONDS_PER_RUN=${2:-10}
 ROUNDS=${3:-5}
+if [ "$ROUNDS" -lt 1 ]; then
+  echo "ROUNDS must be at least 1" >&2
+  exit 2
+fi
 CONNECTIONS=${4:-64}
 BIN=${5:-${CARGO_TARGET_DIR:-target}/release}
 if [ ! -x "$BIN/kobo" ]; then
   cargo build --release --bin kobo >&2
 fi
 WORK=$(mktemp -d)
-trap 'kill $LARGE_PID $PID 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
+PID=
+LARGE_PID=
+# The servers may be gone already (the reason a run failed): cleaning up
+# goes on regardless.
+trap 'kill $LARGE_PID $PID 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
 bench_token growth
 mkdir -p "$WORK/large"
 bench_server_start "$BIN" "$WORK/large/store" "$WORK/large"
@@ -57,6 +65,10 @@ run() {
   before=$(usage "$1")
   line=$("$BIN/kobo" load $LOADFLAGS --url "$2" --key "$3" --mix create \
     --connections "$CONNECTIONS" --duration "$SECONDS_PER_RUN")
+  if [ -z "$line" ]; then
+    echo "the load against $2 printed nothing" >&2
+    return 1
+  fi
   echo "$line $before $(usage "$1")"
 }
 
@@ -65,12 +77,14 @@ for r in $(seq "$ROUNDS"); do
   mkdir -p "$WORK/fresh"
   bench_server_start "$BIN" "$WORK/fresh/store" "$WORK/fresh"
   key=$(bench_merchant "Fresh Ltd")
-  echo "fresh $(run "$PID" "$BASE" "$key")" >>"$WORK/runs"
+  line=$(run "$PID" "$BASE" "$key")
+  echo "fresh $line" >>"$WORK/runs"
   kill "$PID"
   wait "$PID" 2>/dev/null || true
   PID=
   rm -rf "$WORK/fresh"
-  echo "large $(run "$LARGE_PID" "$LARGE_BASE" "$LARGE_KEY")" >>"$WORK/runs"
+  line=$(run "$LARGE_PID" "$LARGE_BASE" "$LARGE_KEY")
+  echo "large $line" >>"$WORK/runs"
   tail -2 "$WORK/runs" | python3 -c "
 import json, sys
 out = []
@@ -106,6 +120,6 @@ f, g = med["fresh"], med["large"]
 print(f"large/fresh, medians: creates/s {g['rate'] / f['rate']:.3f}; server CPU per create {g['cpu'] / f['cpu']:.3f}; written per create {g['written'] / f['written']:.3f}")
 # Each round's large run against the fresh run just before it, so a
 # sitting's drift falls on both.
-paired = sorted(b["rate"] / a["rate"] for a, b in zip(runs["fresh"], runs["large"]))
+paired = [b["rate"] / a["rate"] for a, b in zip(runs["fresh"], runs["large"])]
 print(f"large/fresh, round by round: creates/s {' '.join(f'{x:.3f}' for x in paired)} (median {statistics.median(paired):.3f})")
 PY

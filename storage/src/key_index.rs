@@ -104,7 +104,7 @@ type Version = (u64, Option<Box<[u8]>>);
 /// comes only when a key is written again before its flush), kept inline:
 /// with the key in a boxed slice, a version costs two allocations (key and
 /// value) and one map entry: 188 bytes of resident memory per version
-/// for 60-byte keys, where a `Vec` of versions took 364
+/// for 60-byte keys, where a `Vec` of versions took 332
 /// (docs/performance.md, "Recent versions packed").
 enum KeyVersions {
     One(Version),
@@ -183,7 +183,7 @@ impl Recent {
     }
 }
 
-/// Freeing a flush's worth of versions (~200k allocations) takes
+/// Freeing a flush's worth of versions (~130k allocations) takes
 /// milliseconds: done on a thread of its own rather than by the writer
 /// or a request that happens to drop the last view holding them.
 impl Drop for Recent {

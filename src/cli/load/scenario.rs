@@ -269,8 +269,8 @@ pub enum KeyStyle {
 impl KeyStyle {
     fn new_key(self) -> String {
         match self {
-            // Random bytes from the thread's generator: no system call per
-            // key, as `new_v4` would make.
+            // A UUIDv4 from the thread's generator (rand 0.8's, which the
+            // load tool draws everything else from).
             KeyStyle::Random => uuid::Builder::from_random_bytes(rand::random())
                 .into_uuid()
                 .to_string(),
