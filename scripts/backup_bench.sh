@@ -11,10 +11,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench_server.sh
-# The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
-# progress line, no money audit (a benchmark run), never failing on errors
-# (they are counted in the line).
-LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
 INTENTS=${1:-1000000}
 SECONDS_PER_RUN=${2:-15}
 ROUNDS=${3:-3}

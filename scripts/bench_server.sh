@@ -9,6 +9,7 @@
 #   bench_merchant NAME            prints a new merchant's test secret key
 #                                  (the highest per-key rate: the defaults
 #                                  would refuse most of a load with 429)
+#   LOADFLAGS                      the flags of a benchmark's `kobo load`
 
 bench_token() {
   # kobo refuses an admin token shorter than 32 characters.
@@ -31,3 +32,8 @@ bench_merchant() {
     -d "{\"name\":\"$1\",\"settings\":{\"rate_limits\":{\"test_per_second\":100000,\"live_per_second\":100000}}}" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["test_secret_key"])'
 }
+
+# The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
+# progress line, no money audit (a benchmark run), never failing on errors
+# (they are counted in the line).
+LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"

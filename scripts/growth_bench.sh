@@ -18,10 +18,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench_server.sh
-# The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
-# progress line, no money audit (a benchmark run), never failing on errors
-# (they are counted in the line).
-LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
 if [ -n "${IDEMPOTENCY_KEYS:-}" ]; then
   LOADFLAGS="$LOADFLAGS --idempotency-keys $IDEMPOTENCY_KEYS"
 fi

@@ -11,10 +11,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench_server.sh
-# The load generator (`kobo load`, src/cli/load/): one JSON line per run, no
-# progress line, no money audit (a benchmark run), never failing on errors
-# (they are counted in the line).
-LOADFLAGS="--json - --quiet --audit false --max-error-rate 1"
 INTENTS=${1:-50000}
 BIN=${2:-${CARGO_TARGET_DIR:-target}/release}
 FLOWS=${3:-10000}
