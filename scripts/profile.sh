@@ -49,6 +49,9 @@ wait $LOAD
   [ -f "$DATA/prefill.json" ] && echo "prefill: $(cat "$DATA/prefill.json")"
   echo "load: $(cat "$DATA/load.json")"
 } >"$OUT.txt"
+# The samples' stacks, read once (with DWARF stacks this takes minutes):
+# for the allocator's callers and the flame graph.
+perf script -i "$DATA/perf.data" 2>/dev/null >"$DATA/stacks"
 {
   echo "== by thread (share of samples)"
   perf report -i "$DATA/perf.data" --no-children --sort comm --stdio 2>/dev/null | grep -E '^ +[0-9]' | head -15 || true
@@ -58,8 +61,8 @@ wait $LOAD
   perf report -i "$DATA/perf.data" --children --sort comm,symbol --stdio -g none 2>/dev/null | grep -E '^ +[0-9]' | head -70 || true
   if [ "${CALL_GRAPH:-}" = dwarf ]; then
     echo "== callers of malloc, realloc and free (share of all samples)"
-    perf script -i "$DATA/perf.data" 2>/dev/null | python3 scripts/alloc_callers.py 40
+    python3 scripts/alloc_callers.py 40 <"$DATA/stacks"
   fi
 } | sed -E 's/[[:space:]]+-[[:space:]]+-[[:space:]]*$//; s/[[:space:]]+$//' | cut -c1-200 >>"$OUT.txt"
-perf script -i "$DATA/perf.data" 2>/dev/null | python3 scripts/flamegraph.py --title "kobo $SCENARIO @ $CONNECTIONS connections" >"$OUT.svg"
+python3 scripts/flamegraph.py --title "kobo $SCENARIO @ $CONNECTIONS connections" <"$DATA/stacks" >"$OUT.svg"
 echo "wrote $OUT.txt and $OUT.svg" >&2
