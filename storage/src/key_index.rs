@@ -2038,7 +2038,13 @@ mod tests {
             while let Some(due) = merge_due(&listed) {
                 let rows = listed[due.clone()].iter().map(|r| r.rows).sum();
                 written += rows;
-                listed.splice(due, [Run { id: 1_000 + id, rows }]);
+                listed.splice(
+                    due,
+                    [Run {
+                        id: 1_000 + id,
+                        rows,
+                    }],
+                );
             }
             match id {
                 15 => assert_eq!((written, listed.len()), (12 * f, 6)),
