@@ -389,6 +389,11 @@ impl State {
                     },
                     2 => {
                         let n = c.u32()? as usize;
+                        if n < 2 {
+                            return Err(format!(
+                                "the idempotency key index's state names a merge of {n} runs"
+                            ));
+                        }
                         let mut runs = Vec::with_capacity(n.min(64));
                         for _ in 0..n {
                             runs.push(c.run()?);
@@ -1704,6 +1709,7 @@ mod tests {
         assert_eq!(before.get(TABLE, b"a").unwrap().unwrap(), b"2");
         assert_eq!(before.get(TABLE, b"b").unwrap().unwrap(), b"1");
         assert_eq!(after.get(TABLE, b"b").unwrap().unwrap(), b"2");
+        assert_eq!(after.get(TABLE, b"a").unwrap().unwrap(), b"2");
         let mut rows = Vec::new();
         before
             .scan_prefix(TABLE, &[], None, |k, v| {
@@ -1987,6 +1993,16 @@ mod tests {
         let mut unknown = written.clone();
         unknown[tag] = 9;
         assert!(State::decode(&unknown).is_err());
+        // A merge of fewer than two runs is refused.
+        let mut one = written[..tag + 1].to_vec();
+        one.extend_from_slice(&1u32.to_be_bytes());
+        one.extend_from_slice(&written[tag + 5..tag + 5 + 16]);
+        one.extend_from_slice(&written[tag + 5 + 2 * 16..]);
+        assert!(State::decode(&one).is_err());
+        let mut two = written[..tag + 1].to_vec();
+        two.extend_from_slice(&2u32.to_be_bytes());
+        two.extend_from_slice(&written[tag + 5..]);
+        assert_eq!(State::decode(&two).unwrap(), state);
         state.building = Some(Build {
             target: 8,
             from: Source::Frozen,
@@ -2059,14 +2075,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        // Runs of these sizes, oldest first, each holding keys k000.. and
-        // written by a settle: no four newest are ever of a size, so the
-        // thirteenth run passes the most kept, and the two neighbours
+        // Runs of these sizes, oldest first, each holding keys k000..
+        // (the last k100..: so k000-k002 are read from the merged pair)
+        // and written by a settle: no four newest are ever of a size, so
+        // the thirteenth run passes the most kept, and the two neighbours
         // with the fewest rows (the two runs of three) merge.
         let sizes = [700, 300, 140, 140, 60, 60, 60, 25, 25, 25, 3, 3, 8];
         for (run, &size) in sizes.iter().enumerate() {
             let mut b = Batch::new();
-            for k in 0..size {
+            let first = if run == 12 { 100 } else { 0 };
+            for k in first..first + size {
                 let key = format!("k{k:03}").into_bytes();
                 // The second run of three deletes a key the older runs hold.
                 if run == 11 && k == 2 {
