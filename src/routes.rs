@@ -55,7 +55,7 @@ fn declare(cfg: &mut Routes) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::route_table::{group, segment_prefix};
+    use crate::api::route_table::{group, prefix_tree, segment_prefix};
 
     #[test]
     fn every_declared_route_lands_in_one_group_whose_prefix_no_other_group_shares() {
@@ -73,5 +73,22 @@ mod tests {
                 assert!(a == b || !segment_prefix(a, b), "{a} overlaps {b}");
             }
         }
+    }
+
+    #[test]
+    fn the_scope_tree_holds_every_route_and_few_scopes_side_by_side() {
+        let mut routes = Routes::default();
+        declare(&mut routes);
+        let declared = routes.resources.len();
+        let roots = prefix_tree(group(routes.resources));
+        assert_eq!(roots.iter().map(|n| n.routes()).sum::<usize>(), declared);
+        let widest = roots
+            .iter()
+            .map(|n| n.children.len())
+            .chain([roots.len()])
+            .max()
+            .unwrap();
+        println!("{} top-level scopes, widest {widest}", roots.len());
+        assert!(roots.len() <= 16, "{} top-level scopes", roots.len());
     }
 }

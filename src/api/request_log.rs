@@ -84,7 +84,7 @@ impl RequestLog {
 pub fn observe(
     req: &actix_web::HttpRequest,
     log: &RequestLog,
-    now: DateTime<Utc>,
+    clock: &kobo_actors::clock::Clock,
     method: &'static str,
     status: u16,
     request_id: &str,
@@ -95,7 +95,7 @@ pub fn observe(
     log.record(
         scope,
         LoggedRequest {
-            at: now,
+            at: clock.now(),
             method,
             path: req.path().chars().take(200).collect(),
             status,

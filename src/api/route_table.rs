@@ -69,10 +69,30 @@ impl Routes {
         self
     }
 
-    /// Registers every declared route, one scope per group.
+    /// Registers every declared route: one scope per group, the groups
+    /// nested by their prefixes' segments ([`prefix_tree`]).
     pub fn register(self, cfg: &mut web::ServiceConfig) {
-        for (prefix, members) in group(self.resources) {
-            let mut scope = web::scope(&prefix);
+        for node in prefix_tree(group(self.resources)) {
+            cfg.service(node.into_scope());
+        }
+    }
+}
+
+/// A scope of the route table: a static path (one or more segments,
+/// relative to its parent) holding either a group's routes or the scopes
+/// below it, never both (no group's prefix is a whole-segment prefix of
+/// another's).
+pub(crate) struct PrefixNode {
+    pub(crate) path: String,
+    /// The group's routes, with their whole paths, and its prefix.
+    group: Option<(String, Vec<Resource>)>,
+    pub(crate) children: Vec<PrefixNode>,
+}
+
+impl PrefixNode {
+    fn into_scope(self) -> actix_web::Scope {
+        let mut scope = web::scope(&self.path);
+        if let Some((prefix, members)) = self.group {
             for r in members {
                 let mut res = web::resource(&r.path[prefix.len()..]);
                 if r.error_body {
@@ -83,9 +103,71 @@ impl Routes {
                 }
                 scope = scope.service(res);
             }
-            cfg.service(scope);
         }
+        for child in self.children {
+            scope = scope.service(child.into_scope());
+        }
+        scope
     }
+
+    /// The routes' count under this scope.
+    #[cfg(test)]
+    pub(crate) fn routes(&self) -> usize {
+        self.group.as_ref().map_or(0, |(_, m)| m.len())
+            + self.children.iter().map(PrefixNode::routes).sum::<usize>()
+    }
+}
+
+/// The groups as a tree of scopes, one level per path segment, a chain of
+/// scopes with one child each joined into one (`/v1/test_helpers`). actix
+/// tries an app's or a scope's services one after the other, each a call
+/// that sets up and drops a 16-slot capture array even for a plain string
+/// prefix: with ~45 groups side by side, reaching one of the last
+/// (`/healthz`) took 14% of the server's CPU for that request
+/// (docs/performance.md, "Route groups as a tree"). As a tree, a request
+/// walks the scopes of its own path's segments only. Siblings never
+/// overlap, so their order changes no answer; it stays the declaration
+/// order.
+pub(crate) fn prefix_tree(groups: Vec<(String, Vec<Resource>)>) -> Vec<PrefixNode> {
+    let mut roots = Vec::new();
+    for (prefix, members) in groups {
+        let segments: Vec<String> = prefix.split('/').skip(1).map(|s| format!("/{s}")).collect();
+        insert(&mut roots, &segments, (prefix, members));
+    }
+    roots.into_iter().map(join_chains).collect()
+}
+
+/// Adds `group` to the tree at `level` under the scopes of `segments`
+/// (none: a scope of its own with the empty prefix).
+fn insert(level: &mut Vec<PrefixNode>, segments: &[String], group: (String, Vec<Resource>)) {
+    let path = segments.first().cloned().unwrap_or_default();
+    let at = match level.iter().position(|n| n.path == path) {
+        Some(at) => at,
+        None => {
+            level.push(PrefixNode {
+                path,
+                group: None,
+                children: Vec::new(),
+            });
+            level.len() - 1
+        }
+    };
+    match segments {
+        [] | [_] => level[at].group = Some(group),
+        [_, rest @ ..] => insert(&mut level[at].children, rest, group),
+    }
+}
+
+/// `node` with each chain of group-less scopes with one child joined.
+fn join_chains(mut node: PrefixNode) -> PrefixNode {
+    while node.group.is_none() && node.children.len() == 1 {
+        let child = node.children.pop().expect("one child");
+        node.path.push_str(&child.path);
+        node.group = child.group;
+        node.children = child.children;
+    }
+    node.children = node.children.into_iter().map(join_chains).collect();
+    node
 }
 
 /// The leading static segments of a path (at most [`GROUP_DEPTH`]).
@@ -192,5 +274,94 @@ mod tests {
                 ("/healthz".into(), s(&["/healthz"])),
             ]
         );
+    }
+
+    fn tree(nodes: &[PrefixNode]) -> String {
+        nodes
+            .iter()
+            .map(|n| match (&n.group, n.children.is_empty()) {
+                (Some((_, m)), true) => format!("{}:{}", n.path, m.len()),
+                _ => format!("{}[{}]", n.path, tree(&n.children)),
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn groups_nest_by_segment_and_a_chain_of_single_scopes_joins() {
+        let rs = [
+            "/v1/payment_intents",
+            "/v1/payment_intents/{id}",
+            "/v1/payouts",
+            "/v1/test_helpers/payment_intents/{id}/succeed",
+            "/v1/test_helpers/payouts/{id}/fail",
+            "/admin/v1/merchants/{id}",
+            "/healthz",
+        ]
+        .map(|p| Resource::new(p, true));
+        let nodes = prefix_tree(group(rs.into()));
+        assert_eq!(
+            tree(&nodes),
+            "/v1[/payment_intents:2 /payouts:1 /test_helpers[/payment_intents:1 /payouts:1]] \
+             /admin/v1/merchants:1 /healthz:1"
+        );
+        assert_eq!(nodes.iter().map(PrefixNode::routes).sum::<usize>(), 7);
+    }
+
+    #[actix_web::test]
+    async fn a_request_reaches_its_route_through_the_nested_scopes_and_names_its_whole_pattern() {
+        use actix_web::{test, App, HttpRequest, HttpResponse};
+        async fn pattern(req: HttpRequest) -> HttpResponse {
+            HttpResponse::Ok().body(req.match_pattern().unwrap_or_default())
+        }
+        let mut routes = Routes::default();
+        for p in [
+            "/v1/payment_intents",
+            "/v1/payment_intents/{id}",
+            "/v1/payouts/{id}",
+            "/v1/test_helpers/payment_intents/{id}/succeed",
+            "/v1/test_helpers/payouts/{id}/fail",
+            "/healthz",
+        ] {
+            routes.service(Resource::new(p, true).route(web::get().to(pattern)));
+        }
+        let app = test::init_service(
+            App::new()
+                .configure(|cfg| routes.register(cfg))
+                .default_service(web::to(HttpResponse::NotFound)),
+        )
+        .await;
+        for (path, want) in [
+            ("/v1/payment_intents", Some("/v1/payment_intents")),
+            ("/v1/payment_intents/pi_1", Some("/v1/payment_intents/{id}")),
+            ("/v1/payouts/po_1", Some("/v1/payouts/{id}")),
+            (
+                "/v1/test_helpers/payouts/po_1/fail",
+                Some("/v1/test_helpers/payouts/{id}/fail"),
+            ),
+            (
+                "/v1/test_helpers/payment_intents/pi_1/succeed",
+                Some("/v1/test_helpers/payment_intents/{id}/succeed"),
+            ),
+            ("/healthz", Some("/healthz")),
+            // Inside a scope, outside its routes: the app's default.
+            ("/v1/test_helpers/refunds/x", None),
+            ("/v1/nothing", None),
+            ("/v1", None),
+            ("/healthzz", None),
+        ] {
+            let res =
+                test::call_service(&app, test::TestRequest::get().uri(path).to_request()).await;
+            let status = res.status();
+            let body = test::read_body(res).await;
+            match want {
+                Some(pattern) => assert_eq!(
+                    (status.as_u16(), &body[..]),
+                    (200, pattern.as_bytes()),
+                    "{path}"
+                ),
+                None => assert_eq!(status.as_u16(), 404, "{path}"),
+            }
+        }
     }
 }

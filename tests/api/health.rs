@@ -169,3 +169,14 @@ async fn the_history_takes_one_to_six_hundred_seconds() {
         .await
         .assert_error(401, "invalid_api_key", None);
 }
+
+#[tokio::test]
+async fn liveness_answers_a_constant_json_body_with_a_request_id() {
+    let app = spawn_app().await;
+    let r = app.get("x", "/healthz").await;
+    r.assert_status(200);
+    assert_eq!(r.text, r#"{"status":"ok"}"#);
+    assert_eq!(r.headers["content-type"], "application/json");
+    assert_eq!(r.headers["cache-control"], "no-store");
+    assert!(r.headers.contains_key("request-id"));
+}
