@@ -246,9 +246,7 @@ pub fn render<V: Serialize>(view: &V) -> Value {
 /// [`render`]'s text, written in one pass ([`crate::sorted_json`]): what
 /// is saved and sent.
 pub fn render_text<V: Serialize>(view: &V) -> Box<RawValue> {
-    crate::sorted_json::to_sorted_string(view)
-        .and_then(RawValue::from_string)
-        .expect("a public view serializes")
+    crate::sorted_json::to_sorted_raw(view).expect("a public view serializes")
 }
 
 /// A command's outcome after its commit, with the response body it saved

@@ -36,6 +36,29 @@ pub fn to_sorted_string<T: Serialize + ?Sized>(value: &T) -> Result<String, Erro
     Ok(text)
 }
 
+/// [`to_sorted_string`] as a `RawValue`, without parsing the text again to
+/// check it (`RawValue::from_string` does: a seventh of a rendering's
+/// time). serde_json writes a value serialized as its own raw-value token
+/// struct verbatim, and `to_raw_value` takes its own output unchecked.
+pub fn to_sorted_raw<T: Serialize + ?Sized>(
+    value: &T,
+) -> Result<Box<serde_json::value::RawValue>, Error> {
+    let text = to_sorted_string(value)?;
+    serde_json::value::to_raw_value(&Verbatim(&text))
+}
+
+/// JSON text serde_json's serializer writes as it is.
+struct Verbatim<'a>(&'a str);
+
+impl Serialize for Verbatim<'_> {
+    fn serialize<S: ser::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use ser::SerializeStruct;
+        let mut raw = serializer.serialize_struct(RAW_VALUE_TOKEN, 1)?;
+        raw.serialize_field(RAW_VALUE_TOKEN, self.0)?;
+        raw.end()
+    }
+}
+
 struct SortedSerializer<'a> {
     out: &'a mut Vec<u8>,
 }
@@ -207,6 +230,12 @@ impl<'a, 'b> ser::Serializer for &'b mut SortedSerializer<'a> {
         serialize_str(&str),
         serialize_bytes(&[u8]),
     );
+
+    /// Formatted straight into the output, escaped as it comes (serde's
+    /// default formats into a `String` first: every timestamp).
+    fn collect_str<T: std::fmt::Display + ?Sized>(self, value: &T) -> Result<(), Error> {
+        ser::Serializer::collect_str(&mut self.json(), value)
+    }
 
     fn serialize_f32(self, v: f32) -> Result<(), Error> {
         // The Value route widens an f32 before writing it.
@@ -416,7 +445,7 @@ impl ser::SerializeMap for Object<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::to_sorted_string;
+    use super::{to_sorted_raw, to_sorted_string};
     use serde::Serialize;
     use serde_json::{json, Map, Value};
     use std::collections::{BTreeMap, HashMap};
@@ -531,5 +560,50 @@ mod tests {
     fn a_raw_value_is_refused_rather_than_written_unsorted() {
         let raw = serde_json::value::RawValue::from_string("{\"b\":1,\"a\":2}".into()).unwrap();
         assert!(to_sorted_string(&raw).is_err());
+    }
+
+    /// Displays as text that needs escaping.
+    struct Quoted;
+
+    impl std::fmt::Display for Quoted {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "say \"hi\"\n\u{1}, {}", 7)
+        }
+    }
+
+    #[derive(Serialize)]
+    struct Displayed {
+        #[serde(serialize_with = "serialize_display")]
+        text: Quoted,
+        at: chrono::DateTime<chrono::Utc>,
+    }
+
+    fn serialize_display<S: serde::Serializer>(v: &Quoted, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(v)
+    }
+
+    #[test]
+    fn displayed_values_are_escaped_as_the_value_route_escapes_them() {
+        let v = Displayed {
+            text: Quoted,
+            at: chrono::DateTime::from_timestamp_micros(1_700_000_000_123_456).unwrap(),
+        };
+        let text = to_sorted_string(&v).unwrap();
+        assert_eq!(text, by_value(&v));
+        assert_eq!(
+            text,
+            r#"{"at":"2023-11-14T22:13:20.123456Z","text":"say \"hi\"\n\u0001, 7"}"#
+        );
+    }
+
+    #[test]
+    fn the_raw_value_holds_the_sorted_text_as_written() {
+        let v = json!({"b": [1, {"y": "\"", "x": null}], "a": "é"});
+        let raw = to_sorted_raw(&v).unwrap();
+        assert_eq!(raw.get(), to_sorted_string(&v).unwrap());
+        assert_eq!(raw.get(), r#"{"a":"é","b":[1,{"x":null,"y":"\""}]}"#);
+        // Embedded in another value, it is written as it is.
+        let outer = serde_json::to_string(&json!({"object": raw})).unwrap();
+        assert_eq!(outer, r#"{"object":{"a":"é","b":[1,{"x":null,"y":"\""}]}}"#);
     }
 }
