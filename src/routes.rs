@@ -82,7 +82,7 @@ mod tests {
         let declared = routes.resources.len();
         let roots = prefix_tree(group(routes.resources));
         assert_eq!(roots.iter().map(|n| n.routes()).sum::<usize>(), declared);
-        let widest = roots.iter().map(|n| n.children.len()).max().unwrap();
+        let widest = roots.iter().map(|n| n.widest()).max().unwrap();
         assert!(roots.len() <= 16, "{} top-level scopes", roots.len());
         assert!(widest <= 32, "{widest} scopes side by side under one");
     }

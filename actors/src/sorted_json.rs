@@ -47,7 +47,8 @@ pub fn to_sorted_raw<T: Serialize + ?Sized>(
     serde_json::value::to_raw_value(&Verbatim(&text))
 }
 
-/// JSON text serde_json's serializer writes as it is.
+/// JSON text serde_json's serializer writes as it is, unchecked: only for
+/// text serde_json itself wrote.
 struct Verbatim<'a>(&'a str);
 
 impl Serialize for Verbatim<'_> {

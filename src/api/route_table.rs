@@ -116,6 +116,17 @@ impl PrefixNode {
         self.group.as_ref().map_or(0, |(_, m)| m.len())
             + self.children.iter().map(PrefixNode::routes).sum::<usize>()
     }
+
+    /// The most scopes side by side anywhere under this one.
+    #[cfg(test)]
+    pub(crate) fn widest(&self) -> usize {
+        self.children
+            .iter()
+            .map(PrefixNode::widest)
+            .chain([self.children.len()])
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// The groups as a tree of scopes, one level per path segment, a chain of
@@ -137,8 +148,9 @@ pub(crate) fn prefix_tree(groups: Vec<(String, Vec<Resource>)>) -> Vec<PrefixNod
     roots.into_iter().map(join_chains).collect()
 }
 
-/// Adds `group` to the tree at `level` under the scopes of `segments`
-/// (none: a scope of its own with the empty prefix).
+/// Adds `group` to the tree at `level` under the scopes of `segments`.
+/// Every group has a prefix (`routes.rs` tests it): an empty one would be
+/// a scope matching every path, hiding the scopes after it.
 fn insert(level: &mut Vec<PrefixNode>, segments: &[String], group: (String, Vec<Resource>)) {
     let path = segments.first().cloned().unwrap_or_default();
     let at = match level.iter().position(|n| n.path == path) {
