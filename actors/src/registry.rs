@@ -18,8 +18,12 @@
 //!   activation stale: an idle one leaves the map at once (the next
 //!   message activates a fresh one from the store) and stops at its next
 //!   idle check; a busy one keeps its messages (never two activations of a
-//!   key) and leaves as soon as it is idle. An object actor reloads its
-//!   object from the store before any command it handles while stale.
+//!   key) and leaves at its first idle check with nothing queued. An object
+//!   actor reloads its object from the store before any command it handles
+//!   while stale.
+//! - An actor checks for idleness when its idle time would be up (counted
+//!   from its last message), not on a fixed tick: at most its idle time
+//!   after it last worked, an actor that can passivate leaves the map.
 //! - A registry is built at assembly with the handles its actors receive
 //!   (`VirtualActor::Deps`); an actor reaches nothing else.
 
@@ -28,7 +32,10 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's clock, which actix's timers run on (and tests can pause).
+use tokio::time::Instant;
 
 use actix::{Actor, Addr, AsyncContext, Context, Handler, MailboxError, Message};
 use parking_lot::Mutex;
@@ -36,8 +43,9 @@ use serde::Serialize;
 
 use crate::error::{DomainError, DomainResult};
 
-/// How often an actor checks whether it has been idle long enough to stop.
-pub const IDLE_CHECK: Duration = Duration::from_secs(1);
+/// How soon an actor looks again when it could not passivate at its idle
+/// deadline (work the store has not confirmed, or a message queued).
+pub const IDLE_RECHECK: Duration = Duration::from_secs(1);
 
 pub trait VirtualActor: Actor<Context = Context<Self>> {
     type Key: Copy + Eq + Hash + Send + Sync + fmt::Debug + Unpin + 'static;
@@ -93,9 +101,13 @@ impl<A: VirtualActor> Activation<A> {
     }
 }
 
-/// Starts the idle watch of a freshly started actor.
-fn watch_idle<A: VirtualActor>(ctx: &mut Context<A>) {
-    ctx.run_interval(IDLE_CHECK, |act: &mut A, ctx: &mut Context<A>| {
+/// Schedules an actor's next idle check `after` from now. Each check
+/// either passivates the actor or schedules the next one at the moment it
+/// would have been idle for its whole `idle` time, so an actor wakes about
+/// once per idle period (a timer tick per live actor per second was more
+/// work than the requests themselves under load: docs/performance.md).
+fn watch_idle<A: VirtualActor>(ctx: &mut Context<A>, after: Duration) {
+    ctx.run_later(after, |act: &mut A, ctx: &mut Context<A>| {
         let a = act.activation();
         let retired = a
             .slots
@@ -107,12 +119,17 @@ fn watch_idle<A: VirtualActor>(ctx: &mut Context<A>) {
             actix::ActorContext::stop(ctx);
             return;
         }
-        if (a.last_active.get().elapsed() < a.idle && !a.is_stale()) || !act.can_passivate() {
+        let idle_for = a.last_active.get().elapsed();
+        if idle_for < a.idle && !a.is_stale() {
+            let left = a.idle - idle_for;
+            watch_idle(ctx, left);
             return;
         }
-        if try_passivate(&a.slots, &a.stats, a.key, a.generation) {
+        if act.can_passivate() && try_passivate(&a.slots, &a.stats, a.key, a.generation) {
             actix::ActorContext::stop(ctx);
+            return;
         }
+        watch_idle(ctx, IDLE_RECHECK);
     });
 }
 
@@ -293,7 +310,7 @@ impl<A: VirtualActor> Registry<A> {
         let capacity = self.mailbox_capacity;
         let addr = A::create(move |ctx| {
             ctx.set_mailbox_capacity(capacity + 1);
-            watch_idle(ctx);
+            watch_idle(ctx, activation.idle);
             A::activate(activation)
         });
         self.stats.activations.fetch_add(1, Ordering::Relaxed);
@@ -640,6 +657,47 @@ mod tests {
             assert_eq!(registry.send(1, Count).await.unwrap(), 2);
             let s = registry.snapshot();
             assert_eq!((s.live, s.activations), (1, 3));
+        });
+    }
+
+    #[test]
+    fn an_actor_passivates_when_its_idle_time_after_its_last_message_is_up() {
+        actix::System::new().block_on(async {
+            tokio::time::pause();
+            let idle = Duration::from_secs(30);
+            let registry = Registry::<Counter>::new(Arc::new(()), 4, idle);
+            let live = || registry.snapshot().live;
+            assert_eq!(registry.send(1, Count).await.unwrap(), 1);
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            assert_eq!(registry.send(1, Count).await.unwrap(), 2);
+            assert_eq!(registry.send(2, Count).await.unwrap(), 1);
+            // 29 s after its last message key 1 is still live; key 2 too.
+            tokio::time::sleep(Duration::from_secs(29)).await;
+            assert_eq!(live(), 2);
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            assert_eq!(live(), 0);
+            let s = registry.snapshot();
+            assert_eq!((s.activations, s.passivations), (2, 2));
+            // The next message meets a fresh activation.
+            assert_eq!(registry.send(1, Count).await.unwrap(), 1);
+        });
+    }
+
+    #[test]
+    fn an_actor_that_cannot_passivate_at_its_deadline_is_checked_again() {
+        actix::System::new().block_on(async {
+            tokio::time::pause();
+            let registry = Registry::<Counter>::new(Arc::new(()), 4, Duration::from_secs(30));
+            assert_eq!(registry.send(1, Count).await.unwrap(), 1);
+            // A message counted as queued (as a sender does under the lock)
+            // holds the actor past its deadline.
+            let queued = registry.slots.lock()[&1].queued.clone();
+            queued.fetch_add(1, Ordering::AcqRel);
+            tokio::time::sleep(Duration::from_secs(40)).await;
+            assert_eq!(registry.snapshot().live, 1);
+            queued.fetch_sub(1, Ordering::AcqRel);
+            tokio::time::sleep(IDLE_RECHECK + Duration::from_millis(10)).await;
+            assert_eq!(registry.snapshot().live, 0);
         });
     }
 
