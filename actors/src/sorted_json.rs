@@ -70,6 +70,44 @@ impl SortedSerializer<'_> {
     }
 }
 
+/// Up to [`SHORT_TEXT`] bytes of formatted text, on the stack; writing
+/// more fails (and leaves the buffer unusable).
+struct ShortText {
+    bytes: [u8; SHORT_TEXT],
+    len: usize,
+}
+
+/// Room for any timestamp, id or amount kobo displays.
+const SHORT_TEXT: usize = 64;
+
+impl Default for ShortText {
+    fn default() -> Self {
+        ShortText {
+            bytes: [0; SHORT_TEXT],
+            len: 0,
+        }
+    }
+}
+
+impl ShortText {
+    fn as_str(&self) -> &str {
+        // Only whole `&str`s are copied in, so the bytes are UTF-8.
+        std::str::from_utf8(&self.bytes[..self.len]).expect("whole str pieces")
+    }
+}
+
+impl std::fmt::Write for ShortText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        if end > SHORT_TEXT {
+            return Err(std::fmt::Error);
+        }
+        self.bytes[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
 /// One object being written: where it starts in the output and the span
 /// of each of its entries so far.
 struct Object<'a> {
@@ -232,10 +270,17 @@ impl<'a, 'b> ser::Serializer for &'b mut SortedSerializer<'a> {
         serialize_bytes(&[u8]),
     );
 
-    /// Formatted straight into the output, escaped as it comes (serde's
-    /// default formats into a `String` first: every timestamp).
+    /// Formatted into a buffer on the stack and written as one string
+    /// (serde's default formats into a `String` first; serde_json's escapes
+    /// each piece as it comes, and a timestamp comes a character at a
+    /// time). Text longer than the buffer goes serde_json's way.
     fn collect_str<T: std::fmt::Display + ?Sized>(self, value: &T) -> Result<(), Error> {
-        ser::Serializer::collect_str(&mut self.json(), value)
+        use std::fmt::Write;
+        let mut buf = ShortText::default();
+        match write!(buf, "{value}") {
+            Ok(()) => ser::Serializer::serialize_str(&mut self.json(), buf.as_str()),
+            Err(_) => ser::Serializer::collect_str(&mut self.json(), value),
+        }
     }
 
     fn serialize_f32(self, v: f32) -> Result<(), Error> {
@@ -446,10 +491,12 @@ impl ser::SerializeMap for Object<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{to_sorted_raw, to_sorted_string};
+    use super::{to_sorted_raw, to_sorted_string, ShortText, SortedSerializer, SHORT_TEXT};
+    use serde::ser;
     use serde::Serialize;
     use serde_json::{json, Map, Value};
     use std::collections::{BTreeMap, HashMap};
+    use std::fmt::Write;
 
     fn by_value<T: Serialize>(v: &T) -> String {
         serde_json::to_value(v).unwrap().to_string()
@@ -595,6 +642,33 @@ mod tests {
             text,
             r#"{"at":"2023-11-14T22:13:20.123456Z","text":"say \"hi\"\n\u0001, 7"}"#
         );
+    }
+
+    /// Displays its text in pieces, as chrono writes a timestamp.
+    struct Pieces(String);
+
+    impl std::fmt::Display for Pieces {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            self.0.chars().try_for_each(|c| f.write_char(c))
+        }
+    }
+
+    #[test]
+    fn displayed_text_longer_than_the_stack_buffer_is_written_whole() {
+        for n in [SHORT_TEXT - 1, SHORT_TEXT, SHORT_TEXT + 1, 5 * SHORT_TEXT] {
+            let text: String = "é\"ab".chars().cycle().take(n).collect();
+            let mut out = Vec::new();
+            ser::Serializer::collect_str(
+                &mut SortedSerializer { out: &mut out },
+                &Pieces(text.clone()),
+            )
+            .unwrap();
+            let expected = serde_json::to_string(&text).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), expected, "{n} chars");
+        }
+        // A buffer that overflowed refuses the rest.
+        let mut buf = ShortText::default();
+        assert!(write!(buf, "{}", "x".repeat(SHORT_TEXT + 1)).is_err());
     }
 
     #[test]
