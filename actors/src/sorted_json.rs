@@ -77,7 +77,7 @@ struct ShortText {
     len: usize,
 }
 
-/// Room for any timestamp, id or amount kobo displays.
+/// Room for a timestamp (27 bytes as chrono writes one) with some to spare.
 const SHORT_TEXT: usize = 64;
 
 impl Default for ShortText {
