@@ -1,6 +1,8 @@
 //! `kobo`: the payments service binary (HTTP API, operator API, CLI).
 //!
 //! Layout:
+//! - [`allocator`]: the global allocator (jemalloc, the store's cached
+//!   pages in glibc's malloc).
 //! - [`server`]: `kobo serve` (its arguments too): opens the store, starts
 //!   the writer, actors and timers, binds the HTTP server, shuts down
 //!   gracefully.
@@ -14,6 +16,7 @@
 //! - [`cluster`]: cluster mode: the node's membership loop and request
 //!   forwarding to the node owning a merchant.
 
+mod allocator;
 mod api;
 mod backup;
 mod checkout;
@@ -30,6 +33,9 @@ mod server;
 mod telemetry;
 
 use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static ALLOCATOR: allocator::Allocator = allocator::Allocator;
 
 #[derive(Parser)]
 #[command(
