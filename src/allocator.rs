@@ -9,9 +9,11 @@
 //! holds every page in an `Arc<[u8]>`: a page (4 KiB times a power of two)
 //! after the `Arc`'s two counters, 4,112 bytes for one page. jemalloc would
 //! round that up to 5 KiB, so the default 160 MiB cache would take 200 MiB.
-//! glibc keeps such a block in 4,128 bytes. So an allocation whose layout is
-//! a cached page's ([`is_cached_page`]) goes to glibc, every other one to
-//! jemalloc.
+//! glibc keeps such a block in 4,128 bytes. So an allocation with a cached
+//! page's size and alignment ([`is_cached_page`]) goes to glibc, every other
+//! one to jemalloc. The test is by size, not by type: any other block of
+//! exactly that size (rare: 16 bytes past a power of two from 4 KiB up)
+//! goes to glibc too, which costs nothing.
 //!
 //! Invariant: a block is freed by the allocator that made it. Rust frees
 //! and reallocates with the layout it allocated with, and the choice is a
@@ -33,12 +35,12 @@ const ARC_COUNTERS: usize = 2 * std::mem::size_of::<usize>();
 /// environment still overrides them, for measurements). Two arenas, not
 /// eight (four per core): the request threads and the store writer share
 /// two cores, and each arena keeps freed pages of its own. Freed pages go
-/// back to the kernel after one second, not ten, from jemalloc's own
-/// background thread rather than from the threads that free them. At
-/// 1,000,000 intents with ~12,000-15,000 live actors: 322 MiB resident with
-/// jemalloc's defaults and the cached pages in jemalloc, 282 MiB with these
-/// and the cached pages in glibc, at the same throughput (docs/performance.md,
-/// "jemalloc").
+/// back to the kernel over about a second (jemalloc's decay), not ten,
+/// from jemalloc's own background thread rather than from the threads that
+/// free them. At 1,000,000 intents with ~12,000 live actors these settings
+/// and the cached pages in glibc keep the resident set at glibc's (282
+/// against 274 MiB); returning pages from the freeing threads instead cost
+/// 4-6% of throughput (docs/performance.md, "jemalloc").
 #[used]
 #[export_name = "_rjem_malloc_conf"]
 static JEMALLOC_SETTINGS: &[u8; 53] = b"narenas:2,background_thread:true,dirty_decay_ms:1000\0";
@@ -46,8 +48,9 @@ static JEMALLOC_SETTINGS: &[u8; 53] = b"narenas:2,background_thread:true,dirty_d
 /// jemalloc for everything but the store's cached pages (module docs).
 pub struct Allocator;
 
-/// Whether `layout` is an `Arc<[u8]>` holding a whole number of pages that
-/// is a power of two: the store cache's blocks.
+/// Whether `layout` has the size and alignment of an `Arc<[u8]>` holding a
+/// power of two of whole pages: the store cache's blocks (word-aligned, so
+/// well within the 16 bytes glibc's malloc aligns every block to).
 #[inline]
 pub fn is_cached_page(layout: &Layout) -> bool {
     let bytes = layout.size().wrapping_sub(ARC_COUNTERS);
@@ -142,7 +145,8 @@ mod tests {
     fn reallocation_across_the_two_allocators_keeps_the_bytes() {
         let a = Allocator;
         unsafe {
-            // jemalloc -> glibc -> jemalloc, each step keeping the prefix.
+            // jemalloc -> glibc -> glibc -> jemalloc, each step keeping the
+            // bytes both blocks hold.
             let small = layout(100, 8);
             let p = a.alloc(small);
             assert!(!p.is_null());
@@ -156,6 +160,11 @@ mod tests {
                 assert_eq!(*q.add(i), i as u8);
             }
             *q.add(4111) = 7;
+            // glibc -> glibc: one page grows to two.
+            let q = a.realloc(q, page, 8208);
+            assert!(!q.is_null());
+            assert_eq!(*q.add(4111), 7);
+            let page = layout(8208, 8);
             let r = a.realloc(q, page, 9000);
             assert!(!r.is_null());
             for i in 0..100 {
@@ -167,7 +176,7 @@ mod tests {
     }
 
     #[test]
-    fn zeroed_pages_come_from_either_allocator_zeroed() {
+    fn zeroed_blocks_of_either_kind_read_as_zero() {
         let a = Allocator;
         for size in [4112, 5000] {
             let l = layout(size, 8);
