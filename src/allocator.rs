@@ -31,6 +31,10 @@ const PAGE: usize = 4096;
 /// What an `Arc<[u8]>` puts before its bytes: the strong and weak counts.
 const ARC_COUNTERS: usize = 2 * std::mem::size_of::<usize>();
 
+/// The alignment glibc's malloc gives every block (on 64-bit targets), so
+/// a block sent to it needs no more than this.
+const MALLOC_ALIGNMENT: usize = 16;
+
 /// jemalloc's settings, read once at its start (`_RJEM_MALLOC_CONF` in the
 /// environment still overrides them, for measurements). Two arenas, not
 /// eight (four per core): the request threads and the store writer share
@@ -49,12 +53,12 @@ static JEMALLOC_SETTINGS: &[u8; 53] = b"narenas:2,background_thread:true,dirty_d
 pub struct Allocator;
 
 /// Whether `layout` has the size and alignment of an `Arc<[u8]>` holding a
-/// power of two of whole pages: the store cache's blocks (word-aligned, so
-/// well within the 16 bytes glibc's malloc aligns every block to).
+/// power of two of whole pages: the store cache's blocks (word-aligned,
+/// within what glibc's malloc aligns to).
 #[inline]
 pub fn is_cached_page(layout: &Layout) -> bool {
     let bytes = layout.size().wrapping_sub(ARC_COUNTERS);
-    layout.align() <= ARC_COUNTERS && bytes >= PAGE && bytes.is_power_of_two()
+    layout.align() <= MALLOC_ALIGNMENT && bytes >= PAGE && bytes.is_power_of_two()
 }
 
 // SAFETY: every call is passed to one of two allocators that uphold
@@ -181,6 +185,13 @@ mod tests {
         for size in [4112, 5000] {
             let l = layout(size, 8);
             unsafe {
+                // A block of the same layout written and freed first, so
+                // the zeroed one is likely that block again, not memory
+                // fresh (and so already zero) from the kernel.
+                let dirty = a.alloc(l);
+                assert!(!dirty.is_null());
+                std::ptr::write_bytes(dirty, 0xff, size);
+                a.dealloc(dirty, l);
                 let p = a.alloc_zeroed(l);
                 assert!(!p.is_null());
                 assert!((0..size).all(|i| *p.add(i) == 0));
