@@ -527,6 +527,10 @@ pub(crate) struct KeyIndex {
     building_bloom: Mutex<Option<Bloom>>,
     /// The last commit number whose commit has finished.
     committed: AtomicU64,
+    /// How many write transactions have committed since the open (any
+    /// of them, whether or not it wrote the index): raised by
+    /// [`Published::done`], after the commit, before it is acknowledged.
+    commits: AtomicU64,
     next_commit: AtomicU64,
     flush_at: AtomicUsize,
     step_min: AtomicUsize,
@@ -726,6 +730,7 @@ impl KeyIndex {
             retired: Mutex::new(Vec::new()),
             building_bloom: Mutex::new(building_bloom),
             committed: AtomicU64::new(last),
+            commits: AtomicU64::new(0),
             next_commit: AtomicU64::new(last + 1),
             flush_at: AtomicUsize::new(FLUSH_AT),
             step_min: AtomicUsize::new(STEP_MIN),
@@ -773,6 +778,13 @@ impl KeyIndex {
                 runs,
             },
         ))
+    }
+
+    /// How many write transactions have committed since the open: a read
+    /// snapshot begun after this returned `n` sees the first `n`
+    /// ([`crate::trees::LatestSnapshot`]).
+    pub(crate) fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Acquire)
     }
 
     fn view(&self) -> Arc<Generation> {
@@ -1336,6 +1348,9 @@ impl Published {
         if let Some(commit) = self.commit.take() {
             self.index.committed.fetch_max(commit, Ordering::AcqRel);
         }
+        // Last: a reader that sees the new count sees the commit, and the
+        // index's view and versions of it.
+        self.index.commits.fetch_add(1, Ordering::AcqRel);
     }
 }
 

@@ -196,6 +196,8 @@ pub(crate) enum Engine {
         repaired: bool,
         /// The log-structured idempotency key index ([`key_index`]).
         keys: Arc<key_index::KeyIndex>,
+        /// The read snapshot readers share until the next commit.
+        snapshot: Arc<trees::LatestSnapshot>,
     },
     Postgres(Arc<pg::PgStore>),
 }
@@ -382,6 +384,7 @@ impl Store {
                 path,
                 repaired: repair.load(Ordering::Relaxed),
                 keys: Arc::new(keys),
+                snapshot: Default::default(),
             },
         })
     }
@@ -430,14 +433,15 @@ impl Store {
 
     /// A consistent snapshot for reads (MVCC: never blocks the writer): it
     /// sees every commit acknowledged before this call, and nothing
-    /// committed after its first read. On PostgreSQL a REPEATABLE READ READ
-    /// ONLY transaction on a pooled connection, begun with the first read
-    /// and held until the `ReadTxn` drops.
+    /// committed after its first read. On redb the newest snapshot, shared
+    /// with every reader that begins before the next commit. On PostgreSQL
+    /// a REPEATABLE READ READ ONLY transaction on a pooled connection,
+    /// begun with the first read and held until the `ReadTxn` drops.
     pub fn read(&self) -> Result<ReadTxn, StoreError> {
         let read = match &self.engine {
-            Engine::Redb { db, keys, .. } => {
-                Read::Redb(Box::new(trees::ReadTrees::begin(db, keys)?))
-            }
+            Engine::Redb {
+                db, keys, snapshot, ..
+            } => Read::Redb(snapshot.read(db, keys)?),
             Engine::Postgres(pg) => Read::Postgres(pg.snapshot()?),
         };
         Ok(ReadTxn { read })
@@ -508,7 +512,7 @@ pub struct ReadTxn {
 }
 
 enum Read {
-    Redb(Box<trees::ReadTrees>),
+    Redb(Arc<trees::ReadTrees>),
     Postgres(pg::Snapshot),
 }
 

@@ -23,7 +23,7 @@
 //! ([`open_all`]), so a crash leaves either every row moved or none.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use redb::{
     Database, ReadOnlyTable, ReadTransaction, ReadableTable, TableDefinition, WriteTransaction,
@@ -224,6 +224,49 @@ impl<'txn, 'b> WriteTrees<'txn, 'b> {
         }
         self.held = held;
         Ok(())
+    }
+}
+
+/// The newest read snapshot, shared by every reader that begins before the
+/// next commit: beginning a redb read transaction, opening its trees and
+/// taking the key index's view cost more than most reads themselves
+/// (docs/performance.md, "one read snapshot per commit"). A snapshot is
+/// tagged with [`KeyIndex::commits`] as loaded *before* it began, so it
+/// holds at least that many commits; a reader whose own load of the count
+/// matches reuses it, and so still sees every commit acknowledged before
+/// its call (each raises the count before its acknowledgement). The first
+/// reader after a commit begins the next one.
+#[derive(Default)]
+pub(crate) struct LatestSnapshot {
+    latest: Mutex<Option<(u64, Arc<ReadTrees>)>>,
+}
+
+impl LatestSnapshot {
+    /// A snapshot that sees every commit finished before this call.
+    pub(crate) fn read(
+        &self,
+        db: &Database,
+        keys: &KeyIndex,
+    ) -> Result<Arc<ReadTrees>, redb::Error> {
+        let commits = keys.commits();
+        if let Some((seen, trees)) = &*self.latest.lock().expect("latest snapshot") {
+            if *seen == commits {
+                return Ok(trees.clone());
+            }
+        }
+        let trees = Arc::new(ReadTrees::begin(db, keys)?);
+        let replaced = {
+            let mut latest = self.latest.lock().expect("latest snapshot");
+            let newer = latest.as_ref().is_none_or(|(seen, _)| *seen < commits);
+            if newer {
+                latest.replace((commits, trees.clone()))
+            } else {
+                None
+            }
+        };
+        // The one it replaced ends outside the lock, if this held it last.
+        drop(replaced);
+        Ok(trees)
     }
 }
 
@@ -469,5 +512,59 @@ mod tests {
         assert_eq!(own(Table::EventOutbox), None);
         assert_eq!(own(Table::Idempotency), None);
         assert_eq!(own(Table::Meta), None);
+    }
+
+    /// The snapshot behind a read (redb's).
+    fn snapshot(read: &crate::ReadTxn) -> &Arc<ReadTrees> {
+        match &read.read {
+            crate::Read::Redb(trees) => trees,
+            crate::Read::Postgres(_) => unreachable!("a redb store"),
+        }
+    }
+
+    #[tokio::test]
+    async fn readers_between_commits_share_one_snapshot_and_every_commit_ends_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let row = |n: u8| (vec![n], vec![n; 3]);
+        let has = |read: &crate::ReadTxn, table, n: u8| read.get(table, &[n]).unwrap().is_some();
+        let first = store.read().unwrap();
+        let again = store.read().unwrap();
+        assert!(Arc::ptr_eq(snapshot(&first), snapshot(&again)));
+
+        // A commit through the writer (of an ordinary table and of the
+        // idempotency key index) ends the shared snapshot.
+        let writer = store.start_writer(crate::WriterMetrics::new());
+        let mut batch = crate::Batch::new();
+        let (k, v) = row(1);
+        batch.put_raw(Table::Events, k.clone(), v.clone());
+        batch.put_raw(Table::Idempotency, k, v);
+        writer.commit(batch).await.unwrap();
+        let after_writer = store.read().unwrap();
+        assert!(!Arc::ptr_eq(snapshot(&first), snapshot(&after_writer)));
+        assert!(has(&after_writer, Table::Events, 1) && has(&after_writer, Table::Idempotency, 1));
+        assert!(!has(&first, Table::Events, 1) && !has(&first, Table::Idempotency, 1));
+        assert!(Arc::ptr_eq(
+            snapshot(&after_writer),
+            snapshot(&store.read().unwrap())
+        ));
+
+        // So does a batch applied without the writer (the offline tools).
+        let mut batch = crate::Batch::new();
+        let (k, v) = row(2);
+        batch.put_raw(Table::Events, k, v);
+        store.apply(&batch).unwrap();
+        let after_apply = store.read().unwrap();
+        assert!(has(&after_apply, Table::Events, 2));
+        assert!(!has(&after_writer, Table::Events, 2));
+
+        // A refused batch leaves nothing to see.
+        let mut refused = crate::Batch::new();
+        refused
+            .require_absent(Table::Events, vec![2])
+            .put_raw(Table::Events, vec![3], vec![3]);
+        assert!(writer.commit(refused).await.is_err());
+        let after_refusal = store.read().unwrap();
+        assert!(!has(&after_refusal, Table::Events, 3));
     }
 }
