@@ -556,7 +556,11 @@ impl Restoring {
     pub fn finish(mut self) -> Result<Summary, BackupError> {
         let store = self.store.take().expect("finished once");
         let db = match store.engine {
-            crate::Engine::Redb { db, .. } => db,
+            crate::Engine::Redb { db, snapshot, .. } => {
+                // No read transaction may outlive the database's close.
+                snapshot.release();
+                db
+            }
             crate::Engine::Postgres(_) => unreachable!("a restore writes a redb file"),
         };
         let db = Arc::try_unwrap(db).map_err(|_| {

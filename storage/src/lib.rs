@@ -190,14 +190,16 @@ pub struct Store {
 #[derive(Clone)]
 pub(crate) enum Engine {
     Redb {
+        /// The read snapshot readers share until the next commit. Declared
+        /// before `db`: it is dropped first, so no read transaction of it
+        /// outlives the database.
+        snapshot: Arc<trees::LatestSnapshot>,
         db: Arc<Database>,
         path: PathBuf,
         /// Whether this open had to rebuild redb's allocator state.
         repaired: bool,
         /// The log-structured idempotency key index ([`key_index`]).
         keys: Arc<key_index::KeyIndex>,
-        /// The read snapshot readers share until the next commit.
-        snapshot: Arc<trees::LatestSnapshot>,
     },
     Postgres(Arc<pg::PgStore>),
 }
@@ -380,11 +382,11 @@ impl Store {
         txn.commit()?;
         Ok(Store {
             engine: Engine::Redb {
+                snapshot: Default::default(),
                 db: Arc::new(db),
                 path,
                 repaired: repair.load(Ordering::Relaxed),
                 keys: Arc::new(keys),
-                snapshot: Default::default(),
             },
         })
     }
@@ -394,8 +396,10 @@ impl Store {
     /// (in the server every write goes through the [`Writer`]). The batch's
     /// preconditions and sequence high-water mark apply as in the writer.
     pub fn apply(&self, batch: &Batch) -> Result<(), StoreError> {
-        let (db, keys) = match &self.engine {
-            Engine::Redb { db, keys, .. } => (db, keys),
+        let (db, keys, snapshot) = match &self.engine {
+            Engine::Redb {
+                db, keys, snapshot, ..
+            } => (db, keys, snapshot),
             Engine::Postgres(pg) => return pg.apply(batch),
         };
         let mut txn = db.begin_write()?;
@@ -414,6 +418,7 @@ impl Store {
         };
         txn.commit()?;
         published.done();
+        snapshot.release();
         Ok(())
     }
 

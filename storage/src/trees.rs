@@ -268,6 +268,15 @@ impl LatestSnapshot {
         drop(replaced);
         Ok(trees)
     }
+
+    /// Lets the shared snapshot go (after a commit, which ends its use for
+    /// new readers): until the next read begins one, no idle snapshot keeps
+    /// redb from reusing the pages later commits free, or a closing store
+    /// open.
+    pub(crate) fn release(&self) {
+        let released = self.latest.lock().expect("latest snapshot").take();
+        drop(released);
+    }
 }
 
 /// The trees of one read snapshot, each opened on first use.
@@ -540,6 +549,16 @@ mod tests {
         batch.put_raw(Table::Events, k.clone(), v.clone());
         batch.put_raw(Table::Idempotency, k, v);
         writer.commit(batch).await.unwrap();
+        let crate::Engine::Redb {
+            snapshot: shared, ..
+        } = &store.engine
+        else {
+            unreachable!("a redb store")
+        };
+        assert!(
+            shared.latest.lock().unwrap().is_none(),
+            "the writer let the snapshot go"
+        );
         let after_writer = store.read().unwrap();
         assert!(!Arc::ptr_eq(snapshot(&first), snapshot(&after_writer)));
         assert!(has(&after_writer, Table::Events, 1) && has(&after_writer, Table::Idempotency, 1));
@@ -554,6 +573,7 @@ mod tests {
         let (k, v) = row(2);
         batch.put_raw(Table::Events, k, v);
         store.apply(&batch).unwrap();
+        assert!(shared.latest.lock().unwrap().is_none(), "so did the apply");
         let after_apply = store.read().unwrap();
         assert!(has(&after_apply, Table::Events, 2));
         assert!(!has(&after_writer, Table::Events, 2));

@@ -571,7 +571,16 @@ fn run(
 
         let started = Instant::now();
         let committed = match (&engine, &pg_writer) {
-            (Engine::Redb { db, keys, .. }, _) => apply_and_commit(db, keys, &group),
+            (
+                Engine::Redb {
+                    db, keys, snapshot, ..
+                },
+                _,
+            ) => {
+                let committed = apply_and_commit(db, keys, &group);
+                snapshot.release();
+                committed
+            }
             (Engine::Postgres(_), Some(w)) => w.commit_group(&group),
             (Engine::Postgres(_), None) => unreachable!("a PostgreSQL store has its writer"),
         };
