@@ -277,6 +277,24 @@ impl LatestSnapshot {
         let released = self.latest.lock().expect("latest snapshot").take();
         drop(released);
     }
+
+    /// [`LatestSnapshot::release`] for the writer, after its commit, once
+    /// `commits` (the count now) has passed the snapshot by two: no reader
+    /// came between the last two commits, so none may come for a while.
+    /// Under load a reader begins a fresh one after every commit, and the
+    /// writer leaves it (ending it on the writer thread cost 2% of flows).
+    pub(crate) fn release_unread(&self, commits: u64) {
+        let released = {
+            let mut latest = self.latest.lock().expect("latest snapshot");
+            let unread = latest.as_ref().is_some_and(|(seen, _)| seen + 1 < commits);
+            if unread {
+                latest.take()
+            } else {
+                None
+            }
+        };
+        drop(released);
+    }
 }
 
 /// The trees of one read snapshot, each opened on first use.
@@ -556,8 +574,13 @@ mod tests {
             unreachable!("a redb store")
         };
         assert!(
+            shared.latest.lock().unwrap().is_some(),
+            "one commit after it"
+        );
+        writer.commit(crate::Batch::new()).await.unwrap();
+        assert!(
             shared.latest.lock().unwrap().is_none(),
-            "the writer let the snapshot go"
+            "two commits without a read: the writer let the snapshot go"
         );
         let after_writer = store.read().unwrap();
         assert!(!Arc::ptr_eq(snapshot(&first), snapshot(&after_writer)));

@@ -578,7 +578,7 @@ fn run(
                 _,
             ) => {
                 let committed = apply_and_commit(db, keys, &group);
-                snapshot.release();
+                snapshot.release_unread(keys.commits());
                 committed
             }
             (Engine::Postgres(_), Some(w)) => w.commit_group(&group),
