@@ -274,25 +274,28 @@ impl LatestSnapshot {
     /// redb from reusing the pages later commits free, or a closing store
     /// open.
     pub(crate) fn release(&self) {
-        let released = self.latest.lock().expect("latest snapshot").take();
-        drop(released);
+        self.release_if(|_| true);
     }
 
     /// [`LatestSnapshot::release`] for the writer, after its commit, once
     /// `commits` (the count now) has passed the snapshot by two: no reader
     /// came between the last two commits, so none may come for a while.
     /// Under load a reader begins a fresh one after every commit, and the
-    /// writer leaves it (ending it on the writer thread cost 2% of flows).
+    /// writer leaves it (ending it after every commit on the writer thread
+    /// cost ~1% of flows, docs/performance.md).
     pub(crate) fn release_unread(&self, commits: u64) {
-        let released = {
-            let mut latest = self.latest.lock().expect("latest snapshot");
-            let unread = latest.as_ref().is_some_and(|(seen, _)| seen + 1 < commits);
-            if unread {
-                latest.take()
-            } else {
-                None
-            }
+        self.release_if(|seen| seen + 1 < commits);
+    }
+
+    /// Takes the snapshot when `stale(its tag)`, and ends it outside the
+    /// lock.
+    fn release_if(&self, stale: impl FnOnce(u64) -> bool) {
+        let mut latest = self.latest.lock().expect("latest snapshot");
+        let released = match latest.as_ref() {
+            Some((seen, _)) if stale(*seen) => latest.take(),
+            _ => None,
         };
+        drop(latest);
         drop(released);
     }
 }
