@@ -183,7 +183,7 @@ async fn post(
                 .collect(),
             allow_negative: false,
         },
-        with,
+        with: kobo_actors::registry::Once::new(with),
         usage: None,
     };
     match kobo.ledgers.send((merchant, Mode::Test), entry).await {

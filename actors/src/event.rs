@@ -124,6 +124,21 @@ impl PartialEq for Event {
     }
 }
 
+/// The fields an [`Event`] is stored with before its object: what the
+/// webhook fan-out needs to route an event, read without unpacking the
+/// object. Its fields are the event's first fields, in their order, so it
+/// decodes from either stored format (postcard reads a prefix; JSON skips
+/// the rest). Pinned by `tests::an_events_head_reads_from_both_stored_formats`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct EventHead {
+    pub id: Uuid,
+    pub merchant: Uuid,
+    pub mode: Mode,
+    pub seq: u64,
+    #[serde(rename = "type")]
+    pub event_type: String,
+}
+
 /// `value`'s JSON text, as an event's object.
 pub fn object_text(value: &Value) -> Box<RawValue> {
     serde_json::value::to_raw_value(value).expect("a JSON value serializes")
@@ -299,6 +314,23 @@ mod tests {
             "{}",
             bytes.len()
         );
+    }
+
+    #[test]
+    fn an_events_head_reads_from_both_stored_formats() {
+        let e = stored_example();
+        let head = EventHead {
+            id: e.id,
+            merchant: e.merchant,
+            mode: e.mode,
+            seq: e.seq,
+            event_type: e.event_type.clone(),
+        };
+        for bytes in [kobo_storage::encode_compact(&e), kobo_storage::encode(&e)] {
+            assert_eq!(kobo_storage::decode::<EventHead>(&bytes).unwrap(), head);
+        }
+        let old = hex::decode(PACKED_WITH_DICTIONARY_1.concat()).unwrap();
+        assert_eq!(kobo_storage::decode::<EventHead>(&old).unwrap(), head);
     }
 
     #[test]

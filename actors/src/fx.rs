@@ -419,7 +419,7 @@ pub async fn convert(
     let answer = Answer::save(Outcome::Created(c.view()), idem, &mut batch, now);
     let post = PostEntry {
         entry: conversion_entry(&c),
-        with: batch,
+        with: crate::registry::Once::new(batch),
         usage: None,
     };
     kobo.ledgers.send((merchant.id, mode), post).await??;

@@ -435,6 +435,33 @@ impl<A: VirtualActor> Registry<A> {
     }
 }
 
+/// A part of a message that is moved, never copied: clones share it and
+/// the handler takes it. [`Registry::send`] keeps a copy of each message
+/// to resend should it meet a closed mailbox (it never should, see the
+/// module's invariants); for a large part (a batch) that copy is then a
+/// reference, not the part's bytes.
+pub struct Once<T>(Arc<Mutex<Option<T>>>);
+
+impl<T> Clone for Once<T> {
+    fn clone(&self) -> Self {
+        Once(self.0.clone())
+    }
+}
+
+impl<T> Once<T> {
+    pub fn new(part: T) -> Self {
+        Once(Arc::new(Mutex::new(Some(part))))
+    }
+
+    /// The part, for the one handler that gets it.
+    pub fn take(&self) -> DomainResult<T> {
+        self.0
+            .lock()
+            .take()
+            .ok_or_else(|| DomainError::internal("a message's part was taken twice"))
+    }
+}
+
 /// An actor that owns one stored object (a payment intent, a payout, a
 /// mandate, a crypto payout), keeps it in memory between commands, and runs
 /// each command to completion before the next.
@@ -449,7 +476,8 @@ pub trait ObjectActor: VirtualActor<Key = uuid::Uuid> {
 }
 
 /// Runs one command against an object actor's object: loads it if needed,
-/// answers 404 when it belongs to another merchant or mode, runs `command`
+/// answers 404 when it is not stored or belongs to another merchant or mode
+/// (an activation left holding nothing then passivates at once), runs `command`
 /// to completion (no other message is handled meanwhile), and keeps the
 /// object it returns. A panic drops the in-memory copy, so the next message
 /// reloads the last durable snapshot (counted as a restart).
@@ -490,7 +518,7 @@ where
         std::panic::AssertUnwindSafe(work)
             .catch_unwind()
             .into_actor(act)
-            .map(|outcome, act: &mut A, _ctx| {
+            .map(|outcome, act: &mut A, ctx| {
                 act.activation_mut().rest();
                 match outcome {
                     Ok(Ok((_, Ok((after, view))))) => {
@@ -501,7 +529,20 @@ where
                         *act.object() = Some(before);
                         Err(e)
                     }
-                    Ok(Err(e)) => Err(e),
+                    Ok(Err(e)) => {
+                        // Not found (or not the caller's): an activation
+                        // holding nothing leaves at once, so unknown ids
+                        // never keep actors alive.
+                        if act.object().is_none() {
+                            let a = act.activation();
+                            if act.can_passivate()
+                                && try_passivate(&a.slots, &a.stats, a.key, a.generation)
+                            {
+                                actix::ActorContext::stop(ctx);
+                            }
+                        }
+                        Err(e)
+                    }
                     Err(panic) => {
                         *act.object() = None;
                         act.activation().record_restart(&*panic);
@@ -546,6 +587,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     /// An actor whose one message panics.
     struct Boom {
@@ -698,6 +740,122 @@ mod tests {
             queued.fetch_sub(1, Ordering::AcqRel);
             tokio::time::sleep(IDLE_RECHECK + Duration::from_millis(10)).await;
             assert_eq!(registry.snapshot().live, 0);
+        });
+    }
+
+    /// An object actor over one stored object: id 1, merchant 7, test mode.
+    struct Stored {
+        activation: Activation<Stored>,
+        object: Option<u32>,
+    }
+
+    fn stored_id() -> uuid::Uuid {
+        uuid::Uuid::from_u128(1)
+    }
+
+    impl Actor for Stored {
+        type Context = Context<Self>;
+    }
+
+    impl VirtualActor for Stored {
+        type Key = uuid::Uuid;
+        type Deps = ();
+        const KIND: &'static str = "stored";
+        fn activate(activation: Activation<Self>) -> Self {
+            Stored {
+                activation,
+                object: None,
+            }
+        }
+        fn activation(&self) -> &Activation<Self> {
+            &self.activation
+        }
+    }
+
+    impl ObjectActor for Stored {
+        type Object = u32;
+        fn object(&mut self) -> &mut Option<u32> {
+            &mut self.object
+        }
+        fn activation_mut(&mut self) -> &mut Activation<Self> {
+            &mut self.activation
+        }
+        fn load(_: &(), id: uuid::Uuid) -> DomainResult<Option<u32>> {
+            Ok((id == stored_id()).then_some(0))
+        }
+        fn scope(_: &u32) -> (uuid::Uuid, crate::ids::Mode) {
+            (uuid::Uuid::from_u128(7), crate::ids::Mode::Test)
+        }
+    }
+
+    /// Adds one to the object, as `merchant`.
+    #[derive(Clone, actix::Message)]
+    #[rtype(result = "DomainResult<u32>")]
+    struct Bump(uuid::Uuid);
+
+    impl Handler<Bump> for Stored {
+        type Result = actix::AtomicResponse<Self, DomainResult<u32>>;
+        fn handle(&mut self, msg: Bump, _: &mut Context<Self>) -> Self::Result {
+            run_command(self, msg.0, crate::ids::Mode::Test, |_, n| async move {
+                Ok((n + 1, n + 1))
+            })
+        }
+    }
+
+    #[test]
+    fn an_activation_whose_object_is_not_found_leaves_at_once() {
+        actix::System::new().block_on(async {
+            let registry = Registry::<Stored>::new(Arc::new(()), 4, Duration::from_secs(30));
+            let (owner, stranger) = (uuid::Uuid::from_u128(7), uuid::Uuid::from_u128(8));
+            // An id nothing is stored under, and the object asked for by
+            // another merchant: 404, and no activation stays behind.
+            let unknown = uuid::Uuid::from_u128(2);
+            let e = registry
+                .send(unknown, Bump(owner))
+                .await
+                .unwrap()
+                .unwrap_err();
+            assert_eq!(e.code, ErrorCode::ResourceMissing, "{e:?}");
+            let e = registry
+                .send(stored_id(), Bump(stranger))
+                .await
+                .unwrap()
+                .unwrap_err();
+            assert_eq!(e.code, ErrorCode::ResourceMissing, "{e:?}");
+            let s = registry.snapshot();
+            assert_eq!((s.live, s.activations, s.passivations), (0, 2, 2));
+            // The owner's commands keep the actor and its object.
+            assert_eq!(
+                registry
+                    .send(stored_id(), Bump(owner))
+                    .await
+                    .unwrap()
+                    .unwrap(),
+                1
+            );
+            assert_eq!(
+                registry
+                    .send(stored_id(), Bump(owner))
+                    .await
+                    .unwrap()
+                    .unwrap(),
+                2
+            );
+            // Another merchant's 404 leaves the live object alone.
+            registry
+                .send(stored_id(), Bump(stranger))
+                .await
+                .unwrap()
+                .unwrap_err();
+            assert_eq!(
+                registry
+                    .send(stored_id(), Bump(owner))
+                    .await
+                    .unwrap()
+                    .unwrap(),
+                3
+            );
+            assert_eq!(registry.snapshot().live, 1);
         });
     }
 

@@ -765,18 +765,20 @@ async fn apply_payment(k: &InvoiceDeps, customer: Uuid, msg: ApplyPayment) -> Do
         money -= take;
         touched.push((before, after, t));
     }
+    let mut with = post.with.take()?;
     for (before, after, t) in &touched {
-        put_invoice(k, Some(before), after, &mut post.with);
-        Event::record(k, (m, mode), t, to_api(k, after)?, now, &mut post.with);
+        put_invoice(k, Some(before), after, &mut with);
+        Event::record(k, (m, mode), t, to_api(k, after)?, now, &mut with);
     }
     if money > 0 && msg.currency == Currency::NGN {
         let credit = super::service::credit_balance(k, customer)?;
-        post.with.put(
+        with.put(
             Table::CustomerCredits,
             customer.as_bytes().to_vec(),
             &(credit + money),
         );
     }
+    post.with = crate::registry::Once::new(with);
     k.ledgers.send((m, mode), post).await??;
     Ok(())
 }

@@ -29,7 +29,7 @@ use crate::ledger::{
     assert_loaded_balances, balance_prefix, balance_store_key, post_all, BalanceKey, BalanceRow,
     Bucket, EntrySpec, EntryType, LedgerLine, LineSpec, LOAD_CHECK_LINES,
 };
-use crate::registry::{Activation, Registry, VirtualActor};
+use crate::registry::{Activation, Once, Registry, VirtualActor};
 use std::sync::Arc;
 
 pub type LedgerKey = (Uuid, Mode);
@@ -71,7 +71,8 @@ pub struct UsageChange {
 #[rtype(result = "DomainResult<Vec<LedgerLine>>")]
 pub struct PostEntry {
     pub entry: EntrySpec,
-    pub with: Batch,
+    /// The caller's batch (moved, not copied: see [`Once`]).
+    pub with: Once<Batch>,
     pub usage: Option<UsageChange>,
 }
 
@@ -400,11 +401,13 @@ impl Handler<PostEntry> for LedgerActor {
 
     fn handle(&mut self, msg: PostEntry, _ctx: &mut Context<Self>) -> Self::Result {
         self.activation.touch();
-        let (lines, ack) =
-            match self.post_and_submit(std::slice::from_ref(&msg.entry), msg.with, msg.usage) {
-                Ok(s) => s,
-                Err(e) => return Box::pin(fut::ready(Err(e))),
-            };
+        let posted = msg.with.take().and_then(|with| {
+            self.post_and_submit(std::slice::from_ref(&msg.entry), with, msg.usage)
+        });
+        let (lines, ack) = match posted {
+            Ok(s) => s,
+            Err(e) => return Box::pin(fut::ready(Err(e))),
+        };
         Box::pin(ack.into_actor(self).map(move |outcome, act, _ctx| {
             act.pending_commits -= 1;
             act.activation.rest();
@@ -570,7 +573,8 @@ pub struct PaymentMoney {
     pub source: Uuid,
     pub description: String,
     pub op: PaymentMoneyOp,
-    pub with: Batch,
+    /// The caller's batch (moved, not copied: see [`Once`]).
+    pub with: Once<Batch>,
 }
 
 impl Handler<PaymentMoney> for LedgerActor {
@@ -580,11 +584,13 @@ impl Handler<PaymentMoney> for LedgerActor {
     /// release row change that must commit together are built and posted.
     fn handle(&mut self, msg: PaymentMoney, _ctx: &mut Context<Self>) -> Self::Result {
         self.activation.touch();
-        let row = match self.pending_release(msg.payment) {
+        let (row, mut batch) = match self
+            .pending_release(msg.payment)
+            .and_then(|row| Ok((row, msg.with.take()?)))
+        {
             Ok(r) => r,
             Err(e) => return Box::pin(fut::ready(Err(e))),
         };
-        let mut batch = msg.with;
         let mut changes = Vec::new();
         let (lines, allow_negative, row) = payment_move(msg.op, row, msg.brand, msg.currency);
         if let Some(r) = row {

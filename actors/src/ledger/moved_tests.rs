@@ -87,7 +87,7 @@ impl Ledger {
                 }],
                 allow_negative: true,
             },
-            with,
+            with: crate::registry::Once::new(with),
             usage: None,
         };
         self.kobo

@@ -675,7 +675,7 @@ async fn post_capture(
     };
     let post = PostEntry {
         entry,
-        with: batch,
+        with: crate::registry::Once::new(batch),
         usage: None,
     };
     // A payment for an invoice, or a transfer into a customer's virtual

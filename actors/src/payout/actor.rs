@@ -235,7 +235,7 @@ async fn finish(
                     (after.merchant, after.mode),
                     PostEntry {
                         entry,
-                        with: batch,
+                        with: crate::registry::Once::new(batch),
                         usage,
                     },
                 )

@@ -302,7 +302,7 @@ pub async fn create(
             (merchant.id, mode),
             PostEntry {
                 entry: super::entries::hold_entry(&payout, &account),
-                with: batch,
+                with: crate::registry::Once::new(batch),
                 usage: Some(usage),
             },
         )

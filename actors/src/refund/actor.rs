@@ -262,7 +262,7 @@ async fn submit(
         source,
         description: m.description,
         op: m.op,
-        with: batch,
+        with: crate::registry::Once::new(batch),
     };
     kobo.ledgers
         .send((intent.merchant, intent.mode), move_money)

@@ -255,7 +255,7 @@ async fn finish(
                     (after.merchant, after.mode),
                     PostEntry {
                         entry,
-                        with: batch,
+                        with: crate::registry::Once::new(batch),
                         usage: None,
                     },
                 )

@@ -355,7 +355,7 @@ pub async fn create_payout(
             (merchant.id, mode),
             PostEntry {
                 entry: hold_entry(&payout, &wallet),
-                with: batch,
+                with: crate::registry::Once::new(batch),
                 usage: None,
             },
         )

@@ -594,15 +594,37 @@ impl Hub {
         self.rx.lock().take()
     }
 
+    /// Whether any live stream is open.
+    pub(crate) fn listening(&self) -> bool {
+        self.stream.receiver_count() > 0
+    }
+
     /// Announces committed events (with their stream positions) to the
-    /// live streams. With no stream open nothing is rendered: a stream
-    /// opened after this check reads its start from the store, where these
-    /// events already are (they committed before this call).
-    pub(crate) fn announce_all(&self, events: Vec<(u64, crate::event::Event)>) {
-        if events.is_empty() || self.stream.receiver_count() == 0 {
+    /// live streams. With no stream open nothing is read or rendered: a
+    /// stream opened after this check reads its start from the store, where
+    /// these events already are (they committed before this call). An event
+    /// given by id alone (no stream listened when it was fanned out) is read
+    /// from the store.
+    pub(crate) fn announce_all(&self, events: Vec<(u64, Uuid, Option<crate::event::Event>)>) {
+        if events.is_empty() || !self.listening() {
             return;
         }
-        for (pos, event) in events {
+        let mut read = None;
+        for (pos, id, event) in events {
+            let event = match event {
+                Some(event) => event,
+                None => match self.read_event(&mut read, id) {
+                    Ok(Some(event)) => event,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        // Only when the store fails right after committing
+                        // the event: a listener resuming (Last-Event-ID)
+                        // reads it from the store.
+                        tracing::error!(event = %id, error = %e, "event not announced on the stream");
+                        continue;
+                    }
+                },
+            };
             let item = StreamItem {
                 merchant: event.merchant,
                 mode: event.mode,
@@ -613,6 +635,19 @@ impl Hub {
             // A subscriber gone meanwhile is not an error.
             let _ = self.stream.send(Arc::new(item));
         }
+    }
+
+    /// The committed event `id`, from one snapshot begun at the first call.
+    fn read_event(
+        &self,
+        read: &mut Option<kobo_storage::ReadTxn>,
+        id: Uuid,
+    ) -> DomainResult<Option<crate::event::Event>> {
+        if read.is_none() {
+            *read = Some(self.env.store.read()?);
+        }
+        let read = read.as_ref().expect("begun above");
+        Ok(read.get_decoded(kobo_storage::Table::Events, id.as_bytes())?)
     }
 
     /// Cluster mode: this node's shards changed; deliveries follow (see
@@ -651,6 +686,49 @@ mod tests {
         assert_eq!(parse_queue_key(&k), Some((ep, micros(t), ev)));
         let later = queue_key(ep, t + chrono::Duration::seconds(1), Uuid::nil());
         assert!(k < later);
+    }
+
+    #[tokio::test]
+    async fn committed_events_are_announced_whether_given_whole_or_by_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let kobo = crate::runtime::for_tests(dir.path(), "2026-11-25T10:00:00Z");
+        let hub = &kobo.webhooks;
+        let scope = (Uuid::new_v4(), Mode::Test);
+        let mut batch = kobo_storage::Batch::new();
+        let events: Vec<crate::event::Event> = (0..2)
+            .map(|i| {
+                let e = crate::event::Event {
+                    id: crate::ids::new_id(kobo.clock.now()),
+                    merchant: scope.0,
+                    mode: scope.1,
+                    seq: kobo.seq.next(),
+                    event_type: crate::event::PAYMENT_INTENT_SUCCESSFUL.into(),
+                    created_at: kobo.clock.now(),
+                    object: crate::event::object_text(&serde_json::json!({ "n": i })),
+                };
+                e.add_to(&mut batch);
+                e
+            })
+            .collect();
+        kobo.writer.commit(batch).await.unwrap();
+        // Nobody listens: nothing is read, nothing is sent.
+        assert!(!hub.listening());
+        hub.announce_all(vec![(1, events[0].id, None)]);
+        let mut live = hub.subscribe();
+        assert!(hub.listening());
+        // One read from the store (no stream listened when it was fanned
+        // out), one given whole; an id the store lacks is passed over.
+        hub.announce_all(vec![
+            (2, events[0].id, None),
+            (3, Uuid::new_v4(), None),
+            (4, events[1].id, Some(events[1].clone())),
+        ]);
+        for (pos, e) in [(2, &events[0]), (4, &events[1])] {
+            let item = live.try_recv().expect("announced");
+            assert_eq!((item.pos, item.merchant), (pos, scope.0));
+            assert_eq!(*item.data, e.to_api().to_string());
+        }
+        assert!(live.try_recv().is_err(), "nothing else was announced");
     }
 
     #[test]

@@ -98,7 +98,8 @@ impl Supervisor {
             if taken >= OUTBOX_SLICE {
                 break;
             }
-            let Some(event) = read.get_decoded::<Event>(Table::Events, id.as_bytes())? else {
+            // The head routes it: the object stays packed.
+            let Some(event) = read.get_decoded::<EventHead>(Table::Events, id.as_bytes())? else {
                 tracing::warn!(event = %id, "outbox row without its event; skipped");
                 // Whose row it was is unknown: kobo's own (the nil id,
                 // shard 0's owner in a cluster).
@@ -139,7 +140,14 @@ impl Supervisor {
                     event.id.as_bytes().to_vec(),
                 )
                 .note_seq(pos);
-            after.announce.push((pos, event));
+            // Unpacked now only for a stream that listens already (the
+            // usual case is none): a later one reads it from the store.
+            let full = if self.hub.listening() {
+                read.get_decoded::<Event>(Table::Events, id.as_bytes())?
+            } else {
+                None
+            };
+            after.announce.push((pos, event.id, full));
         }
         Ok(taken >= OUTBOX_SLICE)
     }

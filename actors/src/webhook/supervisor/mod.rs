@@ -34,7 +34,7 @@ use kobo_storage::{prefix_end, Batch, KeyBuf, ReadTxn, Table};
 
 use crate::clock::{from_micros, micros};
 use crate::error::{DomainError, DomainResult, ErrorCode};
-use crate::event::Event;
+use crate::event::{Event, EventHead};
 use crate::idempotency::{Answer, IdempotencySave};
 use crate::ids::{new_id, scope_key, Mode};
 use crate::webhook::Hub;
@@ -206,9 +206,10 @@ impl Batches {
 #[derive(Default)]
 struct After {
     notes: Vec<(Uuid, u64)>,
-    /// Events to announce on the live stream, at their stream positions;
-    /// rendered only when someone listens (see [`Hub::announce_all`]).
-    announce: Vec<(u64, Event)>,
+    /// Events to announce on the live stream, at their stream positions:
+    /// by id, with the event itself when someone listened as it was read
+    /// (see [`Hub::announce_all`]).
+    announce: Vec<(u64, Uuid, Option<Event>)>,
     released: Vec<Uuid>,
     delivered: u64,
     failed_attempts: u64,
