@@ -218,8 +218,44 @@ pub mod packed {
     /// The zstd level texts are packed at.
     const ZSTD_LEVEL: i32 = 1;
 
-    /// `text` compressed against `dict`.
+    /// The last text a thread packed, and its bytes (see [`pack`]).
+    #[derive(Default)]
+    struct LastPacked {
+        /// The dictionary's bytes (two sets of dictionaries may share a
+        /// number: see `context`).
+        dict: Option<BytesId>,
+        text: Vec<u8>,
+        packed: Vec<u8>,
+    }
+
+    thread_local! {
+        static LAST_PACKED: RefCell<LastPacked> = RefCell::new(LastPacked::default());
+        /// Texts this thread compressed (tests count them).
+        #[cfg(test)]
+        pub(super) static COMPRESSED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    /// `text` compressed against `dict`. A text packed twice in a row on one
+    /// thread (a change's answer and its event carry the same object) is
+    /// compressed once: packing is deterministic, so the bytes are the same.
     pub fn pack(text: &[u8], dict: &Dictionary) -> Vec<u8> {
+        LAST_PACKED.with_borrow_mut(|last| {
+            if last.dict == Some(bytes_id(dict)) && last.text == text {
+                return last.packed.clone();
+            }
+            let out = compress(text, dict);
+            last.dict = Some(bytes_id(dict));
+            last.text.clear();
+            last.text.extend_from_slice(text);
+            last.packed.clear();
+            last.packed.extend_from_slice(&out);
+            out
+        })
+    }
+
+    fn compress(text: &[u8], dict: &Dictionary) -> Vec<u8> {
+        #[cfg(test)]
+        COMPRESSED.set(COMPRESSED.get() + 1);
         let mut out = vec![dict.tag()];
         match dict.method {
             Method::Lz4 => {
@@ -539,6 +575,37 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(packed::unpack(&a, &[&ZSTD_DICT]).unwrap(), text);
         assert_eq!(packed::unpack(&b, &[&OTHER_BYTES]).unwrap(), text);
+    }
+
+    #[test]
+    fn a_text_packed_again_in_a_row_is_compressed_once() {
+        const OTHER_BYTES: packed::Dictionary = packed::Dictionary {
+            number: 2,
+            method: packed::Method::Zstd,
+            bytes: b"{\"object\":\"refund\",\"reason\":\"requested_by_customer\"}",
+        };
+        let (a, b) = (
+            &b"{\"status\":\"successful\"}"[..],
+            &b"{\"status\":\"failed\"}"[..],
+        );
+        let compressed = || packed::COMPRESSED.get();
+        let start = compressed();
+        let first = packed::pack(a, &ZSTD_DICT);
+        assert_eq!(packed::pack(a, &ZSTD_DICT), first);
+        assert_eq!(
+            compressed() - start,
+            1,
+            "the same text again: its bytes kept"
+        );
+        // Another dictionary (even of the same number) or another text is
+        // compressed; the first text after another is compressed again.
+        let other = packed::pack(a, &OTHER_BYTES);
+        assert_ne!(other, first);
+        assert_eq!(packed::unpack(&other, &[&OTHER_BYTES]).unwrap(), a);
+        let second = packed::pack(b, &ZSTD_DICT);
+        assert_eq!(packed::unpack(&second, &[&ZSTD_DICT]).unwrap(), b);
+        assert_eq!(packed::pack(a, &ZSTD_DICT), first);
+        assert_eq!(compressed() - start, 4);
     }
 
     #[test]
