@@ -5,8 +5,9 @@
 //!   (serde defaults).
 //! - Version 2: postcard, a compact positional binary format, for the hot
 //!   values marked [`Compact`] ([`encode_compact`]): the payment intent,
-//!   the saved idempotent response (written on every create) and the
-//!   event. JSON texts inside them are [`packed`] against a preset
+//!   the saved idempotent response (written on every create), the event,
+//!   the ledger line, and the charge attempt, timer and scheduled release
+//!   a capture writes. JSON texts inside them are [`packed`] against a preset
 //!   dictionary the caller gives (formerly [`deflated_json`]).
 //!
 //! [`decode`] reads both, so a store written before version 2 still works,

@@ -77,6 +77,9 @@ fn decodes(table: Table, v: &[u8]) -> Result<(), kobo_storage::CodecError> {
         Table::Idempotency => decode::<crate::idempotency::IdempotencyRecord>(v).map(drop),
         Table::Events => decode::<crate::event::Event>(v).map(drop),
         Table::LedgerLines => decode::<crate::ledger::LedgerLine>(v).map(drop),
+        Table::ChargeAttempts => decode::<crate::payment_intent::ChargeAttempt>(v).map(drop),
+        Table::Timers => decode::<crate::timer::Timer>(v).map(drop),
+        Table::ScheduledReleases => decode::<crate::ledger::release::ScheduledRelease>(v).map(drop),
         _ => decode::<serde_json::Value>(v).map(drop),
     }
 }

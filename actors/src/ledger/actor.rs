@@ -594,7 +594,7 @@ impl Handler<PaymentMoney> for LedgerActor {
         let mut changes = Vec::new();
         let (lines, allow_negative, row) = payment_move(msg.op, row, msg.brand, msg.currency);
         if let Some(r) = row {
-            batch.put(Table::ScheduledReleases, r.key(), &r);
+            batch.put_compact(Table::ScheduledReleases, r.key(), &r);
             changes.push((r.key(), Some(r)));
         }
         let entry = EntrySpec {

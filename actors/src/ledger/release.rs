@@ -39,6 +39,11 @@ pub struct ScheduledRelease {
     pub collected_at: DateTime<Utc>,
 }
 
+/// Stored in the compact format (kobo_storage::codec); rows written as
+/// JSON before it still read. Pinned by
+/// `tests::the_stored_layout_of_a_scheduled_release_is_pinned`.
+impl kobo_storage::Compact for ScheduledRelease {}
+
 impl ScheduledRelease {
     pub fn key(&self) -> Vec<u8> {
         release_key(
@@ -64,7 +69,7 @@ impl ScheduledRelease {
     /// Writes the row and its timer (and, for `pending`, the payment's
     /// pointer to it, used by refunds and disputes).
     pub fn schedule(&self, batch: &mut Batch) {
-        batch.put(Table::ScheduledReleases, self.key(), self);
+        batch.put_compact(Table::ScheduledReleases, self.key(), self);
         if self.bucket == Bucket::Pending {
             batch.put_raw(
                 Table::ReleasesByPayment,
@@ -210,4 +215,52 @@ pub fn plan_capture(
         });
     }
     Ok(CapturePlan { lines, releases })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored_release() -> ScheduledRelease {
+        ScheduledRelease {
+            payment: Uuid::from_u128(1),
+            merchant: Uuid::from_u128(2),
+            mode: Mode::Test,
+            brand: Uuid::from_u128(3),
+            currency: Currency::NGN,
+            bucket: Bucket::Reserve,
+            amount: 12_500,
+            due: "2025-03-05T07:00:00Z".parse().unwrap(),
+            collected_at: "2025-03-03T09:00:00Z".parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_scheduled_release_is_stored_compact_and_a_json_one_still_reads() {
+        let r = stored_release();
+        let bytes = kobo_storage::encode_compact(&r);
+        assert_eq!(bytes[0], kobo_storage::codec::FORMAT_V2);
+        assert_eq!(kobo_storage::decode::<ScheduledRelease>(&bytes).unwrap(), r);
+        let json = kobo_storage::encode(&r);
+        assert!(bytes.len() * 2 < json.len(), "{}", bytes.len());
+        assert_eq!(kobo_storage::decode::<ScheduledRelease>(&json).unwrap(), r);
+    }
+
+    /// postcard stores fields by position (and enum variants by index): if
+    /// this fails, the change needs a new format version, not a new pinned
+    /// value.
+    #[test]
+    fn the_stored_layout_of_a_scheduled_release_is_pinned() {
+        let bytes = kobo_storage::encode_compact(&stored_release());
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            concat!(
+                "02100000000000000000000000000000000110000000000000000000000000000000020010000000",
+                "000000000000000000000000030002a8c30114323032352d30332d30355430373a30303a30305a14",
+                "323032352d30332d30335430393a30303a30305a",
+            ),
+            "the compact layout of ScheduledRelease changed"
+        );
+    }
 }

@@ -163,6 +163,11 @@ pub struct ChargeAttempt {
     pub provider_reference: Option<String>,
 }
 
+/// Stored in the compact format (kobo_storage::codec); attempts written as
+/// JSON before it still read. Pinned by
+/// `tests::the_stored_layout_of_a_charge_attempt_is_pinned`.
+impl kobo_storage::Compact for ChargeAttempt {}
+
 /// A transfer into a dedicated virtual account, as the bank reported it:
 /// the payment it made is this one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -604,7 +604,7 @@ fn add_effect(batch: &mut Batch, after: &PaymentIntent, effect: &Effect) {
     let timer = |kind| Timer::new(kind, after.id, after.merchant, after.mode);
     match effect {
         Effect::Attempt(a) => {
-            batch.put(
+            batch.put_compact(
                 Table::ChargeAttempts,
                 attempt_key(a.payment_intent, a.number),
                 a,

@@ -2235,3 +2235,51 @@ const PINNED_LAYOUT: &str = concat!(
     "78616d706c652f336473227d00000000000110000000000000000000000000000000050253310001",
     "0430313233000001",
 );
+
+fn stored_attempt() -> ChargeAttempt {
+    ChargeAttempt {
+        id: Uuid::from_u128(1),
+        number: 2,
+        payment_intent: Uuid::from_u128(3),
+        mode: Mode::Test,
+        channel: Channel::Card,
+        status: AttemptStatus::Failed,
+        card: Some(CardSummary {
+            last4: "4242".into(),
+            brand: "visa".into(),
+        }),
+        failure_code: Some("card_declined".into()),
+        amount: Some(250_000),
+        created_at: "2025-03-03T09:00:00Z".parse().unwrap(),
+        provider_reference: Some("ref-1".into()),
+    }
+}
+
+#[test]
+fn a_charge_attempt_is_stored_compact_and_a_json_one_still_reads() {
+    let a = stored_attempt();
+    let bytes = kobo_storage::encode_compact(&a);
+    assert_eq!(bytes[0], kobo_storage::codec::FORMAT_V2);
+    assert_eq!(kobo_storage::decode::<ChargeAttempt>(&bytes).unwrap(), a);
+    let json = kobo_storage::encode(&a);
+    assert!(bytes.len() * 2 < json.len(), "{}", bytes.len());
+    assert_eq!(kobo_storage::decode::<ChargeAttempt>(&json).unwrap(), a);
+}
+
+/// postcard stores fields by position (and enum variants by index): if
+/// this fails, the change needs a new format version, not a new pinned
+/// value.
+#[test]
+fn the_stored_layout_of_a_charge_attempt_is_pinned() {
+    let bytes = kobo_storage::encode_compact(&stored_attempt());
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        hex,
+        concat!(
+            "02100000000000000000000000000000000102100000000000000000000000000000000300000201",
+            "04343234320476697361010d636172645f6465636c696e656401a0c21e14323032352d30332d3033",
+            "5430393a30303a30305a01057265662d31",
+        ),
+        "the compact layout of ChargeAttempt changed"
+    );
+}
