@@ -38,6 +38,8 @@ pub mod calendar;
 pub mod check;
 pub mod clock;
 pub mod cluster;
+#[cfg(test)]
+mod compact_layout;
 pub mod credential;
 pub mod customer;
 pub mod dashboard_user;

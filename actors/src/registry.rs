@@ -807,54 +807,26 @@ mod tests {
         actix::System::new().block_on(async {
             let registry = Registry::<Stored>::new(Arc::new(()), 4, Duration::from_secs(30));
             let (owner, stranger) = (uuid::Uuid::from_u128(7), uuid::Uuid::from_u128(8));
+            let bump = |id, who| {
+                let sent = registry.send(id, Bump(who));
+                async move { sent.await.expect("answered") }
+            };
+            let missing = |r: DomainResult<u32>| {
+                let e = r.expect_err("404");
+                assert_eq!(e.code, ErrorCode::ResourceMissing, "{e:?}");
+            };
             // An id nothing is stored under, and the object asked for by
             // another merchant: 404, and no activation stays behind.
-            let unknown = uuid::Uuid::from_u128(2);
-            let e = registry
-                .send(unknown, Bump(owner))
-                .await
-                .unwrap()
-                .unwrap_err();
-            assert_eq!(e.code, ErrorCode::ResourceMissing, "{e:?}");
-            let e = registry
-                .send(stored_id(), Bump(stranger))
-                .await
-                .unwrap()
-                .unwrap_err();
-            assert_eq!(e.code, ErrorCode::ResourceMissing, "{e:?}");
+            missing(bump(uuid::Uuid::from_u128(2), owner).await);
+            missing(bump(stored_id(), stranger).await);
             let s = registry.snapshot();
             assert_eq!((s.live, s.activations, s.passivations), (0, 2, 2));
             // The owner's commands keep the actor and its object.
-            assert_eq!(
-                registry
-                    .send(stored_id(), Bump(owner))
-                    .await
-                    .unwrap()
-                    .unwrap(),
-                1
-            );
-            assert_eq!(
-                registry
-                    .send(stored_id(), Bump(owner))
-                    .await
-                    .unwrap()
-                    .unwrap(),
-                2
-            );
+            assert_eq!(bump(stored_id(), owner).await.unwrap(), 1);
+            assert_eq!(bump(stored_id(), owner).await.unwrap(), 2);
             // Another merchant's 404 leaves the live object alone.
-            registry
-                .send(stored_id(), Bump(stranger))
-                .await
-                .unwrap()
-                .unwrap_err();
-            assert_eq!(
-                registry
-                    .send(stored_id(), Bump(owner))
-                    .await
-                    .unwrap()
-                    .unwrap(),
-                3
-            );
+            missing(bump(stored_id(), stranger).await);
+            assert_eq!(bump(stored_id(), owner).await.unwrap(), 3);
             assert_eq!(registry.snapshot().live, 1);
         });
     }

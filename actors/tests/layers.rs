@@ -37,6 +37,7 @@ const CORE: &[&str] = &[
     "auth",
     "calendar",
     "clock",
+    "compact_layout",
     "cluster",
     "credential",
     "decoded",

@@ -235,32 +235,16 @@ mod tests {
         }
     }
 
+    /// See [`crate::compact_layout`].
     #[test]
-    fn a_scheduled_release_is_stored_compact_and_a_json_one_still_reads() {
-        let r = stored_release();
-        let bytes = kobo_storage::encode_compact(&r);
-        assert_eq!(bytes[0], kobo_storage::codec::FORMAT_V2);
-        assert_eq!(kobo_storage::decode::<ScheduledRelease>(&bytes).unwrap(), r);
-        let json = kobo_storage::encode(&r);
-        assert!(bytes.len() * 2 < json.len(), "{}", bytes.len());
-        assert_eq!(kobo_storage::decode::<ScheduledRelease>(&json).unwrap(), r);
-    }
-
-    /// postcard stores fields by position (and enum variants by index): if
-    /// this fails, the change needs a new format version, not a new pinned
-    /// value.
-    #[test]
-    fn the_stored_layout_of_a_scheduled_release_is_pinned() {
-        let bytes = kobo_storage::encode_compact(&stored_release());
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(
-            hex,
+    fn a_scheduled_release_is_stored_compact_in_its_pinned_layout() {
+        crate::compact_layout::assert_stored_compact(
+            &stored_release(),
             concat!(
                 "02100000000000000000000000000000000110000000000000000000000000000000020010000000",
                 "000000000000000000000000030002a8c30114323032352d30332d30355430373a30303a30305a14",
                 "323032352d30332d30335430393a30303a30305a",
             ),
-            "the compact layout of ScheduledRelease changed"
         );
     }
 }

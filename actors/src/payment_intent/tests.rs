@@ -2255,31 +2255,15 @@ fn stored_attempt() -> ChargeAttempt {
     }
 }
 
+/// See [`crate::compact_layout`].
 #[test]
-fn a_charge_attempt_is_stored_compact_and_a_json_one_still_reads() {
-    let a = stored_attempt();
-    let bytes = kobo_storage::encode_compact(&a);
-    assert_eq!(bytes[0], kobo_storage::codec::FORMAT_V2);
-    assert_eq!(kobo_storage::decode::<ChargeAttempt>(&bytes).unwrap(), a);
-    let json = kobo_storage::encode(&a);
-    assert!(bytes.len() * 2 < json.len(), "{}", bytes.len());
-    assert_eq!(kobo_storage::decode::<ChargeAttempt>(&json).unwrap(), a);
-}
-
-/// postcard stores fields by position (and enum variants by index): if
-/// this fails, the change needs a new format version, not a new pinned
-/// value.
-#[test]
-fn the_stored_layout_of_a_charge_attempt_is_pinned() {
-    let bytes = kobo_storage::encode_compact(&stored_attempt());
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    assert_eq!(
-        hex,
+fn a_charge_attempt_is_stored_compact_in_its_pinned_layout() {
+    crate::compact_layout::assert_stored_compact(
+        &stored_attempt(),
         concat!(
             "02100000000000000000000000000000000102100000000000000000000000000000000300000201",
             "04343234320476697361010d636172645f6465636c696e656401a0c21e14323032352d30332d3033",
             "5430393a30303a30305a01057265662d31",
         ),
-        "the compact layout of ChargeAttempt changed"
     );
 }
