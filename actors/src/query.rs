@@ -15,6 +15,6 @@ pub use crate::ledger::reserve::{
 pub use crate::merchant::query::{brand, list_brands};
 pub use crate::paging::{page_by_index, page_within, ListObject, ListView, Page};
 pub use crate::payment_intent::query::{
-    charge_attempts, list_payment_intents, payment_intent, IntentFilter,
+    charge_attempts, check_payment_intent, list_payment_intents, payment_intent, IntentFilter,
 };
 pub use crate::principal::{authenticate, Principal};

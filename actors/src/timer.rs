@@ -225,6 +225,41 @@ mod tests {
         assert_eq!(timers_due(&kobo, now).unwrap(), 4);
     }
 
+    /// A stored timer names its kind by the variant's place (postcard):
+    /// every kind's place is pinned, so a reordered or inserted variant
+    /// fails here (new kinds go at the end).
+    #[test]
+    fn every_timer_kind_keeps_its_stored_index() {
+        use TimerKind::*;
+        let kinds = [
+            PaymentIntentAbandon,
+            ReleasePending,
+            ReleaseReserve,
+            SettlementRun,
+            PayoutSend,
+            PayoutStatus,
+            CryptoPayoutCheck,
+            MandateCheck,
+            MandateExpire,
+            DirectDebitSend,
+            DirectDebitStatus,
+            CustomerIdentityCheck,
+            VirtualAccountCheck,
+            PaymentLinkExpire,
+            InvoiceOverdue,
+            SubscriptionDue,
+            SubscriptionWake,
+        ];
+        for (index, kind) in kinds.into_iter().enumerate() {
+            let t = Timer::new(kind, Uuid::nil(), Uuid::nil(), Mode::Test);
+            assert_eq!(
+                kobo_storage::encode_compact(&t)[1] as usize,
+                index,
+                "{kind:?}"
+            );
+        }
+    }
+
     /// See [`crate::compact_layout`].
     #[test]
     fn a_timer_is_stored_compact_in_its_pinned_layout() {

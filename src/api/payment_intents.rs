@@ -252,9 +252,10 @@ async fn charge_attempts(req: HttpRequest, state: State, path: web::Path<String>
         .await
 }
 
-/// Sends `action` to the intent's actor. An id that is not this merchant's
-/// and mode's is answered 404 by the actor, whose activation then leaves at
-/// once (`registry::run_command`), so the intent is read once per request.
+/// Sends `action` to the intent's actor, after checking it exists for this
+/// merchant and mode (so another merchant's request or an unknown id never
+/// reaches an actor). The check reads only the head of the intent's row;
+/// the actor reads the intent itself.
 pub async fn act(
     state: &State,
     p: &Principal,
@@ -262,6 +263,7 @@ pub async fn act(
     action: Action,
     save: Option<IdempotencySave>,
 ) -> Result<Answer<PaymentIntentView>, DomainError> {
+    query::check_payment_intent(&state.kobo, p.merchant.id, p.mode, id)?;
     let msg = IntentMessage {
         merchant: p.merchant.id,
         mode: p.mode,

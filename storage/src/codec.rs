@@ -222,9 +222,10 @@ pub mod packed {
     /// The last text a thread packed, and its bytes (see [`pack`]).
     #[derive(Default)]
     struct LastPacked {
-        /// The dictionary's bytes (two sets of dictionaries may share a
-        /// number: see `context`).
-        dict: Option<BytesId>,
+        /// The dictionary: its tag and method, and where its bytes are
+        /// (two sets of dictionaries may share a number, see `context`;
+        /// two dictionaries may share bytes).
+        dict: Option<(u8, Method, BytesId)>,
         text: Vec<u8>,
         packed: Vec<u8>,
     }
@@ -236,16 +237,23 @@ pub mod packed {
         pub(super) static COMPRESSED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     }
 
+    /// The longest text [`pack`] remembers (a thread keeps the buffers).
+    const MEMO_MAX: usize = 16 << 10;
+
     /// `text` compressed against `dict`. A text packed twice in a row on one
     /// thread (a change's answer and its event carry the same object) is
     /// compressed once: packing is deterministic, so the bytes are the same.
     pub fn pack(text: &[u8], dict: &Dictionary) -> Vec<u8> {
+        if text.len() > MEMO_MAX {
+            return compress(text, dict);
+        }
+        let which = Some((dict.tag(), dict.method, bytes_id(dict)));
         LAST_PACKED.with_borrow_mut(|last| {
-            if last.dict == Some(bytes_id(dict)) && last.text == text {
+            if last.dict == which && last.text == text {
                 return last.packed.clone();
             }
             let out = compress(text, dict);
-            last.dict = Some(bytes_id(dict));
+            last.dict = which;
             last.text.clear();
             last.text.extend_from_slice(text);
             last.packed.clear();
@@ -550,6 +558,9 @@ mod tests {
         );
         // The field names come from the dictionary.
         assert!(z.len() * 4 < small.len() * 3, "{} bytes", z.len());
+        // Each with its own dictionary and method, though they share bytes
+        // and the text was just packed with the other.
+        assert_eq!((z[0], l[0]), (ZSTD_DICT.tag(), DICT.tag()));
         // Texts packed with either dictionary read back side by side.
         assert_eq!(packed::unpack(&l, both).unwrap(), small.as_bytes());
         // A damaged or cut frame is an error, never a panic or a wrong text.

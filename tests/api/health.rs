@@ -180,3 +180,46 @@ async fn liveness_answers_a_constant_json_body_with_a_request_id() {
     assert_eq!(r.headers["cache-control"], "no-store");
     assert!(r.headers.contains_key("request-id"));
 }
+
+/// The `messages` count of the payment intent actors.
+async fn intent_actor_messages(app: &crate::helpers::TestApp) -> u64 {
+    let r = app.admin_get("/admin/v1/actors").await;
+    r.assert_status(200);
+    let kinds = r.body["kinds"].as_array().unwrap();
+    let pi = kinds
+        .iter()
+        .find(|k| k["kind"] == "payment_intent")
+        .unwrap();
+    pi["messages"].as_u64().unwrap()
+}
+
+/// Another merchant's action on an intent is answered 404 before any actor
+/// hears of it: it never waits in (or fills) the owner's live actor's
+/// mailbox, nor holds the owner's payment busy.
+#[tokio::test]
+async fn another_merchants_action_on_an_intent_never_reaches_its_actor() {
+    let app = spawn_app().await;
+    let (owner, stranger) = (app.merchant().await, app.merchant().await);
+    let pi = app.paid_intent(&owner.test_key, 10000).await;
+    let id = pi["id"].as_str().unwrap();
+    let before = intent_actor_messages(&app).await;
+    for action in ["cancel", "bank_transfer"] {
+        app.post(
+            &stranger.test_key,
+            &format!("/v1/payment_intents/{id}/{action}"),
+            serde_json::json!({}),
+        )
+        .await
+        .assert_error(404, "resource_missing", None);
+    }
+    assert_eq!(intent_actor_messages(&app).await, before);
+    // The owner's own action reaches it.
+    app.post(
+        &owner.test_key,
+        &format!("/v1/payment_intents/{id}/cancel"),
+        serde_json::json!({}),
+    )
+    .await
+    .assert_status(409);
+    assert_eq!(intent_actor_messages(&app).await, before + 1);
+}

@@ -29,6 +29,27 @@ pub fn payment_intent(
     }
 }
 
+/// The fields a payment intent is stored with first: whose it is. Decodes
+/// from either stored format (postcard reads a prefix; JSON skips the
+/// rest), without the rest of the intent.
+#[derive(Debug, PartialEq, Eq, serde::Deserialize)]
+pub(crate) struct IntentScope {
+    pub id: Uuid,
+    pub merchant: Uuid,
+    pub mode: Mode,
+}
+
+/// 404 unless intent `id` is `merchant`'s in `mode`: the check before an
+/// intent's actor is asked (so another merchant's request never reaches,
+/// waits in or activates the actor), reading only the head of the row.
+pub fn check_payment_intent(kobo: &Env, merchant: Uuid, mode: Mode, id: Uuid) -> DomainResult<()> {
+    let read = kobo.store.read()?;
+    match read.get_decoded::<IntentScope>(Table::PaymentIntents, id.as_bytes())? {
+        Some(s) if s.merchant == merchant && s.mode == mode => Ok(()),
+        _ => Err(DomainError::not_found("payment_intent", id)),
+    }
+}
+
 pub struct IntentFilter {
     pub limit: usize,
     pub starting_after: Option<Uuid>,

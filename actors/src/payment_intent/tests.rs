@@ -2267,3 +2267,19 @@ fn a_charge_attempt_is_stored_compact_in_its_pinned_layout() {
         ),
     );
 }
+
+#[test]
+fn an_intents_scope_reads_from_the_head_of_both_stored_formats() {
+    let p = stored_example();
+    let scope = crate::payment_intent::query::IntentScope {
+        id: p.id,
+        merchant: p.merchant,
+        mode: p.mode,
+    };
+    for bytes in [kobo_storage::encode_compact(&p), kobo_storage::encode(&p)] {
+        assert_eq!(
+            kobo_storage::decode::<crate::payment_intent::query::IntentScope>(&bytes).unwrap(),
+            scope
+        );
+    }
+}

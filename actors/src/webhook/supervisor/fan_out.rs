@@ -143,7 +143,13 @@ impl Supervisor {
             // Unpacked now only for a stream that listens already (the
             // usual case is none): a later one reads it from the store.
             let full = if self.hub.listening() {
-                read.get_decoded::<Event>(Table::Events, id.as_bytes())?
+                // One that does not unpack is not announced (logged
+                // again then); its deliveries go ahead.
+                read.get_decoded::<Event>(Table::Events, id.as_bytes())
+                    .unwrap_or_else(|e| {
+                        tracing::warn!(event = %id, error = %e, "event does not unpack");
+                        None
+                    })
             } else {
                 None
             };
