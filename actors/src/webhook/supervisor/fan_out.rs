@@ -98,8 +98,7 @@ impl Supervisor {
             if taken >= OUTBOX_SLICE {
                 break;
             }
-            // The head routes it: the object stays packed.
-            let Some(event) = read.get_decoded::<EventHead>(Table::Events, id.as_bytes())? else {
+            let Some(stored) = read.get(Table::Events, id.as_bytes())? else {
                 tracing::warn!(event = %id, "outbox row without its event; skipped");
                 // Whose row it was is unknown: kobo's own (the nil id,
                 // shard 0's owner in a cluster).
@@ -108,6 +107,8 @@ impl Supervisor {
                 }
                 continue;
             };
+            // The head routes it: the object stays packed.
+            let event: EventHead = kobo_storage::decode(&stored)?;
             if !self.hub.env.owns(&event.merchant) {
                 continue;
             }
@@ -145,11 +146,11 @@ impl Supervisor {
             let full = if self.hub.listening() {
                 // One that does not unpack is not announced (logged
                 // again then); its deliveries go ahead.
-                read.get_decoded::<Event>(Table::Events, id.as_bytes())
-                    .unwrap_or_else(|e| {
+                kobo_storage::decode::<Event>(&stored)
+                    .inspect_err(|e| {
                         tracing::warn!(event = %id, error = %e, "event does not unpack");
-                        None
                     })
+                    .ok()
             } else {
                 None
             };
