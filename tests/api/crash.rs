@@ -14,6 +14,23 @@ use serde_json::{json, Value};
 
 use crate::helpers::spawn_app;
 
+/// The kill point of a round: first `enough()` must hold (the round has had
+/// traffic acknowledged, so every round tests something however slow the
+/// shared machine is), then a random further moment while traffic still
+/// flows. A round that gets nothing acknowledged within a minute fails.
+pub(crate) async fn kill_point(enough: impl Fn() -> bool, further_ms: std::ops::Range<u64>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !enough() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the round's traffic was not acknowledged within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let further = rand::thread_rng().gen_range(further_ms);
+    tokio::time::sleep(Duration::from_millis(further)).await;
+}
+
 #[derive(Clone)]
 struct AckedCreate {
     idem: String,
@@ -106,9 +123,8 @@ async fn everything_acknowledged_survives_sigkill_at_random_moments() {
                 ))
             })
             .collect();
-        // The kill point: a random moment while traffic is flowing.
-        let kill_after = rand::thread_rng().gen_range(150..900);
-        tokio::time::sleep(Duration::from_millis(kill_after)).await;
+        let before = creates.lock().unwrap().len();
+        kill_point(|| creates.lock().unwrap().len() >= before + 6, 0..750).await;
         app.kill();
         stop.store(true, Ordering::Relaxed);
         for w in workers {
@@ -305,10 +321,8 @@ async fn payouts_are_never_lost_or_doubled_across_sigkill() {
                 }
             }));
         }
-        tokio::time::sleep(Duration::from_millis(
-            rand::thread_rng().gen_range(200..900),
-        ))
-        .await;
+        let before = acked.lock().unwrap().len();
+        kill_point(|| acked.lock().unwrap().len() >= before + 4, 0..700).await;
         app.kill();
         stop.store(true, Ordering::Relaxed);
         for t in tasks {
@@ -577,9 +591,17 @@ async fn conversions_and_crypto_payouts_are_never_lost_or_doubled_across_sigkill
                 }
             }));
         }
-        tokio::time::sleep(Duration::from_millis(
-            rand::thread_rng().gen_range(200..900),
-        ))
+        let before = (
+            conversions.lock().unwrap().len(),
+            crypto.lock().unwrap().len(),
+        );
+        kill_point(
+            || {
+                conversions.lock().unwrap().len() >= before.0 + 4
+                    && crypto.lock().unwrap().len() >= before.1 + 4
+            },
+            0..700,
+        )
         .await;
         app.kill();
         stop.store(true, Ordering::Relaxed);
@@ -897,10 +919,8 @@ async fn mandate_charges_never_debit_twice_across_sigkill() {
                 }
             }));
         }
-        tokio::time::sleep(Duration::from_millis(
-            rand::thread_rng().gen_range(150..800),
-        ))
-        .await;
+        let before = *acked.lock().unwrap();
+        kill_point(|| *acked.lock().unwrap() >= before + 4, 0..650).await;
         app.kill();
         stop.store(true, Ordering::Relaxed);
         for t in tasks {

@@ -225,8 +225,8 @@ async fn virtual_account_credits_are_recorded_once_across_sigkill() {
                 ))
             })
             .collect();
-        let kill_after = rand::thread_rng().gen_range(150..800);
-        tokio::time::sleep(Duration::from_millis(kill_after)).await;
+        let before = acked.lock().unwrap().len();
+        crate::crash::kill_point(|| acked.lock().unwrap().len() >= before + 4, 0..650).await;
         app.kill();
         stop.store(true, Ordering::Relaxed);
         for t in tasks {
