@@ -49,6 +49,7 @@
 //! written before this index (in the shared tree, in key order) into a
 //! first run.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -147,11 +148,13 @@ struct Recent {
 }
 
 impl Recent {
+    /// One search of the map: keys are mostly new (clients' random
+    /// Idempotency-Keys), so the key is boxed up front.
     fn push(&mut self, key: &[u8], version: Version) {
-        match self.rows.get_mut(key) {
-            Some(versions) => versions.push(version),
-            None => {
-                self.rows.insert(key.into(), KeyVersions::One(version));
+        match self.rows.entry(key.into()) {
+            Entry::Occupied(mut versions) => versions.get_mut().push(version),
+            Entry::Vacant(slot) => {
+                slot.insert(KeyVersions::One(version));
             }
         }
         self.versions += 1;

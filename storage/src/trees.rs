@@ -117,6 +117,13 @@ impl<'txn, 'b> WriteTrees<'txn, 'b> {
         })
     }
 
+    /// Makes room for `writes` held-back writes, so that a group's
+    /// writes do not grow (and rehash) the held-back set a step at a time.
+    pub(crate) fn reserve(&mut self, writes: usize) {
+        self.held.reserve(writes);
+        self.present.reserve(writes);
+    }
+
     /// Builds this transaction's slice of the idempotency key index's run
     /// under way ([`KeysWrite::step`]), and returns its effect on the
     /// index, settled once it has committed ([`Published::done`]). Call

@@ -650,6 +650,7 @@ fn apply_and_commit(
     let mut outcomes = Vec::with_capacity(group.len());
     let published = {
         let mut trees = WriteTrees::new(&txn, keys.clone()).map_err(|e| e.to_string())?;
+        trees.reserve(group.iter().map(|sub| sub.batch.ops.len()).sum());
         let mut high_water = 0u64;
         for sub in group {
             let outcome = apply_batch(&mut trees, &sub.batch)?;
