@@ -92,6 +92,7 @@ pub struct Event {
     pub seq: u64,
     #[serde(rename = "type")]
     pub event_type: String,
+    #[serde(with = "kobo_storage::codec::timestamp")]
     pub created_at: DateTime<Utc>,
     /// The object as the API showed it, as its JSON text (keys sorted, as
     /// [`crate::idempotency::render`] writes it); in the compact format
@@ -306,7 +307,7 @@ mod tests {
     fn an_event_is_stored_compact_and_reads_back_equal_and_smaller() {
         let e = stored_example();
         let bytes = kobo_storage::encode_compact(&e);
-        assert_eq!(bytes[0], kobo_storage::codec::FORMAT_V2);
+        assert_eq!(bytes[0], kobo_storage::codec::FORMAT_V3);
         let back: Event = kobo_storage::decode(&bytes).unwrap();
         assert_eq!(back, e);
         assert!(
@@ -345,14 +346,21 @@ mod tests {
 
     /// postcard stores fields by position and the object's bytes are
     /// dictionary 1's: if this fails, the change needs a new format version
-    /// (or dictionary number), not a new pinned value. Written before
-    /// dictionary 2, so these bytes must keep reading as the same event.
+    /// (or dictionary number), not a new pinned value. Written by format 2
+    /// (the time as text) before dictionary 2, so these bytes must keep
+    /// reading as the same event.
     const PACKED_WITH_DICTIONARY_1: [&str; 4] = [
         "021001960000000070008000000000000001100000000000000000000000000000000201ac02197061",
         "796d656e745f696e74656e742e7375636365737366756c14323032352d30332d30335430393a30303a",
         "30305a2f0e700000000e3f060dec04070701b0226e223a5b312c322e352ca2002f5d7d04010905b000",
         "02af03607366756c227d",
     ];
+
+    /// The fields before the object, as format 3 writes them.
+    const FIELDS: &str = concat!(
+        "031001960000000070008000000000000001100000000000000000000000000000000201ac021970",
+        "61796d656e745f696e74656e742e7375636365737366756ca0beabfc0c00",
+    );
 
     #[test]
     fn the_stored_layout_of_an_event_is_pinned() {
@@ -361,14 +369,15 @@ mod tests {
             kobo_storage::decode::<Event>(&old).unwrap(),
             stored_example()
         );
-        // Today's bytes: the same fields up to the object, which is packed
-        // against dictionary 2 (zstd's bytes may differ between library
-        // versions; any of them unpacks).
+        // Today's bytes (format 3): the fields up to the object pinned, the
+        // time as seconds and nanoseconds; then the object, packed against
+        // dictionary 2 (zstd's bytes may differ between library versions;
+        // any of them unpacks).
         let bytes = kobo_storage::encode_compact(&stored_example());
-        let fields = old.len() - 0x2f - 1;
+        let fields = FIELDS.len() / 2;
         assert_eq!(
-            bytes[..fields],
-            old[..fields],
+            hex::encode(&bytes[..fields]),
+            FIELDS,
             "the compact layout of Event changed"
         );
         assert_eq!(bytes[fields + 1], crate::stored_json::DICTIONARY.tag());

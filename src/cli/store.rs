@@ -89,7 +89,7 @@ pub struct CheckArgs {
     pub scratch: Option<PathBuf>,
     /// Instead of the checks, print what each table of `--data` holds: rows,
     /// key and value bytes, and values by codec version (JSON = 1, compact
-    /// = 2; a saved response's own layout counts in neither); one line per
+    /// = 2 and 3; a saved response's own layout counts in neither); one line per
     /// table (scripts/store_bytes.sh reads them).
     #[arg(long, requires = "data")]
     pub sizes: bool,
@@ -365,7 +365,12 @@ fn print_sizes(args: &CheckArgs) -> Result<()> {
     for s in sizes {
         println!(
             "{:<34} {:>10} {:>12} {:>14} {:>9} {:>9}",
-            s.table, s.rows, s.key_bytes, s.value_bytes, s.by_format[1], s.by_format[2]
+            s.table,
+            s.rows,
+            s.key_bytes,
+            s.value_bytes,
+            s.by_format[1],
+            s.by_format[2] + s.by_format[3]
         );
     }
     let p = store.page_stats()?;

@@ -206,6 +206,7 @@ pub struct LedgerLine {
     pub fee: Option<i64>,
     pub source: Uuid,
     pub description: String,
+    #[serde(with = "kobo_storage::codec::timestamp")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -341,7 +342,7 @@ mod tests {
     fn a_ledger_line_is_stored_compact_and_a_json_one_still_reads() {
         let l = stored_line();
         let bytes = kobo_storage::encode_compact(&l);
-        assert_eq!(bytes[0], kobo_storage::codec::FORMAT_V2);
+        assert_eq!(bytes[0], kobo_storage::codec::FORMAT_V3);
         assert_eq!(kobo_storage::decode::<LedgerLine>(&bytes).unwrap(), l);
         let json = kobo_storage::encode(&l);
         assert!(bytes.len() * 3 < json.len(), "{}", bytes.len());
@@ -350,19 +351,26 @@ mod tests {
 
     /// postcard stores fields by position (and enum variants by index): if
     /// this fails, the change needs a new format version, not a new pinned
-    /// value.
+    /// value. The line as format 2 wrote it (the time as text) still reads.
     #[test]
     fn the_stored_layout_of_a_ledger_line_is_pinned() {
         let bytes = kobo_storage::encode_compact(&stored_line());
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
-            hex,
+            hex::encode(&bytes),
+            concat!(
+                "030910000000000000000000000000000000010010000000000000000000000000000000020000a0",
+                "981ea0981e0001a0c21e01802a1000000000000000000000000000000003077061796d656e74a0be",
+                "abfc0c00",
+            ),
+            "the compact layout of LedgerLine changed"
+        );
+        crate::compact_layout::assert_reads_as(
             concat!(
                 "020910000000000000000000000000000000010010000000000000000000000000000000020000a098",
                 "1ea0981e0001a0c21e01802a1000000000000000000000000000000003077061796d656e7414323032",
                 "352d30332d30335430393a30303a30305a",
             ),
-            "the compact layout of LedgerLine changed"
+            &stored_line(),
         );
     }
 

@@ -35,7 +35,9 @@ pub struct ScheduledRelease {
     pub currency: Currency,
     pub bucket: Bucket,
     pub amount: i64,
+    #[serde(with = "kobo_storage::codec::timestamp")]
     pub due: DateTime<Utc>,
+    #[serde(with = "kobo_storage::codec::timestamp")]
     pub collected_at: DateTime<Utc>,
 }
 
@@ -240,6 +242,10 @@ mod tests {
     fn a_scheduled_release_is_stored_compact_in_its_pinned_layout() {
         crate::compact_layout::assert_stored_compact(
             &stored_release(),
+            concat!(
+                "03100000000000000000000000000000000110000000000000000000000000000000020010000000",
+                "000000000000000000000000030002a8c301e0d9bffc0c00a0beabfc0c00",
+            ),
             concat!(
                 "02100000000000000000000000000000000110000000000000000000000000000000020010000000",
                 "000000000000000000000000030002a8c30114323032352d30332d30355430373a30303a30305a14",

@@ -111,6 +111,7 @@ pub struct BankTransferAccount {
     /// The exact amount to send, in minor units; includes the fee when the
     /// customer bears it.
     pub amount: i64,
+    #[serde(with = "kobo_storage::codec::timestamp")]
     pub expires_at: DateTime<Utc>,
 }
 
@@ -156,6 +157,7 @@ pub struct ChargeAttempt {
     pub card: Option<CardSummary>,
     pub failure_code: Option<String>,
     pub amount: Option<i64>,
+    #[serde(with = "kobo_storage::codec::timestamp")]
     pub created_at: DateTime<Utc>,
     /// The provider's reference for this try (never shown): what it needs
     /// to carry an authentication on.
@@ -213,9 +215,13 @@ pub struct PaymentIntent {
     /// The channel the customer is paying with, or that took the payment.
     pub channel: Option<Channel>,
     pub failure_code: Option<String>,
+    #[serde(with = "kobo_storage::codec::timestamp")]
     pub created_at: DateTime<Utc>,
+    #[serde(with = "kobo_storage::codec::timestamp")]
     pub updated_at: DateTime<Utc>,
+    #[serde(default, with = "kobo_storage::codec::timestamp::optional")]
     pub paid_at: Option<DateTime<Utc>>,
+    #[serde(default, with = "kobo_storage::codec::timestamp::optional")]
     pub canceled_at: Option<DateTime<Utc>>,
     pub return_url: Option<String>,
     pub client_secret_hash: String,
@@ -230,6 +236,7 @@ pub struct PaymentIntent {
     #[serde(with = "kobo_storage::codec::json_field")]
     pub next_action: Option<NextAction>,
     /// When the abandonment timer fires, while one is set.
+    #[serde(default, with = "kobo_storage::codec::timestamp::optional")]
     pub abandon_due: Option<DateTime<Utc>>,
     /// Charge attempts so far; the current one is `pending_attempt`.
     pub attempts: u32,

@@ -2177,7 +2177,7 @@ fn stored_example() -> PaymentIntent {
 fn a_payment_intent_round_trips_through_the_compact_format() {
     let p = stored_example();
     let bytes = kobo_storage::encode_compact(&p);
-    assert_eq!(bytes[0], kobo_storage::codec::FORMAT_V2);
+    assert_eq!(bytes[0], kobo_storage::codec::FORMAT_V3);
     let back: PaymentIntent = kobo_storage::decode(&bytes).unwrap();
     assert_eq!(back, p);
     // Far smaller than its JSON.
@@ -2211,18 +2211,32 @@ fn a_payment_intent_stored_as_json_before_the_compact_format_still_reads() {
 /// field of `PaymentIntent` (or of a type inside it, or an enum's variants)
 /// changes how every stored intent reads. If this fails, the change needs
 /// a new format version in kobo_storage::codec (with a reader for the old
-/// layout), not a new pinned value.
+/// layout), not a new pinned value. The intent as format 2 wrote it (its
+/// times as text) still reads.
 #[test]
 fn the_stored_layout_of_a_payment_intent_is_pinned() {
     let bytes = kobo_storage::encode_compact(&stored_example());
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(
-        hex, PINNED_LAYOUT,
+        hex::encode(&bytes),
+        PINNED_LAYOUT,
         "the compact layout of PaymentIntent changed"
     );
+    crate::compact_layout::assert_reads_as(WRITTEN_BY_FORMAT_2, &stored_example());
 }
 
 const PINNED_LAYOUT: &str = concat!(
+    "03100196000000007000800000000000000110000000000000000000000000000000020007a0c21e",
+    "000001076f726465722d3100010f616461406578616d706c652e636f6d1000000000000000000000",
+    "000000000003011000000000000000000000000000000004001c7b226f72646572223a7b226e223a",
+    "5b312c322e352c6e756c6c5d7d7d010300ac02a09c01a0c21e0180b51801c801000001e0d40302ac",
+    "0200000180b518010100a0beabfc0c00a0beabfc0c000188c1abfc0c000000046861736801097069",
+    "5f73656372657404636f6465010a39393030303030303031114b6f626f2053616e64626f78204261",
+    "6e6b07416461204c7464a0c21eb0daabfc0c00347b2274797065223a227265646972656374222c22",
+    "75726c223a2268747470733a2f2f62616e6b2e6578616d706c652f336473227d0000000000011000",
+    "00000000000000000000000000000502533100010430313233000001",
+);
+
+const WRITTEN_BY_FORMAT_2: &str = concat!(
     "02100196000000007000800000000000000110000000000000000000000000000000020007a0c21e",
     "000001076f726465722d3100010f616461406578616d706c652e636f6d1000000000000000000000",
     "000000000003011000000000000000000000000000000004001c7b226f72646572223a7b226e223a",
@@ -2260,6 +2274,11 @@ fn stored_attempt() -> ChargeAttempt {
 fn a_charge_attempt_is_stored_compact_in_its_pinned_layout() {
     crate::compact_layout::assert_stored_compact(
         &stored_attempt(),
+        concat!(
+            "03100000000000000000000000000000000102100000000000000000000000000000000300000201",
+            "04343234320476697361010d636172645f6465636c696e656401a0c21ea0beabfc0c000105726566",
+            "2d31",
+        ),
         concat!(
             "02100000000000000000000000000000000102100000000000000000000000000000000300000201",
             "04343234320476697361010d636172645f6465636c696e656401a0c21e14323032352d30332d3033",
