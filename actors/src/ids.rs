@@ -68,9 +68,11 @@ pub fn random_base62(len: usize) -> String {
     use rand::Rng;
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let mut rng = rand::thread_rng();
-    (0..len)
-        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
-        .collect()
+    let mut code = String::with_capacity(len);
+    for _ in 0..len {
+        code.push(ALPHABET[rng.gen_range(0..ALPHABET.len())] as char);
+    }
+    code
 }
 
 /// A capability code for a URL (`/c/<code>`): the creation time in
@@ -97,7 +99,37 @@ pub fn time_ordered_code(now: chrono::DateTime<chrono::Utc>, random_len: usize) 
 pub const TIME_PREFIX_LEN: usize = 8;
 
 /// Hex SHA-256, used to store secrets (API keys, client secrets) as hashes.
+/// Hashed on every secret-key request: `encode_to_slice` writes the 64
+/// digits straight into a buffer (`hex::encode` goes a char at a time).
 pub fn sha256_hex(s: &str) -> String {
     use sha2::{Digest, Sha256};
-    hex::encode(Sha256::digest(s.as_bytes()))
+    let mut digits = [0u8; 64];
+    hex::encode_to_slice(Sha256::digest(s.as_bytes()), &mut digits)
+        .expect("64 digits for 32 bytes");
+    String::from_utf8(digits.to_vec()).expect("hex digits are ASCII")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_random_code_has_its_length_in_base62_characters() {
+        for len in [0, 1, 24, 40] {
+            let code = random_base62(len);
+            assert_eq!(code.len(), len);
+            assert!(code.bytes().all(|b| b.is_ascii_alphanumeric()), "{code}");
+        }
+        assert_ne!(random_base62(24), random_base62(24));
+    }
+
+    #[test]
+    fn a_secrets_hash_is_its_sha256_in_lowercase_hex() {
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        use sha2::Digest;
+        assert_eq!(sha256_hex("abc"), hex::encode(sha2::Sha256::digest(b"abc")));
+    }
 }
