@@ -12,7 +12,8 @@
 //!
 //! - Version 3: postcard as version 2, with the timestamps marked
 //!   [`timestamp`] stored as seconds and nanoseconds rather than RFC 3339
-//!   text (7 bytes where the text took 21 to 31, and no formatting).
+//!   text (6 to 10 bytes where the text took 21 to 31, and no
+//!   formatting).
 //!   What [`encode_compact`] writes.
 //!
 //! [`decode`] reads all three, so a store written before version 3 still

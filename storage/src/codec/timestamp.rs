@@ -1,6 +1,7 @@
 //! Timestamps in the compact format: seconds since the Unix epoch and the
-//! nanoseconds within the second (two postcard varints, ~7 bytes for a
-//! date of this century, exact for every `DateTime<Utc>`), where chrono
+//! nanoseconds within the second (two postcard varints: 6 bytes for a
+//! whole second of this century, 10 with nanoseconds; exact for every
+//! `DateTime<Utc>`), where chrono
 //! writes its RFC 3339 text (20 to 30 bytes, formatted twice by postcard to
 //! learn its length). In JSON (human-readable formats) a timestamp is the
 //! text it always was, so views, JSON rows and the API never change.
