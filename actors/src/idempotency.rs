@@ -627,15 +627,16 @@ mod tests {
             created_at: now,
         };
         // The rows exactly as schema 3 wrote them: the whole record under
-        // its key, and an expiry row with an empty value.
+        // its key (codec version 2: the time as text, as an unmarked field
+        // is in version 3 too), and an expiry row with an empty value.
+        let mut row = kobo_storage::encode_compact(&record);
+        row[0] = kobo_storage::codec::FORMAT_V2;
         let mut batch = Batch::new();
-        batch
-            .put_compact(Table::Idempotency, key.clone(), &record)
-            .put_raw(
-                Table::IdempotencyExpiry,
-                expiry_key(micros(now + retention()), &key),
-                Vec::new(),
-            );
+        batch.put_raw(Table::Idempotency, key.clone(), row).put_raw(
+            Table::IdempotencyExpiry,
+            expiry_key(micros(now + retention()), &key),
+            Vec::new(),
+        );
         kobo.writer.commit(batch).await.unwrap();
         let rec = find(&kobo, m, now).expect("found under its key");
         assert_eq!(rec.body.get(), BODY);
@@ -759,12 +760,15 @@ mod tests {
     async fn a_response_saved_deflated_before_the_dictionary_still_replays_byte_identical() {
         let (_dir, kobo, now, m) = fresh();
         let key = record_key(m, Mode::Test, Caller::SecretKey, "k");
-        let row = kobo_storage::encode_compact(&DeflatedRecord {
+        let mut row = kobo_storage::encode_compact(&DeflatedRecord {
             fingerprint: hex::encode(fingerprint_for_tests("f")),
             status: 201,
             body: RawValue::from_string(BODY.into()).unwrap(),
             created_at: now,
         });
+        // As codec version 2 wrote it: the time as text, as an unmarked
+        // field is in version 3 too.
+        row[0] = kobo_storage::codec::FORMAT_V2;
         let mut batch = Batch::new();
         batch.put_raw(Table::Idempotency, key, row);
         kobo.writer.commit(batch).await.unwrap();

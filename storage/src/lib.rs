@@ -143,7 +143,10 @@ pub const STORE_FILE: &str = "kobo.redb";
 /// 5: saved responses in a layout of their own (`idempotency::SAVED_LAYOUT_2`),
 /// and saved bodies and event objects packed with dictionary 2 (zstd),
 /// which a kobo of schema 4 cannot decode.
-pub const SCHEMA_VERSION: u32 = 5;
+/// 6: compact values in codec version 3 (timestamps as seconds and
+/// nanoseconds: [`codec::timestamp`]), which a kobo of schema 5 cannot
+/// decode.
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// redb's page cache when not configured: 160 MiB (the server's
 /// `--store-cache-mb` default).

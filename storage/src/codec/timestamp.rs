@@ -135,7 +135,7 @@ mod tests {
         assert_eq!(bytes[0], FORMAT_V3);
         assert_eq!(decode::<Marked>(&bytes).unwrap(), v);
         // Seconds (zigzag varint) and nanoseconds (varint) of each time,
-        // not their text: 1,796,033,730 s and 123,456,789 ns; Some, -1 s
+        // not their text: 1,795,947,330 s and 123,456,789 ns; Some, -1 s
         // and 500,000,000 ns; None; then 7.
         let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(

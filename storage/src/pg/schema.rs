@@ -47,6 +47,10 @@ pub const MIGRATIONS: &[&str] = &[
     // (`crate::SCHEMA_VERSION` 5), which an older kobo cannot decode. No
     // table changes.
     "SELECT 1",
+    // 5: compact values in codec version 3, timestamps as numbers
+    // (`crate::SCHEMA_VERSION` 6), which an older kobo cannot decode. No
+    // table changes.
+    "SELECT 1",
 ];
 
 /// The version this kobo writes.
