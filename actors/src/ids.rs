@@ -66,11 +66,10 @@ pub fn new_id(now: chrono::DateTime<chrono::Utc>) -> Uuid {
 /// OS and reseeded periodically).
 pub fn random_base62(len: usize) -> String {
     use rand::Rng;
-    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let mut rng = rand::thread_rng();
     let mut code = String::with_capacity(len);
     for _ in 0..len {
-        code.push(ALPHABET[rng.gen_range(0..ALPHABET.len())] as char);
+        code.push(BASE62[rng.gen_range(0..BASE62.len())] as char);
     }
     code
 }
@@ -82,11 +81,10 @@ pub fn random_base62(len: usize) -> String {
 /// when a link was made, which its page shows anyway, and nothing about how
 /// many links exist (every code made at one instant has the same prefix).
 pub fn time_ordered_code(now: chrono::DateTime<chrono::Utc>, random_len: usize) -> String {
-    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let mut ms = now.timestamp_millis().max(0) as u64;
     let mut prefix = [b'0'; TIME_PREFIX_LEN];
     for slot in prefix.iter_mut().rev() {
-        *slot = ALPHABET[(ms % 62) as usize];
+        *slot = BASE62[(ms % 62) as usize];
         ms /= 62;
     }
     let mut code = String::from_utf8(prefix.to_vec()).expect("base62 is ASCII");
@@ -97,6 +95,47 @@ pub fn time_ordered_code(now: chrono::DateTime<chrono::Utc>, random_len: usize) 
 /// Characters of [`time_ordered_code`]'s time prefix: 62^8 ms is about
 /// 6,900 years from 1970.
 pub const TIME_PREFIX_LEN: usize = 8;
+
+/// Characters of a 128-bit id in base62: 62^22 > 2^128.
+pub const ID_BASE62_LEN: usize = 22;
+
+const BASE62: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// `id` as [`ID_BASE62_LEN`] base62 characters, most significant first
+/// (leading zeros kept, so every id has the same length).
+pub fn id_base62(id: Uuid) -> String {
+    let mut n = id.as_u128();
+    let mut digits = [b'0'; ID_BASE62_LEN];
+    for slot in digits.iter_mut().rev() {
+        *slot = BASE62[(n % 62) as usize];
+        n /= 62;
+    }
+    String::from_utf8(digits.to_vec()).expect("base62 is ASCII")
+}
+
+/// The id [`id_base62`] wrote as `text`: `None` for text of another
+/// length, a character outside base62, or a number past 128 bits.
+pub fn id_from_base62(text: &str) -> Option<Uuid> {
+    if text.len() != ID_BASE62_LEN {
+        return None;
+    }
+    let mut n: u128 = 0;
+    for b in text.bytes() {
+        let digit = match b {
+            b'0'..=b'9' => b - b'0',
+            b'A'..=b'Z' => b - b'A' + 10,
+            b'a'..=b'z' => b - b'a' + 36,
+            _ => return None,
+        };
+        n = n.checked_mul(62)?.checked_add(u128::from(digit))?;
+    }
+    Some(Uuid::from_u128(n))
+}
+
+/// Compares two secrets without stopping at the first difference.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
 
 /// Hex SHA-256, used to store secrets (API keys, client secrets) as hashes.
 /// Hashed on every secret-key request: `encode_to_slice` writes the 64

@@ -24,7 +24,6 @@ use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
-use uuid::Uuid;
 
 use kobo_actors::money::{Channel, Currency, FeeBearer};
 use kobo_actors::payment_intent::actor::{Action, IntentMessage};
@@ -193,17 +192,10 @@ pub(crate) fn load_by_code(
     kobo: &kobo_actors::Kobo,
     code: &str,
 ) -> Result<Option<PaymentIntent>, DomainError> {
-    if code.is_empty() || code.len() > 64 || !code.bytes().all(|b| b.is_ascii_alphanumeric()) {
-        return Ok(None);
-    }
     let read = kobo.store.read()?;
-    let Some(raw) = read.get(Table::CheckoutLinks, code.as_bytes())? else {
-        return Ok(None);
-    };
-    let Ok(id) = Uuid::from_slice(&raw) else {
-        return Ok(None);
-    };
-    Ok(read.get_decoded(Table::PaymentIntents, id.as_bytes())?)
+    Ok(kobo_actors::payment_intent::checkout_code::find(
+        &read, code,
+    )?)
 }
 
 fn merchant_name(

@@ -446,7 +446,7 @@ async fn a_payment_intent_for_a_customer_that_is_not_this_merchants_in_this_mode
 }
 
 #[tokio::test]
-async fn checkout_codes_are_long_random_and_carry_no_sequence() {
+async fn checkout_codes_name_their_intent_are_long_random_and_carry_no_sequence() {
     let app = spawn_app().await;
     let m = app.merchant().await;
     let other = app.merchant().await;
@@ -468,9 +468,15 @@ async fn checkout_codes_are_long_random_and_carry_no_sequence() {
             .strip_prefix(&format!("{}/c/", app.base))
             .unwrap()
             .to_string();
-        // 8 characters of creation time, then 22 random ones (131 bits).
+        // The intent's id in 22 base62 characters, then 22 random ones
+        // (131 bits).
         assert!(
-            code.len() == 30 && code.bytes().all(|b| b.is_ascii_alphanumeric()),
+            code.len() == 44 && code.bytes().all(|b| b.is_ascii_alphanumeric()),
+            "{code}"
+        );
+        assert_eq!(
+            base62_id(&code[..22]),
+            uuid::Uuid::parse_str(pi["id"].as_str().unwrap()).unwrap(),
             "{code}"
         );
         // The link works.
@@ -478,28 +484,13 @@ async fn checkout_codes_are_long_random_and_carry_no_sequence() {
         assert_eq!(page.status(), 200);
         codes.push(code);
     }
-    // The time prefix is the clock's instant alone: every code made at one
-    // instant shares it, however many payments were made in between.
-    assert!(codes.iter().all(|c| c[..8] == codes[0][..8]), "{codes:?}");
-    app.advance(1).await;
-    let later = app
-        .create_intent(&m.test_key, json!({"amount": 500000, "currency": "NGN"}))
-        .await;
-    let later = later["checkout_url"]
-        .as_str()
-        .unwrap()
-        .rsplit('/')
-        .next()
-        .unwrap()
-        .to_string();
-    assert!(later[..8] > codes[0][..8], "{later} after {}", codes[0]);
     // No shared counter in the random part: consecutive codes agree on
     // fewer than 4 of its leading characters (random ones do so with
     // probability 62^-4).
     for pair in codes.windows(2) {
-        let common = pair[0][8..]
+        let common = pair[0][22..]
             .bytes()
-            .zip(pair[1][8..].bytes())
+            .zip(pair[1][22..].bytes())
             .take_while(|(a, b)| a == b)
             .count();
         assert!(common < 4, "{pair:?}");
@@ -508,4 +499,76 @@ async fn checkout_codes_are_long_random_and_carry_no_sequence() {
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), codes.len());
+    // The id alone opens nothing: a code with its random part changed, or
+    // one intent's id with another's random part, is an unknown link.
+    let changed = format!(
+        "{}{}",
+        &codes[0][..43],
+        if codes[0].ends_with('0') { '1' } else { '0' }
+    );
+    let swapped = format!("{}{}", &codes[0][..22], &codes[1][22..]);
+    for code in [changed, swapped, codes[0][..22].to_string()] {
+        let page = app
+            .client
+            .get(format!("{}/c/{code}", app.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), 404, "{code}");
+    }
+}
+
+/// The id a checkout code's first 22 base62 characters carry.
+fn base62_id(text: &str) -> uuid::Uuid {
+    const DIGITS: &str = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let n = text.chars().fold(0u128, |n, c| {
+        n * 62 + DIGITS.find(c).expect("a base62 digit") as u128
+    });
+    uuid::Uuid::from_u128(n)
+}
+
+#[tokio::test]
+async fn a_checkout_code_made_before_codes_named_their_intent_still_opens_its_page() {
+    use kobo_actors::payment_intent::PaymentIntent;
+    use kobo_storage::{decode, Batch, Table};
+    let mut app = spawn_app().await;
+    let m = app.merchant().await;
+    let pi = app
+        .create_intent(&m.test_key, json!({"amount": 500000, "currency": "NGN"}))
+        .await;
+    let id = uuid::Uuid::parse_str(pi["id"].as_str().unwrap()).unwrap();
+    // The store as an older kobo left it: a code of the creation time and
+    // 22 random characters, found through its `checkout_links` row.
+    app.kill();
+    let old = "0VcaVpy89iLq1Mdd2Sgy7xtwbP3XfP";
+    {
+        let store = app.open_store().unwrap();
+        let read = store.read().unwrap();
+        let raw = read
+            .get(Table::PaymentIntents, id.as_bytes())
+            .unwrap()
+            .unwrap();
+        let mut intent: PaymentIntent = decode(&raw).unwrap();
+        drop(read);
+        intent.checkout_code = old.into();
+        let mut batch = Batch::new();
+        batch
+            .put_compact(Table::PaymentIntents, id.as_bytes().to_vec(), &intent)
+            .put_raw(
+                Table::CheckoutLinks,
+                old.as_bytes().to_vec(),
+                id.as_bytes().to_vec(),
+            );
+        store.apply(&batch).unwrap();
+    }
+    crate::operations::assert_check_clean(&mut app);
+    app.start(&[]);
+    let page = app
+        .client
+        .get(format!("{}/c/{old}", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("5,000"));
 }

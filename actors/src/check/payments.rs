@@ -13,7 +13,7 @@ use super::links::LinkTally;
 use super::table::{index, list_key, object_table, Index};
 use super::{accounts, Checker};
 use crate::money::Currency;
-use crate::payment_intent::{link, service as pi, PaymentIntent, Status};
+use crate::payment_intent::{checkout_code, link, service as pi, PaymentIntent, Status};
 use crate::payout::{Payout, PayoutStatus};
 use crate::usdt::CryptoPayout;
 
@@ -45,10 +45,10 @@ fn intent_indexes() -> Vec<Index<PaymentIntent>> {
                 .into_iter()
                 .collect()
         }),
-        // A credit's payment has no checkout link: nobody pays it.
+        // A code that names its intent needs no row, and a credit's
+        // payment has no checkout link: nobody pays it.
         index(Table::CheckoutLinks, |p: &PaymentIntent| {
-            p.bank_credit
-                .is_none()
+            checkout_code::has_link_row(p)
                 .then(|| p.checkout_code.as_bytes().to_vec())
                 .into_iter()
                 .collect()

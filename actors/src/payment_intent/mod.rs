@@ -15,6 +15,7 @@
 
 pub mod actor;
 pub mod card;
+pub mod checkout_code;
 mod checks;
 pub mod credit;
 pub mod deps;

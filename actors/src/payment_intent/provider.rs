@@ -14,7 +14,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::error::{DomainError, DomainResult, ErrorCode};
-use crate::ids::{random_base62, sha256_hex, Mode};
+use crate::ids::{constant_time_eq, random_base62, sha256_hex, Mode};
 use crate::payment_intent::card::{AuthInput, CardDetails};
 use crate::payment_intent::{
     transfer_account_lifetime, BankTransferAccount, CardFinal, CardOutcome, ChargeAttempt,
@@ -126,11 +126,6 @@ pub fn parse_redirect_reference(reference: &str) -> Option<(uuid::Uuid, u32)> {
         && random.bytes().all(|b| b.is_ascii_alphanumeric())
         && parts.next().is_none())
     .then_some((id, attempt))
-}
-
-/// Compares without stopping at the first difference.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn otp_action(input: AuthInput, message: &str) -> CardOutcome {

@@ -12,7 +12,7 @@ use crate::env::Env;
 use crate::error::{DomainError, DomainResult, ErrorCode};
 use crate::event::Event;
 use crate::idempotency::{render_text, Answer, IdempotencySave, Outcome};
-use crate::ids::{new_id, random_base62, scope_key, sha256_hex, time_ordered_code, Mode};
+use crate::ids::{new_id, random_base62, scope_key, sha256_hex, Mode};
 use crate::invoice::book::ApplyPayment;
 use crate::ledger::actor::PostEntry;
 use crate::ledger::release::plan_capture;
@@ -21,8 +21,8 @@ use crate::merchant::{Merchant, Settings};
 use crate::money::{Channel, Currency, FeeBearer};
 use crate::payment_intent::deps::PaymentIntentDeps;
 use crate::payment_intent::{
-    abandon_after, decide, ChargeAttempt, Command, Decision, Effect, NewIds, PaymentIntent,
-    PaymentIntentView, Status,
+    abandon_after, checkout_code, decide, ChargeAttempt, Command, Decision, Effect, NewIds,
+    PaymentIntent, PaymentIntentView, Status,
 };
 use crate::timer::{Timer, TimerKind};
 
@@ -268,11 +268,6 @@ pub async fn create_for_link(
     Ok(answer.outcome)
 }
 
-/// Random characters of a new checkout code (`/c/<code>`, after its
-/// time prefix): 62^22 > 2^130. Codes made before (a base62 sequence then
-/// 8 random characters, or 22 random characters) keep resolving.
-pub const CHECKOUT_CODE_LEN: usize = 22;
-
 /// A new intent in `created` and its client secret, after the checks of
 /// the names it gives (brand, customer).
 fn new_intent(
@@ -305,11 +300,10 @@ pub(super) fn build_intent(
     let id = new_id(now);
     let client_secret = format!("pi_{}_secret_{}", id.simple(), random_base62(24));
     let seq = kobo.seq.next();
-    // A capability: the creation time, then CHECKOUT_CODE_LEN random
-    // base62 characters (131 bits) from the OS-seeded CSPRNG; no sequence,
+    // A capability naming its intent, then 131 random bits; no sequence,
     // which would let anyone holding two links measure the platform's
     // volume.
-    let checkout_code = time_ordered_code(now, CHECKOUT_CODE_LEN);
+    let checkout_code = checkout_code::new_code(id);
     let intent = PaymentIntent {
         id,
         merchant: merchant.id,
@@ -458,9 +452,12 @@ fn insert(batch: &mut Batch, intent: &PaymentIntent) {
                 .build(),
             id.as_bytes().to_vec(),
         )
-        .require_absent(Table::CheckoutLinks, code.to_vec())
-        .put_raw(Table::CheckoutLinks, code.to_vec(), id.as_bytes().to_vec())
         .note_seq(seq);
+    if checkout_code::has_link_row(intent) {
+        batch
+            .require_absent(Table::CheckoutLinks, code.to_vec())
+            .put_raw(Table::CheckoutLinks, code.to_vec(), id.as_bytes().to_vec());
+    }
     if let Some(c) = intent.customer {
         batch.put_raw(
             Table::PaymentIntentCustomerIndex,
