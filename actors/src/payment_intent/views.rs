@@ -104,60 +104,23 @@ pub fn metadata_schema() -> Schema {
         .into()
 }
 
-/// The public PaymentIntent object.
+/// The public PaymentIntent object. Fields are declared in the order of
+/// their names, the order every answer shows them in: the sorted writer
+/// (`sorted_json`) then writes them as they come, without moving any.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[schema(as = PaymentIntent)]
 pub struct PaymentIntentView {
-    pub id: Uuid,
-    #[schema(inline)]
-    pub object: PaymentIntentObject,
-    pub livemode: bool,
     /// Minor units (kobo, cents).
     #[schema(minimum = 0)]
     pub amount: i64,
-    pub currency: Currency,
-    pub status: Status,
+    pub amount_charged: AmountCharged,
     #[schema(required = true)]
-    pub reference: Option<String>,
-    #[schema(required = true)]
-    pub description: Option<String>,
-    #[schema(required = true)]
-    pub customer_email: Option<String>,
+    pub bank_transfer: Option<BankTransferAccount>,
     /// The brand the money belongs to (the merchant's default brand unless
     /// one was given).
     pub brand: Uuid,
     #[schema(required = true)]
-    pub customer: Option<Uuid>,
-    #[schema(required = true)]
-    pub payment_link: Option<Uuid>,
-    #[schema(schema_with = metadata_schema)]
-    pub metadata: Map<String, Value>,
-    pub fee_bearer: FeeBearer,
-    pub amount_charged: AmountCharged,
-    /// The card-price estimate until the payment succeeds, then the final fee
-    /// at the price of the channel that took it.
-    pub fees: Fees,
-    #[schema(required = true)]
-    pub failure_code: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    #[schema(required = true)]
-    pub paid_at: Option<DateTime<Utc>>,
-    #[schema(required = true)]
     pub canceled_at: Option<DateTime<Utc>>,
-    #[schema(required = true)]
-    pub return_url: Option<String>,
-    #[schema(required = true)]
-    pub bank_transfer: Option<BankTransferAccount>,
-    #[schema(required = true)]
-    pub next_action: Option<NextAction>,
-    /// The dedicated virtual account a transfer into which made this
-    /// payment.
-    #[schema(required = true)]
-    pub virtual_account: Option<Uuid>,
-    /// Who sent that transfer, and its interbank session id.
-    #[schema(required = true)]
-    pub sender: Option<SenderView>,
     /// Only in the response that creates the payment: a short link to the
     /// hosted checkout for this one payment.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -168,6 +131,45 @@ pub struct PaymentIntentView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub client_secret: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub currency: Currency,
+    #[schema(required = true)]
+    pub customer: Option<Uuid>,
+    #[schema(required = true)]
+    pub customer_email: Option<String>,
+    #[schema(required = true)]
+    pub description: Option<String>,
+    #[schema(required = true)]
+    pub failure_code: Option<String>,
+    pub fee_bearer: FeeBearer,
+    /// The card-price estimate until the payment succeeds, then the final fee
+    /// at the price of the channel that took it.
+    pub fees: Fees,
+    pub id: Uuid,
+    pub livemode: bool,
+    #[schema(schema_with = metadata_schema)]
+    pub metadata: Map<String, Value>,
+    #[schema(required = true)]
+    pub next_action: Option<NextAction>,
+    #[schema(inline)]
+    pub object: PaymentIntentObject,
+    #[schema(required = true)]
+    pub paid_at: Option<DateTime<Utc>>,
+    #[schema(required = true)]
+    pub payment_link: Option<Uuid>,
+    #[schema(required = true)]
+    pub reference: Option<String>,
+    #[schema(required = true)]
+    pub return_url: Option<String>,
+    /// Who sent that transfer, and its interbank session id.
+    #[schema(required = true)]
+    pub sender: Option<SenderView>,
+    pub status: Status,
+    pub updated_at: DateTime<Utc>,
+    /// The dedicated virtual account a transfer into which made this
+    /// payment.
+    #[schema(required = true)]
+    pub virtual_account: Option<Uuid>,
 }
 
 /// The sender of a transfer into a virtual account.
