@@ -433,8 +433,9 @@ async fn commit_new(
 }
 
 /// A new intent's rows: the object, its list, status and customer
-/// indexes, its checkout link (claimed: absent before), and its payment
-/// link's index row and slot.
+/// indexes, and its payment link's index row and slot. Its checkout code
+/// names it, so it needs no `checkout_links` row; one that does not (only
+/// a code of an older form would) gets its row, claimed absent before.
 fn insert(batch: &mut Batch, intent: &PaymentIntent) {
     let (id, seq, merchant, mode) = (intent.id, intent.seq, intent.merchant, intent.mode);
     let code = intent.checkout_code.as_bytes();
