@@ -2302,3 +2302,53 @@ fn an_intents_scope_reads_from_the_head_of_both_stored_formats() {
         );
     }
 }
+
+#[test]
+fn the_checkout_page_finds_an_intent_by_its_whole_code_never_a_credits_and_older_codes_by_their_row(
+) {
+    use super::checkout_code::{find, new_code};
+    use kobo_storage::{Batch, Store, Table};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut paid = created(Currency::NGN, FeeBearer::Merchant, 500_000);
+    paid.checkout_code = new_code(paid.id);
+    let mut credit = created(Currency::NGN, FeeBearer::Merchant, 500_000);
+    credit.checkout_code = new_code(credit.id);
+    credit.bank_credit = Some(BankCredit {
+        virtual_account: Uuid::from_u128(5),
+        session_id: "S1".into(),
+        sender_name: None,
+        sender_account_number: None,
+        account_deactivated: false,
+    });
+    let mut older = created(Currency::NGN, FeeBearer::Merchant, 500_000);
+    older.checkout_code = "0VcaVpy89iLq1Mdd2Sgy7xtwbP3XfP".into();
+    let mut batch = Batch::new();
+    for i in [&paid, &credit, &older] {
+        batch.put_compact(Table::PaymentIntents, i.id.as_bytes().to_vec(), i);
+    }
+    batch.put_raw(
+        Table::CheckoutLinks,
+        older.checkout_code.as_bytes().to_vec(),
+        older.id.as_bytes().to_vec(),
+    );
+    store.apply(&batch).unwrap();
+    let read = store.read().unwrap();
+    let found = |code: &str| find(&read, code).unwrap().map(|i| i.id);
+    assert_eq!(found(&paid.checkout_code), Some(paid.id));
+    assert_eq!(found(&older.checkout_code), Some(older.id));
+    // A credit's payment has a code but no page.
+    assert_eq!(found(&credit.checkout_code), None);
+    // The id with another random part, another id with this random part.
+    assert_eq!(found(&new_code(paid.id)), None);
+    assert_eq!(
+        found(&format!(
+            "{}{}",
+            &credit.checkout_code[..22],
+            &paid.checkout_code[22..]
+        )),
+        None
+    );
+    assert_eq!(found(""), None);
+    assert_eq!(found(&format!("{}!", &paid.checkout_code[..43])), None);
+}
