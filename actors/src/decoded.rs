@@ -4,6 +4,15 @@
 //! every node); only the decoding is skipped when the stored bytes are the
 //! ones decoded before. Byte-for-byte equal rows decode to equal values, so
 //! what a caller gets never depends on the cache.
+//!
+//! On the embedded store every reader that begins before the next commit
+//! shares one snapshot (`ReadTxn::snapshot_serial`), and a snapshot never
+//! changes: a row read under a serial is the row under that serial for as
+//! long as it lasts. So the first request after a commit reads the row and
+//! the requests sharing its snapshot take the value without a read (about
+//! 20 creates share each commit at 64 connections; docs/performance.md,
+//! "The merchant and key read once per snapshot"). On PostgreSQL, whose
+//! snapshots have no serial, every request reads.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,8 +26,13 @@ use kobo_storage::{decode, ReadTxn, StoreError, Table};
 /// load test with more merchants than this decodes as if there were none).
 const CAPACITY: usize = 4096;
 
-/// A row's stored bytes and the value decoded from them.
-type Decoded<T> = (Vec<u8>, Arc<T>);
+/// A row's stored bytes, the value decoded from them and the serial of the
+/// last snapshot they were read in.
+struct Decoded<T> {
+    bytes: Vec<u8>,
+    value: Arc<T>,
+    read_in: Option<u64>,
+}
 
 /// Decoded values of one table's rows, by key, each with the bytes it was
 /// decoded from.
@@ -37,12 +51,21 @@ impl<T: DeserializeOwned> DecodedRows<T> {
 
     /// The row at `key` as `read` sees it, decoded (or `None` when absent).
     pub fn get(&self, read: &ReadTxn, key: &[u8]) -> Result<Option<Arc<T>>, StoreError> {
+        let serial = read.snapshot_serial();
+        if serial.is_some() {
+            if let Some(row) = self.rows.lock().get(key) {
+                if row.read_in == serial {
+                    return Ok(Some(row.value.clone()));
+                }
+            }
+        }
         let Some(bytes) = read.get(self.table, key)? else {
             return Ok(None);
         };
-        if let Some((seen, value)) = self.rows.lock().get(key) {
-            if *seen == bytes {
-                return Ok(Some(value.clone()));
+        if let Some(row) = self.rows.lock().get_mut(key) {
+            if row.bytes == bytes {
+                row.read_in = serial;
+                return Ok(Some(row.value.clone()));
             }
         }
         let value = Arc::new(decode::<T>(&bytes)?);
@@ -50,7 +73,14 @@ impl<T: DeserializeOwned> DecodedRows<T> {
         if rows.len() >= CAPACITY {
             rows.clear();
         }
-        rows.insert(key.to_vec(), (bytes, value.clone()));
+        rows.insert(
+            key.to_vec(),
+            Decoded {
+                bytes,
+                value: value.clone(),
+                read_in: serial,
+            },
+        );
         Ok(Some(value))
     }
 }
@@ -95,5 +125,36 @@ mod tests {
             changed.name, "Bola",
             "a changed row is never answered from the cache"
         );
+    }
+    #[tokio::test]
+    async fn each_snapshot_gets_the_row_it_holds_though_older_and_newer_readers_interleave() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let writer = store.start_writer(WriterMetrics::default());
+        let rows: DecodedRows<Row> = DecodedRows::new(Table::Merchants);
+        put(&writer, b"m1", "Ada").await;
+        let old = store.read().unwrap();
+        let ada = rows.get(&old, b"m1").unwrap().unwrap();
+        // Readers of one snapshot share it, and its value.
+        let same = store.read().unwrap();
+        assert_eq!(same.snapshot_serial(), old.snapshot_serial());
+        assert!(Arc::ptr_eq(&ada, &rows.get(&same, b"m1").unwrap().unwrap()));
+
+        put(&writer, b"m1", "Bola").await;
+        let new = store.read().unwrap();
+        assert_ne!(new.snapshot_serial(), old.snapshot_serial());
+        assert_eq!(
+            rows.get(&new, b"m1").unwrap().unwrap().name,
+            "Bola",
+            "a newer snapshot never takes the value an older one read"
+        );
+        assert_eq!(rows.get(&old, b"m1").unwrap().unwrap().name, "Ada");
+        assert_eq!(rows.get(&new, b"m1").unwrap().unwrap().name, "Bola");
+
+        let mut batch = Batch::new();
+        batch.delete(Table::Merchants, b"m1".to_vec());
+        writer.commit(batch).await.unwrap();
+        assert!(rows.get(&store.read().unwrap(), b"m1").unwrap().is_none());
+        assert_eq!(rows.get(&new, b"m1").unwrap().unwrap().name, "Bola");
     }
 }

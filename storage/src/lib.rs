@@ -525,6 +525,18 @@ enum Read {
 }
 
 impl ReadTxn {
+    /// A number no other snapshot in this process shares, on the embedded
+    /// store (`None` on PostgreSQL, whose snapshots are not shared). A
+    /// snapshot never changes, so two reads under one serial read the same
+    /// rows: a row read once under it need not be read again (the decoded
+    /// merchant and API key of every request, `kobo_actors::decoded`).
+    pub fn snapshot_serial(&self) -> Option<u64> {
+        match &self.read {
+            Read::Redb(t) => Some(t.serial),
+            Read::Postgres(_) => None,
+        }
+    }
+
     pub fn get(&self, table: Table, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         let key = table.physical(key);
         match &self.read {

@@ -23,6 +23,7 @@
 //! ([`open_all`]), so a crash leaves either every row moved or none.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use redb::{
@@ -309,6 +310,9 @@ impl LatestSnapshot {
 
 /// The trees of one read snapshot, each opened on first use.
 pub(crate) struct ReadTrees {
+    /// This snapshot's number: no other snapshot of any store in this
+    /// process has it ([`crate::ReadTxn::snapshot_serial`]).
+    pub(crate) serial: u64,
     txn: ReadTransaction,
     shared: ReadTable,
     own: [OnceLock<ReadTable>; OWN_TREES.len()],
@@ -319,8 +323,11 @@ impl ReadTrees {
     /// A snapshot of `db`, with the idempotency key index of the same
     /// moment.
     pub(crate) fn begin(db: &Database, keys: &KeyIndex) -> Result<Self, redb::Error> {
+        /// The next snapshot's serial, across every store of the process.
+        static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
         let (txn, keys) = keys.begin_read(db)?;
         Ok(ReadTrees {
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
             shared: txn.open_table(PHYSICAL)?,
             txn,
             own: Default::default(),
@@ -568,6 +575,8 @@ mod tests {
         let first = store.read().unwrap();
         let again = store.read().unwrap();
         assert!(Arc::ptr_eq(snapshot(&first), snapshot(&again)));
+        assert_eq!(first.snapshot_serial(), again.snapshot_serial());
+        assert!(first.snapshot_serial().is_some());
 
         // A commit through the writer (of an ordinary table and of the
         // idempotency key index) ends the shared snapshot.
@@ -594,6 +603,7 @@ mod tests {
         );
         let after_writer = store.read().unwrap();
         assert!(!Arc::ptr_eq(snapshot(&first), snapshot(&after_writer)));
+        assert_ne!(first.snapshot_serial(), after_writer.snapshot_serial());
         assert!(has(&after_writer, Table::Events, 1) && has(&after_writer, Table::Idempotency, 1));
         assert!(!has(&first, Table::Events, 1) && !has(&first, Table::Idempotency, 1));
         assert!(Arc::ptr_eq(
@@ -608,6 +618,10 @@ mod tests {
         store.apply(&batch).unwrap();
         assert!(shared.latest.lock().unwrap().is_none(), "so did the apply");
         let after_apply = store.read().unwrap();
+        assert_ne!(
+            after_apply.snapshot_serial(),
+            after_writer.snapshot_serial()
+        );
         assert!(has(&after_apply, Table::Events, 2));
         assert!(!has(&after_writer, Table::Events, 2));
 
