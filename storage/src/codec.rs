@@ -213,6 +213,12 @@ pub mod packed {
     /// A preset dictionary. Its bytes and method are part of the stored
     /// format: a dictionary, once written with, must never change (a new
     /// one takes a new `number`).
+    ///
+    /// Declare one as a `static`, never a `const`: the memo of the last
+    /// text packed and the prepared contexts know a dictionary by where its
+    /// bytes are, and a `const`'s bytes may be copied to each place it is
+    /// used (so a change's event and its answer, packed in different
+    /// places, were compressed twice).
     pub struct Dictionary {
         /// 0 to 31; stored as the tag `number << 3 | 0b110`.
         pub number: u8,
@@ -245,9 +251,15 @@ pub mod packed {
 
     thread_local! {
         static LAST_PACKED: RefCell<LastPacked> = RefCell::new(LastPacked::default());
-        /// Texts this thread compressed (tests count them).
-        #[cfg(test)]
-        pub(super) static COMPRESSED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+        /// Texts this thread compressed ([`compressed_texts`]).
+        static COMPRESSED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    /// How many texts this thread has compressed (not answered from
+    /// [`pack`]'s memory of the last one): for tests that a change's
+    /// answer and its event are compressed once.
+    pub fn compressed_texts() -> u64 {
+        COMPRESSED.get()
     }
 
     /// The longest text [`pack`] remembers (a thread keeps the buffers).
@@ -276,7 +288,6 @@ pub mod packed {
     }
 
     fn compress(text: &[u8], dict: &Dictionary) -> Vec<u8> {
-        #[cfg(test)]
         COMPRESSED.set(COMPRESSED.get() + 1);
         let mut out = vec![dict.tag()];
         match dict.method {
@@ -613,7 +624,7 @@ mod tests {
             &b"{\"status\":\"successful\"}"[..],
             &b"{\"status\":\"failed\"}"[..],
         );
-        let compressed = || packed::COMPRESSED.get();
+        let compressed = packed::compressed_texts;
         let start = compressed();
         let first = packed::pack(a, &ZSTD_DICT);
         assert_eq!(packed::pack(a, &ZSTD_DICT), first);

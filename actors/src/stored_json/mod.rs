@@ -19,21 +19,21 @@
 use kobo_storage::codec::packed::{self, Dictionary, Method};
 
 /// Dictionary 1 (LZ4), written until dictionary 2.
-pub const DICTIONARY_1: Dictionary = Dictionary {
+pub static DICTIONARY_1: Dictionary = Dictionary {
     number: 1,
     method: Method::Lz4,
     bytes: include_bytes!("dictionary-1.json"),
 };
 
 /// Dictionary 2 (zstd, trained): what new texts are packed with.
-pub const DICTIONARY: Dictionary = Dictionary {
+pub static DICTIONARY: Dictionary = Dictionary {
     number: 2,
     method: Method::Zstd,
     bytes: include_bytes!("dictionary-2.zstd"),
 };
 
 /// Every dictionary a stored text may name.
-const KNOWN: &[&Dictionary] = &[&DICTIONARY_1, &DICTIONARY];
+static KNOWN: &[&Dictionary] = &[&DICTIONARY_1, &DICTIONARY];
 
 fn unpack(bytes: &[u8]) -> Result<Vec<u8>, String> {
     packed::unpack(bytes, KNOWN)
@@ -146,5 +146,35 @@ mod tests {
             bytes.len(),
             lz4.len()
         );
+    }
+
+    #[test]
+    fn an_event_object_and_the_answer_with_the_same_text_are_compressed_once() {
+        // An event's object (packed as its row is encoded) and the saved
+        // answer of the same change (packed by `pack`) are one text: the
+        // second is the first's bytes, from the memory of the last text
+        // packed, so both callers must name the one dictionary.
+        #[derive(serde::Serialize)]
+        struct Row {
+            #[serde(with = "raw")]
+            object: Box<serde_json::value::RawValue>,
+        }
+        impl kobo_storage::Compact for Row {}
+        let text = serde_json::value::RawValue::from_string(
+            r#"{"amount":250000,"id":"01a21795-86e4-7bdd-b32a-bb93bdba6887","status":"successful"}"#
+                .to_string(),
+        )
+        .unwrap();
+        let start = packed::compressed_texts();
+        let row = kobo_storage::codec::encode_compact(&Row {
+            object: text.clone(),
+        });
+        let answer = pack(text.get());
+        assert_eq!(
+            packed::compressed_texts() - start,
+            1,
+            "the answer's text was compressed again"
+        );
+        assert!(row.windows(answer.len()).any(|w| w == answer.as_slice()));
     }
 }
