@@ -126,6 +126,7 @@ mod tests {
             "a changed row is never answered from the cache"
         );
     }
+
     #[tokio::test]
     async fn each_snapshot_gets_the_row_it_holds_though_older_and_newer_readers_interleave() {
         let dir = tempfile::tempdir().unwrap();
