@@ -102,17 +102,33 @@ mod tests {
         writer.commit(batch).await.unwrap();
     }
 
-    #[tokio::test]
-    async fn a_row_that_changed_is_decoded_again_and_an_unchanged_one_is_shared() {
+    /// A fresh store, its writer, and a cache of its merchants' rows.
+    fn open() -> (
+        tempfile::TempDir,
+        Store,
+        kobo_storage::Writer,
+        DecodedRows<Row>,
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let writer = store.start_writer(WriterMetrics::default());
-        let rows: DecodedRows<Row> = DecodedRows::new(Table::Merchants);
+        (dir, store, writer, DecodedRows::new(Table::Merchants))
+    }
+
+    #[tokio::test]
+    async fn a_row_that_changed_is_decoded_again_and_an_unchanged_one_is_shared() {
+        let (_dir, store, writer, rows) = open();
         assert!(rows.get(&store.read().unwrap(), b"m1").unwrap().is_none());
 
         put(&writer, b"m1", "Ada").await;
-        let first = rows.get(&store.read().unwrap(), b"m1").unwrap().unwrap();
-        let again = rows.get(&store.read().unwrap(), b"m1").unwrap().unwrap();
+        let earlier = store.read().unwrap();
+        let first = rows.get(&earlier, b"m1").unwrap().unwrap();
+        // Another row's commit: the next reader has a new snapshot, where
+        // this row's bytes are the same.
+        put(&writer, b"m2", "Chidi").await;
+        let later = store.read().unwrap();
+        assert_ne!(later.snapshot_serial(), earlier.snapshot_serial());
+        let again = rows.get(&later, b"m1").unwrap().unwrap();
         assert_eq!(first.name, "Ada");
         assert!(
             Arc::ptr_eq(&first, &again),
@@ -129,10 +145,7 @@ mod tests {
 
     #[tokio::test]
     async fn each_snapshot_gets_the_row_it_holds_though_older_and_newer_readers_interleave() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let writer = store.start_writer(WriterMetrics::default());
-        let rows: DecodedRows<Row> = DecodedRows::new(Table::Merchants);
+        let (_dir, store, writer, rows) = open();
         put(&writer, b"m1", "Ada").await;
         let old = store.read().unwrap();
         let ada = rows.get(&old, b"m1").unwrap().unwrap();
