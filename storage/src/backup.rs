@@ -566,10 +566,12 @@ impl Restoring {
         let db = Arc::try_unwrap(db).map_err(|_| {
             BackupError::Refused("the restored store is still in use; cannot finish".into())
         })?;
+        // Closing checkpoints the journals into the file.
         drop(db);
         File::open(&self.temp)
             .and_then(|f| f.sync_all())
             .map_err(io_err(&self.temp))?;
+        crate::remove_journals(&self.temp).map_err(io_err(&self.temp))?;
         publish(&self.temp, &self.target)?;
         Ok(self.summary.clone())
     }
@@ -580,6 +582,7 @@ impl Drop for Restoring {
         if let Some(store) = self.store.take() {
             drop(store);
             let _ = std::fs::remove_file(&self.temp);
+            let _ = crate::remove_journals(&self.temp);
         }
     }
 }
@@ -605,6 +608,7 @@ pub fn restore(path: &Path, dir: &Path, cache_bytes: usize) -> Result<Restoring,
             temp.display()
         )));
     }
+    crate::forget_orphan_journals(&temp).map_err(io_err(dir))?;
     crate::create_private(dir, &temp).map_err(io_err(dir))?;
     let store = match Store::open_file(&temp, cache_bytes) {
         Ok(s) => s,

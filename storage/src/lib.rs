@@ -20,6 +20,7 @@ pub mod backup;
 mod bloom;
 pub mod codec;
 pub mod fence;
+mod journal;
 mod key_index;
 pub mod pg;
 #[cfg(test)]
@@ -121,6 +122,30 @@ pub fn loose_permissions(dir: &Path) -> std::io::Result<Vec<(PathBuf, u32)>> {
         check(entry?.path())?;
     }
     Ok(loose)
+}
+
+/// Removes the journal files beside a store file that does not exist:
+/// they are left from a store that was deleted, and must never be
+/// replayed into a new one. (A store file that exists, even empty, is the
+/// one its journals belong to.)
+pub(crate) fn forget_orphan_journals(store_file: &Path) -> std::io::Result<()> {
+    if store_file.exists() {
+        return Ok(());
+    }
+    remove_journals(store_file)
+}
+
+/// Removes the journal files of a closed store (which its file alone now
+/// holds whole).
+pub(crate) fn remove_journals(store_file: &Path) -> std::io::Result<()> {
+    for journal in journal::journal_paths(store_file) {
+        match std::fs::remove_file(&journal) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// The store's file in the data directory.
@@ -344,6 +369,10 @@ impl Store {
     /// bulk of the process's resident memory under a large store).
     pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<Store, StoreError> {
         let path = dir.join(STORE_FILE);
+        forget_orphan_journals(&path).map_err(|source| StoreError::Directory {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         create_private(dir, &path).map_err(|source| StoreError::Directory {
             path: dir.to_path_buf(),
             source,
@@ -370,10 +399,20 @@ impl Store {
         // every page of the store to rebuild it.
         let repair = Arc::new(AtomicBool::new(false));
         let seen = repair.clone();
+        let backend = match journal::Journaled::open(&path) {
+            Ok(b) => b,
+            Err(journal::OpenError::Locked) => return Err(StoreError::Locked(path)),
+            Err(journal::OpenError::Io(e)) => {
+                return Err(StoreError::Redb(format!(
+                    "opening {} with its journals: {e}",
+                    path.display()
+                )))
+            }
+        };
         let db = match redb::Builder::new()
             .set_cache_size(cache_bytes)
             .set_repair_callback(move |_| seen.store(true, Ordering::Relaxed))
-            .create(&path)
+            .create_with_backend(backend)
         {
             Ok(db) => db,
             Err(DatabaseError::DatabaseAlreadyOpen) => return Err(StoreError::Locked(path)),
@@ -703,7 +742,14 @@ mod tests {
     fn left_open(store: &Store, dir: &Path) -> std::path::PathBuf {
         let copy = dir.join("copy");
         std::fs::create_dir(&copy).unwrap();
-        std::fs::copy(store.path().unwrap(), copy.join(STORE_FILE)).unwrap();
+        let path = store.path().unwrap();
+        std::fs::copy(path, copy.join(STORE_FILE)).unwrap();
+        for (from, to) in journal::journal_paths(path)
+            .iter()
+            .zip(journal::journal_paths(&copy.join(STORE_FILE)))
+        {
+            std::fs::copy(from, to).unwrap();
+        }
         copy
     }
 

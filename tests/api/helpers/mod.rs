@@ -324,7 +324,15 @@ impl TestApp {
     /// tests that search the store for what must never be kept).
     pub fn store_bytes(&self) -> Vec<u8> {
         let Some(url) = &self.store else {
-            return std::fs::read(self.data_dir().join("kobo.redb")).unwrap();
+            // The store file and its journals (which hold the latest
+            // commits until they are written into the file).
+            let mut bytes = std::fs::read(self.data_dir().join("kobo.redb")).unwrap();
+            for journal in ["kobo.redb.journal-a", "kobo.redb.journal-b"] {
+                if let Ok(more) = std::fs::read(self.data_dir().join(journal)) {
+                    bytes.extend(more);
+                }
+            }
+            return bytes;
         };
         let store = kobo_storage::Store::connect_read_only(url).unwrap();
         let read = store.read().unwrap();

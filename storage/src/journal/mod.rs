@@ -1,0 +1,596 @@
+//! The store file's pages through a write-ahead journal: redb's storage
+//! backend for the embedded store.
+//!
+//! redb makes a commit durable by writing every page it touched in place
+//! (about 40 pages in 20 runs scattered over the file per group commit)
+//! and then `fdatasync`. Here those writes land in memory, in 4 KiB
+//! blocks of the *active layer*, and `sync_data` appends the blocks
+//! dirtied since the last one to the active journal file as one group
+//! (one sequential write) and `fdatasync`s that: a commit is durable once
+//! its group is, and acknowledged only after. Reads see the layers over
+//! the file.
+//!
+//! Once the active journal passes [`ROTATE_BYTES`] (and no checkpoint is
+//! running), the active layer is *frozen* and the other journal file
+//! becomes active; the `kobo-checkpoint` thread writes the frozen
+//! layer's blocks into the store file in order, syncs it, and drops the
+//! layer. A journal is reused only after the layer it holds is in the
+//! synced store file, so at any moment the store file and the two
+//! journals, applied in generation order, are the store
+//! ([`group::apply`]). Opening replays both journals into the store file
+//! before redb reads anything, syncs it, and marks both journals as
+//! applied; closing checkpoints everything and marks them too.
+//!
+//! The journal files (`kobo.redb.journal-a`, `kobo.redb.journal-b`) are
+//! part of the store until it is closed: copying `kobo.redb` alone after
+//! a crash loses the commits only they hold.
+
+mod group;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use redb::backends::FileBackend;
+use redb::{BackendError, StorageBackend};
+
+/// The unit the journal keeps and writes: redb's page size.
+pub(crate) const BLOCK: usize = 4096;
+/// How far the active journal grows before its layer is checkpointed.
+const ROTATE_BYTES: u64 = 16 << 20;
+const JOURNALS: [&str; 2] = ["journal-a", "journal-b"];
+
+/// The journal files beside the store file at `path`.
+pub(crate) fn journal_paths(path: &Path) -> [PathBuf; 2] {
+    JOURNALS.map(|suffix| {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".");
+        name.push(suffix);
+        PathBuf::from(name)
+    })
+}
+
+/// Why a store file could not be opened with its journals.
+#[derive(Debug)]
+pub(crate) enum OpenError {
+    /// Another process has the store open.
+    Locked,
+    Io(io::Error),
+}
+
+impl From<io::Error> for OpenError {
+    fn from(e: io::Error) -> Self {
+        OpenError::Io(e)
+    }
+}
+
+type Block = Box<[u8; BLOCK]>;
+
+fn zeroed() -> Block {
+    vec![0u8; BLOCK]
+        .into_boxed_slice()
+        .try_into()
+        .expect("BLOCK bytes")
+}
+
+/// One block of a layer.
+struct Slot {
+    block: Block,
+    /// Changed since the last group: the next `sync_data` journals it.
+    dirty: bool,
+}
+
+/// Blocks written over the layers and the file below.
+#[derive(Default)]
+struct Layer {
+    blocks: HashMap<u64, Slot>,
+    /// Blocks numbered from here up read as zero unless this layer holds
+    /// them: the store was cut below them while this layer was active.
+    cut: Option<u64>,
+    /// The store's length when the layer was frozen.
+    len: u64,
+}
+
+impl Layer {
+    /// Whether this layer answers for block `n`, and with what (`None`:
+    /// zeros).
+    fn answer(&self, n: u64) -> Option<Option<&Block>> {
+        match self.blocks.get(&n) {
+            Some(slot) => Some(Some(&slot.block)),
+            None if self.cut.is_some_and(|c| n >= c) => Some(None),
+            None => None,
+        }
+    }
+}
+
+struct State {
+    len: u64,
+    active: Layer,
+    /// The active blocks changed since the last group, each once.
+    dirty: Vec<u64>,
+    /// The store's length when the last group was written.
+    synced_len: u64,
+    /// The smallest length the store was cut to since the last group.
+    shrink: u64,
+    /// The layer the checkpoint thread is writing into the store file.
+    frozen: Option<Arc<Layer>>,
+    /// The store file's own length.
+    file_len: u64,
+    /// A checkpoint that failed: every later sync fails with it.
+    failed: Option<String>,
+}
+
+/// The journal files and where the next group goes: only `sync_data`
+/// (redb's committing thread) and `close` take it.
+struct Journals {
+    files: [File; 2],
+    active: usize,
+    generation: u64,
+    number: u64,
+    position: u64,
+}
+
+/// The checkpoint thread and the way to hand it frozen layers.
+type Checkpointer = (mpsc::Sender<Arc<Layer>>, JoinHandle<()>);
+
+/// redb's [`StorageBackend`] over the store file and its journals.
+pub(crate) struct Journaled {
+    store: Arc<FileBackend>,
+    store_file: Arc<File>,
+    state: Arc<Mutex<State>>,
+    journals: Mutex<Journals>,
+    checkpoint: Mutex<Option<Checkpointer>>,
+    rotate_bytes: u64,
+    /// Held (an exclusive `flock` on journal-a) from before the replay
+    /// until the store closes, so no second process replays or writes.
+    _lock: File,
+}
+
+impl fmt::Debug for Journaled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Journaled")
+    }
+}
+
+fn open_rw(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+}
+
+fn sync_dir(path: &Path) -> io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    File::open(dir.unwrap_or(Path::new(".")))?.sync_all()
+}
+
+impl Journaled {
+    /// Opens the store file at `path` with its journals: takes the lock,
+    /// replays whatever the journals hold into the store file, syncs it,
+    /// and marks the journals applied.
+    pub(crate) fn open(path: &Path) -> Result<Journaled, OpenError> {
+        Journaled::open_rotating_at(path, ROTATE_BYTES, true)
+    }
+
+    /// [`Journaled::open`] rotating at `rotate_bytes`; without
+    /// `checkpoints` (for tests) a frozen layer is never written into the
+    /// store file.
+    fn open_rotating_at(
+        path: &Path,
+        rotate_bytes: u64,
+        checkpoints: bool,
+    ) -> Result<Journaled, OpenError> {
+        let paths = journal_paths(path);
+        let files = [open_rw(&paths[0])?, open_rw(&paths[1])?];
+        let lock = files[0].try_clone()?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Err(OpenError::Locked),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+        }
+        let store_file = open_rw(path)?;
+        sync_dir(path)?;
+        let next_generation = replay(&store_file, &files)?;
+        for file in &files {
+            file.write_all_at(&group::marker(next_generation), 0)?;
+            file.sync_data()?;
+        }
+        let file_len = store_file.metadata()?.len();
+        let store_file = Arc::new(store_file);
+        let store = Arc::new(
+            FileBackend::new(store_file.try_clone()?)
+                .map_err(|e| OpenError::Io(io::Error::other(e.to_string())))?,
+        );
+        let state = Arc::new(Mutex::new(State {
+            len: file_len,
+            active: Layer::default(),
+            dirty: Vec::new(),
+            synced_len: file_len,
+            shrink: group::NO_SHRINK,
+            frozen: None,
+            file_len,
+            failed: None,
+        }));
+        let (sender, receiver) = mpsc::channel::<Arc<Layer>>();
+        let thread = {
+            let state = state.clone();
+            let file = store_file.clone();
+            std::thread::Builder::new()
+                .name("kobo-checkpoint".into())
+                .spawn(move || {
+                    for layer in receiver {
+                        if !checkpoints {
+                            continue;
+                        }
+                        let done = checkpoint(&file, &layer);
+                        let mut s = state.lock().unwrap();
+                        match done {
+                            Ok(()) => {
+                                s.file_len = layer.len;
+                                s.frozen = None;
+                            }
+                            Err(e) => {
+                                s.failed =
+                                    Some(format!("writing the journal into the store file: {e}"));
+                            }
+                        }
+                    }
+                })?
+        };
+        Ok(Journaled {
+            store,
+            store_file,
+            state,
+            journals: Mutex::new(Journals {
+                files,
+                active: 0,
+                generation: next_generation,
+                number: 0,
+                position: 0,
+            }),
+            checkpoint: Mutex::new(Some((sender, thread))),
+            rotate_bytes,
+            _lock: lock,
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap()
+    }
+
+    /// Block `n`'s current bytes when the active layer does not hold it:
+    /// zeros past the active layer's cut, else the frozen layer's, else
+    /// the store file's (zeros past its end).
+    fn base(&self, s: &State, n: u64) -> io::Result<Block> {
+        if s.active.cut.is_some_and(|c| n >= c) {
+            return Ok(zeroed());
+        }
+        if let Some(answer) = s.frozen.as_ref().and_then(|f| f.answer(n)) {
+            return Ok(answer.cloned().unwrap_or_else(zeroed));
+        }
+        let mut block = zeroed();
+        let at = n * BLOCK as u64;
+        if at < s.file_len {
+            let end = (s.file_len - at).min(BLOCK as u64) as usize;
+            self.store_file.read_exact_at(&mut block[..end], at)?;
+        }
+        Ok(block)
+    }
+
+    /// Active block `n`, marked dirty, for a change: taken from below
+    /// first unless the change overwrites it `whole`.
+    fn slot<'s>(&self, s: &'s mut State, n: u64, whole: bool) -> io::Result<&'s mut Block> {
+        if !s.active.blocks.contains_key(&n) {
+            let block = if whole { zeroed() } else { self.base(s, n)? };
+            s.active.blocks.insert(
+                n,
+                Slot {
+                    block,
+                    dirty: false,
+                },
+            );
+        }
+        let slot = s.active.blocks.get_mut(&n).expect("inserted");
+        if !slot.dirty {
+            slot.dirty = true;
+            s.dirty.push(n);
+        }
+        Ok(&mut slot.block)
+    }
+
+    /// Freezes the active layer for the checkpoint thread and makes the
+    /// other journal active, unless a checkpoint is still running (then
+    /// the active journal grows until it is done).
+    fn rotate(&self, journals: &mut Journals) -> io::Result<()> {
+        let layer = {
+            let mut s = self.state();
+            if s.frozen.is_some() || !s.dirty.is_empty() {
+                return Ok(());
+            }
+            let mut layer = std::mem::take(&mut s.active);
+            layer.len = s.len;
+            let layer = Arc::new(layer);
+            s.frozen = Some(layer.clone());
+            layer
+        };
+        journals.active ^= 1;
+        journals.generation += 1;
+        journals.number = 0;
+        journals.position = 0;
+        let checkpoint = self.checkpoint.lock().unwrap();
+        let (sender, _) = checkpoint
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the store is closing"))?;
+        sender
+            .send(layer)
+            .map_err(|_| io::Error::other("the checkpoint thread is gone"))
+    }
+
+    /// Writes every layer into the store file and syncs it, then marks
+    /// the journals applied: the store file alone is the store.
+    fn checkpoint_all(&self) -> io::Result<()> {
+        let running = self.checkpoint.lock().unwrap().take();
+        if let Some((sender, thread)) = running {
+            drop(sender);
+            let _ = thread.join();
+        }
+        let mut journals = self.journals.lock().unwrap();
+        let mut s = self.state();
+        if let Some(e) = &s.failed {
+            return Err(io::Error::other(e.clone()));
+        }
+        if let Some(frozen) = s.frozen.take() {
+            checkpoint(&self.store_file, &frozen)?;
+        }
+        let mut active = std::mem::take(&mut s.active);
+        active.len = s.len;
+        checkpoint(&self.store_file, &active)?;
+        s.file_len = s.len;
+        s.dirty.clear();
+        s.shrink = group::NO_SHRINK;
+        journals.generation += 1;
+        for file in &journals.files {
+            file.write_all_at(&group::marker(journals.generation), 0)?;
+            file.sync_data()?;
+        }
+        journals.number = 0;
+        journals.position = 0;
+        Ok(())
+    }
+}
+
+/// Replays both journals into `store` in generation order and syncs it;
+/// returns the generation the next journal is to carry.
+fn replay(store: &File, files: &[File; 2]) -> io::Result<u64> {
+    let mut read = Vec::new();
+    for file in files {
+        let len = file.metadata()?.len() as usize;
+        let mut bytes = vec![0u8; len];
+        file.read_exact_at(&mut bytes, 0)?;
+        read.push(bytes);
+    }
+    let mut parsed: Vec<_> = read.iter().map(|b| group::parse(b)).collect();
+    parsed.sort_by_key(|(generation, _)| *generation);
+    let mut newest = 0;
+    for (generation, groups) in &parsed {
+        if let Some(g) = generation {
+            newest = newest.max(*g);
+        }
+        group::apply(store, groups)?;
+    }
+    store.sync_data()?;
+    Ok(newest + 1)
+}
+
+/// Writes `layer` into the store file (its cut first, then its blocks in
+/// order, then its length) and syncs it.
+fn checkpoint(file: &File, layer: &Layer) -> io::Result<()> {
+    if let Some(cut) = layer.cut {
+        let cut = cut * BLOCK as u64;
+        if cut < file.metadata()?.len() {
+            file.set_len(cut)?;
+        }
+    }
+    let mut numbers: Vec<u64> = layer.blocks.keys().copied().collect();
+    numbers.sort_unstable();
+    for n in numbers {
+        file.write_all_at(&layer.blocks[&n].block[..], n * BLOCK as u64)?;
+    }
+    file.set_len(layer.len)?;
+    file.sync_data()
+}
+
+fn blocks_of(offset: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
+    // (block, from within the block, to within the block, at within the buffer)
+    let end = offset + len as u64;
+    let first = offset / BLOCK as u64;
+    let last = end.div_ceil(BLOCK as u64);
+    (first..last).map(move |n| {
+        let start = n * BLOCK as u64;
+        let from = offset.max(start) - start;
+        let to = end.min(start + BLOCK as u64) - start;
+        let at = (start + from - offset) as usize;
+        (n, from as usize, to as usize, at)
+    })
+}
+
+impl StorageBackend for Journaled {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.state().len)
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        let mut from_file = Vec::new();
+        let file_len;
+        {
+            let s = self.state();
+            if offset + out.len() as u64 > s.len {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "read past the end of the store",
+                ));
+            }
+            file_len = s.file_len;
+            for (n, from, to, at) in blocks_of(offset, out.len()) {
+                let part = &mut out[at..at + to - from];
+                let answer = s
+                    .active
+                    .answer(n)
+                    .or_else(|| s.frozen.as_ref().and_then(|f| f.answer(n)));
+                match answer {
+                    Some(Some(block)) => part.copy_from_slice(&block[from..to]),
+                    Some(None) => part.fill(0),
+                    None => from_file.push((n * BLOCK as u64 + from as u64, at, to - from)),
+                }
+            }
+        }
+        for (position, at, len) in from_file {
+            let part = &mut out[at..at + len];
+            let inside = file_len.saturating_sub(position).min(len as u64) as usize;
+            self.store_file
+                .read_exact_at(&mut part[..inside], position)?;
+            part[inside..].fill(0);
+        }
+        Ok(())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let mut s = self.state();
+        if len < s.len {
+            let keep = len.div_ceil(BLOCK as u64);
+            s.active.blocks.retain(|n, _| *n < keep);
+            s.dirty.retain(|n| *n < keep);
+            s.active.cut = Some(s.active.cut.map_or(keep, |c| c.min(keep)));
+            if !len.is_multiple_of(BLOCK as u64) {
+                // The block the store now ends in: its tail reads as zero.
+                let n = len / BLOCK as u64;
+                let tail = (len % BLOCK as u64) as usize;
+                self.slot(&mut s, n, false)?[tail..].fill(0);
+            }
+            s.shrink = s.shrink.min(len);
+        }
+        s.len = len;
+        Ok(())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        let mut journals = self.journals.lock().unwrap();
+        let bytes = {
+            let mut s = self.state();
+            if let Some(e) = &s.failed {
+                return Err(io::Error::other(e.clone()));
+            }
+            if s.dirty.is_empty() && s.shrink == group::NO_SHRINK && s.synced_len == s.len {
+                // Every change is in a group already synced.
+                return Ok(());
+            }
+            let mut dirty = std::mem::take(&mut s.dirty);
+            dirty.sort_unstable();
+            let head = group::Head {
+                generation: journals.generation,
+                number: journals.number,
+                len: s.len,
+                shrink: s.shrink,
+            };
+            s.shrink = group::NO_SHRINK;
+            s.synced_len = s.len;
+            for n in &dirty {
+                s.active
+                    .blocks
+                    .get_mut(n)
+                    .expect("a dirty block is held")
+                    .dirty = false;
+            }
+            let active = &s.active;
+            group::encode(
+                head,
+                dirty.iter().map(|n| (*n, &active.blocks[n].block[..])),
+            )
+        };
+        let file = &journals.files[journals.active];
+        file.write_all_at(&bytes, journals.position)?;
+        file.sync_data()?;
+        journals.position += bytes.len() as u64;
+        journals.number += 1;
+        if journals.position >= self.rotate_bytes {
+            self.rotate(&mut journals)?;
+        }
+        Ok(())
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        let mut s = self.state();
+        for (n, from, to, at) in blocks_of(offset, data.len()) {
+            let whole = to - from == BLOCK;
+            self.slot(&mut s, n, whole)?[from..to].copy_from_slice(&data[at..at + to - from]);
+        }
+        s.len = s.len.max(offset + data.len() as u64);
+        Ok(())
+    }
+
+    fn close(&self) -> io::Result<()> {
+        let checkpointed = self.checkpoint_all();
+        let closed = self.store.close();
+        checkpointed?;
+        closed
+    }
+
+    fn try_lock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<bool, BackendError> {
+        self.store.try_lock_range(start, end)
+    }
+
+    fn try_lock_shared_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<bool, BackendError> {
+        self.store.try_lock_shared_range(start, end)
+    }
+
+    fn lock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<(), BackendError> {
+        self.store.lock_range(start, end)
+    }
+
+    fn lock_shared_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<(), BackendError> {
+        self.store.lock_shared_range(start, end)
+    }
+
+    fn unlock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<(), BackendError> {
+        self.store.unlock_range(start, end)
+    }
+
+    fn query_lock_range(
+        &self,
+        start: std::ops::Bound<u64>,
+        end: std::ops::Bound<u64>,
+    ) -> Result<bool, BackendError> {
+        self.store.query_lock_range(start, end)
+    }
+}
+
+#[cfg(test)]
+mod tests;
