@@ -43,36 +43,88 @@ pub(super) struct Head {
 
 /// The bytes of one group: `blocks` are `(number, bytes)` pairs, each
 /// `bytes` one whole block.
+#[cfg(test)]
 pub(super) fn encode<'a>(
     head: Head,
     blocks: impl ExactSizeIterator<Item = (u64, &'a [u8])>,
-) -> Vec<u8> {
-    encode_with(head, 0, blocks)
+) -> GroupBytes {
+    let mut out = GroupBytes::default();
+    encode_into(&mut out, head, 0, blocks);
+    out
+}
+
+/// [`encode`] into `out`, reusing its memory: a group per commit would
+/// otherwise allocate (and the allocator map and unmap) fresh pages each
+/// time.
+pub(super) fn encode_reusing<'a>(
+    out: &mut GroupBytes,
+    head: Head,
+    blocks: impl ExactSizeIterator<Item = (u64, &'a [u8])>,
+) {
+    encode_into(out, head, 0, blocks)
 }
 
 /// A marker group: generation `generation`, nothing to apply.
-pub(super) fn marker(generation: u64) -> Vec<u8> {
+pub(super) fn marker(generation: u64) -> GroupBytes {
     let head = Head {
         generation,
         number: 0,
         len: 0,
         shrink: NO_SHRINK,
     };
-    encode_with(head, FLAG_MARKER, std::iter::empty())
+    let mut out = GroupBytes::default();
+    encode_into(&mut out, head, FLAG_MARKER, std::iter::empty());
+    out
 }
 
 fn head_len(count: usize) -> usize {
     (FIXED + 8 * count).div_ceil(BLOCK) * BLOCK
 }
 
-fn encode_with<'a>(
+/// A group's bytes, starting at a block-aligned address (what a write
+/// through `O_DIRECT` needs).
+#[derive(Default)]
+pub(super) struct GroupBytes {
+    buf: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl GroupBytes {
+    /// Makes room for `len` bytes, the first `zeroed` of them zero (the
+    /// rest are about to be overwritten).
+    fn reset(&mut self, len: usize, zeroed: usize) {
+        if self.buf.len() < len + BLOCK {
+            self.buf = vec![0u8; len + BLOCK];
+            self.start = self.buf.as_ptr().align_offset(BLOCK);
+        }
+        self.len = len;
+        self[..zeroed].fill(0);
+    }
+}
+
+impl std::ops::Deref for GroupBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::DerefMut for GroupBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+}
+
+fn encode_into<'a>(
+    out: &mut GroupBytes,
     head: Head,
     flags: u32,
     blocks: impl ExactSizeIterator<Item = (u64, &'a [u8])>,
-) -> Vec<u8> {
+) {
     let count = blocks.len();
     let head_bytes = head_len(count);
-    let mut out = vec![0u8; head_bytes + count * BLOCK];
+    out.reset(head_bytes + count * BLOCK, head_bytes);
     out[..4].copy_from_slice(MAGIC);
     out[4..8].copy_from_slice(&flags.to_le_bytes());
     out[8..16].copy_from_slice(&head.generation.to_le_bytes());
@@ -85,9 +137,8 @@ fn encode_with<'a>(
         out[FIXED + 8 * i..FIXED + 8 * i + 8].copy_from_slice(&number.to_le_bytes());
         out[head_bytes + i * BLOCK..head_bytes + (i + 1) * BLOCK].copy_from_slice(bytes);
     }
-    let crc = crc32fast::hash(&out);
+    let crc = crc32fast::hash(out);
     out[CRC_AT..FIXED].copy_from_slice(&crc.to_le_bytes());
-    out
 }
 
 /// One group read back.
@@ -189,11 +240,11 @@ mod tests {
     #[test]
     fn groups_read_back_until_a_torn_or_foreign_one() {
         let block = vec![7u8; BLOCK];
-        let mut journal = encode(head(5, 0), [(2u64, &block[..])].into_iter());
-        journal.extend(encode(head(5, 1), [(0u64, &block[..])].into_iter()));
+        let mut journal = encode(head(5, 0), [(2u64, &block[..])].into_iter()).to_vec();
+        journal.extend_from_slice(&encode(head(5, 1), [(0u64, &block[..])].into_iter()));
         let whole = journal.len();
         // An older use of the file: generation 4 after the two groups.
-        journal.extend(encode(head(4, 2), [(1u64, &block[..])].into_iter()));
+        journal.extend_from_slice(&encode(head(4, 2), [(1u64, &block[..])].into_iter()));
         let (generation, groups) = parse(&journal);
         assert_eq!(generation, Some(5));
         assert_eq!(groups.len(), 2);
@@ -206,7 +257,11 @@ mod tests {
         // Cut short.
         assert_eq!(parse(&journal[..whole - 1]).1.len(), 1);
         // A marker names its generation and holds nothing.
-        let mut marked = marker(9);
+        assert_eq!(
+            encode(head(5, 0), std::iter::empty()).as_ptr() as usize % BLOCK,
+            0
+        );
+        let mut marked = marker(9).to_vec();
         marked.extend(&journal);
         assert_eq!(parse(&marked).0, Some(9));
         assert!(parse(&marked).1.is_empty());

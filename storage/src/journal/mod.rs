@@ -44,6 +44,8 @@ pub(crate) const BLOCK: usize = 4096;
 /// How far the active journal grows before its layer is checkpointed.
 const ROTATE_BYTES: u64 = 16 << 20;
 const JOURNALS: [&str; 2] = ["journal-a", "journal-b"];
+/// The most blocks a checkpoint writes in one `pwrite`.
+const CHECKPOINT_RUN_BLOCKS: usize = 256;
 
 /// The journal files beside the store file at `path`.
 pub(crate) fn journal_paths(path: &Path) -> [PathBuf; 2] {
@@ -129,10 +131,15 @@ struct State {
 /// (redb's committing thread) and `close` take it.
 struct Journals {
     files: [File; 2],
+    /// The same files opened with `O_DIRECT`, for the groups (no copy
+    /// into the page cache); `None` where the file system refuses it.
+    direct: [Option<File>; 2],
     active: usize,
     generation: u64,
     number: u64,
     position: u64,
+    /// The group being written, its memory kept from one to the next.
+    group: group::GroupBytes,
 }
 
 /// The checkpoint thread and the way to hand it frozen layers.
@@ -165,6 +172,16 @@ fn open_rw(path: &Path) -> io::Result<File> {
         .truncate(false)
         .mode(0o600)
         .open(path)
+}
+
+/// `path` opened for writes that bypass the page cache, if the file
+/// system allows it.
+fn open_direct(path: &Path) -> Option<File> {
+    OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .ok()
 }
 
 fn sync_dir(path: &Path) -> io::Result<()> {
@@ -250,11 +267,13 @@ impl Journaled {
             store_file,
             state,
             journals: Mutex::new(Journals {
+                direct: [open_direct(&paths[0]), open_direct(&paths[1])],
                 files,
                 active: 0,
                 generation: next_generation,
                 number: 0,
                 position: 0,
+                group: group::GroupBytes::default(),
             }),
             checkpoint: Mutex::new(Some((sender, thread))),
             rotate_bytes,
@@ -401,8 +420,19 @@ fn checkpoint(file: &File, layer: &Layer) -> io::Result<()> {
     }
     let mut numbers: Vec<u64> = layer.blocks.keys().copied().collect();
     numbers.sort_unstable();
-    for n in numbers {
-        file.write_all_at(&layer.blocks[&n].block[..], n * BLOCK as u64)?;
+    // Runs of consecutive blocks go out in one write each (up to 1 MiB).
+    let mut run: Vec<u8> = Vec::with_capacity(CHECKPOINT_RUN_BLOCKS * BLOCK);
+    let mut first = 0u64;
+    for (i, n) in numbers.iter().enumerate() {
+        if run.is_empty() {
+            first = *n;
+        }
+        run.extend_from_slice(&layer.blocks[n].block[..]);
+        let next_follows = numbers.get(i + 1) == Some(&(n + 1));
+        if !next_follows || run.len() == CHECKPOINT_RUN_BLOCKS * BLOCK {
+            file.write_all_at(&run, first * BLOCK as u64)?;
+            run.clear();
+        }
     }
     file.set_len(layer.len)?;
     file.sync_data()
@@ -483,13 +513,15 @@ impl StorageBackend for Journaled {
 
     fn sync_data(&self) -> io::Result<()> {
         let mut journals = self.journals.lock().unwrap();
-        let bytes = {
+        let mut bytes = std::mem::take(&mut journals.group);
+        {
             let mut s = self.state();
             if let Some(e) = &s.failed {
                 return Err(io::Error::other(e.clone()));
             }
             if s.dirty.is_empty() && s.shrink == group::NO_SHRINK && s.synced_len == s.len {
                 // Every change is in a group already synced.
+                journals.group = bytes;
                 return Ok(());
             }
             let mut dirty = std::mem::take(&mut s.dirty);
@@ -510,16 +542,33 @@ impl StorageBackend for Journaled {
                     .dirty = false;
             }
             let active = &s.active;
-            group::encode(
+            group::encode_reusing(
+                &mut bytes,
                 head,
                 dirty.iter().map(|n| (*n, &active.blocks[n].block[..])),
-            )
+            );
+            dirty.clear();
+            s.dirty = dirty;
+        }
+        let active = journals.active;
+        let written = match &journals.direct[active] {
+            Some(direct) => direct.write_all_at(&bytes, journals.position),
+            None => journals.files[active].write_all_at(&bytes, journals.position),
         };
-        let file = &journals.files[journals.active];
-        file.write_all_at(&bytes, journals.position)?;
-        file.sync_data()?;
+        match written {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EINVAL) && journals.direct[active].is_some() =>
+            {
+                // The file system takes no direct writes after all.
+                journals.direct = [None, None];
+                journals.files[active].write_all_at(&bytes, journals.position)?;
+            }
+            other => other?,
+        }
+        journals.files[active].sync_data()?;
         journals.position += bytes.len() as u64;
         journals.number += 1;
+        journals.group = bytes;
         if journals.position >= self.rotate_bytes {
             self.rotate(&mut journals)?;
         }
