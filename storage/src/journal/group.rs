@@ -47,8 +47,8 @@ pub(super) struct Head {
 pub(super) fn encode<'a>(
     head: Head,
     blocks: impl ExactSizeIterator<Item = (u64, &'a [u8])>,
-) -> GroupBytes {
-    let mut out = GroupBytes::default();
+) -> Aligned {
+    let mut out = Aligned::default();
     encode_into(&mut out, head, 0, blocks);
     out
 }
@@ -57,7 +57,7 @@ pub(super) fn encode<'a>(
 /// otherwise allocate (and the allocator map and unmap) fresh pages each
 /// time.
 pub(super) fn encode_reusing<'a>(
-    out: &mut GroupBytes,
+    out: &mut Aligned,
     head: Head,
     blocks: impl ExactSizeIterator<Item = (u64, &'a [u8])>,
 ) {
@@ -65,14 +65,14 @@ pub(super) fn encode_reusing<'a>(
 }
 
 /// A marker group: generation `generation`, nothing to apply.
-pub(super) fn marker(generation: u64) -> GroupBytes {
+pub(super) fn marker(generation: u64) -> Aligned {
     let head = Head {
         generation,
         number: 0,
         len: 0,
         shrink: NO_SHRINK,
     };
-    let mut out = GroupBytes::default();
+    let mut out = Aligned::default();
     encode_into(&mut out, head, FLAG_MARKER, std::iter::empty());
     out
 }
@@ -81,19 +81,19 @@ fn head_len(count: usize) -> usize {
     (FIXED + 8 * count).div_ceil(BLOCK) * BLOCK
 }
 
-/// A group's bytes, starting at a block-aligned address (what a write
-/// through `O_DIRECT` needs).
+/// Bytes starting at a block-aligned address (what a write through
+/// `O_DIRECT` needs): a group's, or a checkpoint's run of blocks.
 #[derive(Default)]
-pub(super) struct GroupBytes {
+pub(super) struct Aligned {
     buf: Vec<u8>,
     start: usize,
     len: usize,
 }
 
-impl GroupBytes {
+impl Aligned {
     /// Makes room for `len` bytes, the first `zeroed` of them zero (the
     /// rest are about to be overwritten).
-    fn reset(&mut self, len: usize, zeroed: usize) {
+    pub(super) fn reset(&mut self, len: usize, zeroed: usize) {
         if self.buf.len() < len + BLOCK {
             self.buf = vec![0u8; len + BLOCK];
             self.start = self.buf.as_ptr().align_offset(BLOCK);
@@ -103,21 +103,21 @@ impl GroupBytes {
     }
 }
 
-impl std::ops::Deref for GroupBytes {
+impl std::ops::Deref for Aligned {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         &self.buf[self.start..self.start + self.len]
     }
 }
 
-impl std::ops::DerefMut for GroupBytes {
+impl std::ops::DerefMut for Aligned {
     fn deref_mut(&mut self) -> &mut [u8] {
         &mut self.buf[self.start..self.start + self.len]
     }
 }
 
 fn encode_into<'a>(
-    out: &mut GroupBytes,
+    out: &mut Aligned,
     head: Head,
     flags: u32,
     blocks: impl ExactSizeIterator<Item = (u64, &'a [u8])>,

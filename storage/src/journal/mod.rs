@@ -139,7 +139,7 @@ struct Journals {
     number: u64,
     position: u64,
     /// The group being written, its memory kept from one to the next.
-    group: group::GroupBytes,
+    group: group::Aligned,
 }
 
 /// The checkpoint thread and the way to hand it frozen layers.
@@ -240,6 +240,7 @@ impl Journaled {
         let thread = {
             let state = state.clone();
             let file = store_file.clone();
+            let direct = open_direct(path);
             std::thread::Builder::new()
                 .name("kobo-checkpoint".into())
                 .spawn(move || {
@@ -247,7 +248,7 @@ impl Journaled {
                         if !checkpoints {
                             continue;
                         }
-                        let done = checkpoint(&file, &layer);
+                        let done = checkpoint(&file, direct.as_ref(), &layer);
                         let mut s = state.lock().unwrap();
                         match done {
                             Ok(()) => {
@@ -273,7 +274,7 @@ impl Journaled {
                 generation: next_generation,
                 number: 0,
                 position: 0,
-                group: group::GroupBytes::default(),
+                group: group::Aligned::default(),
             }),
             checkpoint: Mutex::new(Some((sender, thread))),
             rotate_bytes,
@@ -367,11 +368,11 @@ impl Journaled {
             return Err(io::Error::other(e.clone()));
         }
         if let Some(frozen) = s.frozen.take() {
-            checkpoint(&self.store_file, &frozen)?;
+            checkpoint(&self.store_file, None, &frozen)?;
         }
         let mut active = std::mem::take(&mut s.active);
         active.len = s.len;
-        checkpoint(&self.store_file, &active)?;
+        checkpoint(&self.store_file, None, &active)?;
         s.file_len = s.len;
         s.dirty.clear();
         s.shrink = group::NO_SHRINK;
@@ -410,8 +411,10 @@ fn replay(store: &File, files: &[File; 2]) -> io::Result<u64> {
 }
 
 /// Writes `layer` into the store file (its cut first, then its blocks in
-/// order, then its length) and syncs it.
-fn checkpoint(file: &File, layer: &Layer) -> io::Result<()> {
+/// order, then its length) and syncs it. Runs of consecutive blocks go
+/// out in one write each (up to [`CHECKPOINT_RUN_BLOCKS`]), through
+/// `direct` (the file opened with `O_DIRECT`) when there is one.
+fn checkpoint(file: &File, direct: Option<&File>, layer: &Layer) -> io::Result<()> {
     if let Some(cut) = layer.cut {
         let cut = cut * BLOCK as u64;
         if cut < file.metadata()?.len() {
@@ -420,18 +423,31 @@ fn checkpoint(file: &File, layer: &Layer) -> io::Result<()> {
     }
     let mut numbers: Vec<u64> = layer.blocks.keys().copied().collect();
     numbers.sort_unstable();
-    // Runs of consecutive blocks go out in one write each (up to 1 MiB).
-    let mut run: Vec<u8> = Vec::with_capacity(CHECKPOINT_RUN_BLOCKS * BLOCK);
-    let mut first = 0u64;
+    let mut direct = direct;
+    let mut run = group::Aligned::default();
+    run.reset(CHECKPOINT_RUN_BLOCKS * BLOCK, 0);
+    let mut first = 0;
+    let mut count = 0;
     for (i, n) in numbers.iter().enumerate() {
-        if run.is_empty() {
+        if count == 0 {
             first = *n;
         }
-        run.extend_from_slice(&layer.blocks[n].block[..]);
+        run[count * BLOCK..(count + 1) * BLOCK].copy_from_slice(&layer.blocks[n].block[..]);
+        count += 1;
         let next_follows = numbers.get(i + 1) == Some(&(n + 1));
-        if !next_follows || run.len() == CHECKPOINT_RUN_BLOCKS * BLOCK {
-            file.write_all_at(&run, first * BLOCK as u64)?;
-            run.clear();
+        if !next_follows || count == CHECKPOINT_RUN_BLOCKS {
+            let bytes = &run[..count * BLOCK];
+            let at = first * BLOCK as u64;
+            match direct.map(|d| d.write_all_at(bytes, at)) {
+                Some(Ok(())) => {}
+                Some(Err(e)) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    direct = None;
+                    file.write_all_at(bytes, at)?;
+                }
+                Some(Err(e)) => return Err(e),
+                None => file.write_all_at(bytes, at)?,
+            }
+            count = 0;
         }
     }
     file.set_len(layer.len)?;
