@@ -1,3 +1,5 @@
+use redb::StorageBackend;
+
 use super::*;
 
 /// A small deterministic generator (xorshift64*), so a failing seed
