@@ -753,6 +753,37 @@ mod tests {
         copy
     }
 
+    #[test]
+    fn journals_left_beside_a_deleted_store_are_never_replayed_into_a_new_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("a")).unwrap();
+        one_batch(&store);
+        let copy = left_open(&store, dir.path());
+        // The copy, whole, holds the batch (its journals do).
+        let whole = dir.path().join("whole");
+        std::fs::create_dir(&whole).unwrap();
+        for entry in std::fs::read_dir(&copy).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), whole.join(entry.file_name())).unwrap();
+        }
+        let reopened = Store::open(&whole).unwrap();
+        assert!(reopened
+            .read()
+            .unwrap()
+            .get(Table::Events, b"e1")
+            .unwrap()
+            .is_some());
+        // Without its store file, the journals are dropped, not replayed.
+        std::fs::remove_file(copy.join(STORE_FILE)).unwrap();
+        let fresh = Store::open(&copy).unwrap();
+        assert!(fresh
+            .read()
+            .unwrap()
+            .get(Table::Events, b"e1")
+            .unwrap()
+            .is_none());
+    }
+
     fn one_batch(store: &Store) {
         let mut batch = Batch::new();
         batch.put(Table::Events, b"e1".to_vec(), &"x");
