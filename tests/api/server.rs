@@ -2,10 +2,11 @@
 //! lock, graceful stop, manual clock, operator API, health and metrics.
 
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::json;
 
-use crate::helpers::spawn_app;
+use crate::helpers::{spawn_app, IDLE_CONNECTION_REUSE, REQUEST_TIMEOUT};
 
 #[tokio::test]
 async fn the_first_start_creates_a_demo_merchant_whose_key_works_and_later_starts_do_not_print_it()
@@ -191,6 +192,39 @@ async fn the_manual_clock_moves_only_when_advanced() {
     app.admin_post("/admin/v1/clock/advance", json!({"seconds": -5}))
         .await
         .assert_error(400, "parameter_invalid", Some("seconds"));
+}
+
+/// Found when a clock advance renewing a thousand subscriptions on the
+/// PostgreSQL store outlasted the client's 30 s in a CI run (reqwest
+/// `TimedOut`, the test failed though the server was at work): an advance
+/// answers when its work is done, however long that takes on a loaded
+/// machine. Here the server is stalled (SIGSTOP) past the client's timeout
+/// during an advance, as a loaded machine stalls it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clock_advance_outlasting_the_request_timeout_is_waited_for() {
+    let app = spawn_app().await;
+    let t0 = app.now().await;
+    let pid = app.child.as_ref().expect("running").id().to_string();
+    let signal = |name: &str| {
+        let ok = Command::new("kill")
+            .args([name, pid.as_str()])
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok, "kill {name} {pid}");
+    };
+    // The advance goes on a new connection (the client reopens one idle
+    // past IDLE_CONNECTION_REUSE): one kept alive through the stall the
+    // server would close on waking, its keep-alive long past.
+    tokio::time::sleep(IDLE_CONNECTION_REUSE + Duration::from_millis(500)).await;
+    signal("-STOP");
+    let stall = REQUEST_TIMEOUT + Duration::from_secs(5);
+    let (r, ()) = tokio::join!(app.advance(60), async {
+        tokio::time::sleep(stall).await;
+        signal("-CONT");
+    });
+    assert_eq!(r["object"], "clock");
+    assert_eq!(app.now().await, t0 + chrono::Duration::seconds(60));
 }
 
 #[tokio::test]

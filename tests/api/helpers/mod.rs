@@ -78,7 +78,13 @@ impl Resp {
         let built = built.expect("request builds");
         let method = built.method().to_string();
         let path = built.url().path().to_string();
-        let res = client.execute(built).await.expect("request");
+        let started = std::time::Instant::now();
+        let res = client.execute(built).await.unwrap_or_else(|e| {
+            panic!(
+                "{method} {path}: no response after {:.1?}: {e:?}",
+                started.elapsed()
+            )
+        });
         let status = res.status().as_u16();
         let headers = res.headers().clone();
         let text = res.text().await.unwrap();
@@ -149,6 +155,19 @@ pub async fn spawn_app() -> TestApp {
 /// is opened instead.
 pub const IDLE_CONNECTION_REUSE: Duration = Duration::from_secs(2);
 
+/// How long the suite's client waits for a response.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the suite waits for `POST /admin/v1/clock/advance` (every
+/// other request: [`REQUEST_TIMEOUT`]). An advance answers once every timer
+/// due on the way has run, so its time grows with the work it finds (a
+/// thousand renewals and their debits, actors activated cold after a
+/// restart, each a round trip on the PostgreSQL store) and with how loaded
+/// the machine is: a CI run of the PostgreSQL suite once took over 30 s
+/// for one. This bounds only a server that stopped answering, not the
+/// speed of one at work.
+pub const CLOCK_ADVANCE_TIMEOUT: Duration = Duration::from_secs(900);
+
 /// Where every test server's manual clock starts on a fresh store
 /// (`--clock-start`; a restart continues from the stored time): Thursday
 /// 26 November 2026, 10:00 Lagos. The suite's dated steps (a Friday's
@@ -193,7 +212,7 @@ pub fn unstarted_app_on(extra: &[String], store: Option<String>) -> TestApp {
         base: String::new(),
         admin_token: format!("test-admin-{}", uuid::Uuid::new_v4().simple()),
         client: reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
+            .timeout(REQUEST_TIMEOUT)
             .pool_idle_timeout(IDLE_CONNECTION_REUSE)
             .build()
             .unwrap(),
@@ -379,9 +398,13 @@ impl TestApp {
         idem: Option<&str>,
         body: Option<&Value>,
     ) -> Resp {
+        let advance = method == reqwest::Method::POST && path == "/admin/v1/clock/advance";
         let mut req = self
             .client
             .request(method, format!("{}{}", self.base, path));
+        if advance {
+            req = req.timeout(CLOCK_ADVANCE_TIMEOUT);
+        }
         if let Some(b) = bearer {
             req = req.bearer_auth(b);
         }
