@@ -21,7 +21,9 @@ pub(crate) struct Bloom {
     words: Vec<u64>,
 }
 
-fn hash(key: &[u8]) -> u64 {
+/// The 64-bit SipHash-1-3 of `key` the probes are made from (also the
+/// key index's hash of its recent keys).
+pub(crate) fn hash(key: &[u8]) -> u64 {
     let mut h = SipHasher13::new_with_keys(0, 0);
     h.write(key);
     h.finish()
