@@ -79,7 +79,8 @@ const STATE_KEY: &[u8] = b"state";
 const RUN_PREFIX: &str = "idempotency_keys.run.";
 
 /// Recent versions that are frozen and written as a run: ~64k saves
-/// (about 12 MB in memory: [`KeyVersions`]; with the frozen ones and a
+/// (about 12 MB in memory: [`KeyVersions`], and 1.2 MB of their keys'
+/// hashes, `Recent::hashes`; with the frozen ones and a
 /// long merge's backlog, the index holds ~25-30 MB at 1M keys:
 /// docs/performance.md, "Recent versions packed").
 pub(crate) const FLUSH_AT: usize = 65_536;
