@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::helpers::{spawn_app, REQUEST_TIMEOUT};
+use crate::helpers::{spawn_app, IDLE_CONNECTION_REUSE, REQUEST_TIMEOUT};
 
 #[tokio::test]
 async fn the_first_start_creates_a_demo_merchant_whose_key_works_and_later_starts_do_not_print_it()
@@ -203,21 +203,7 @@ async fn the_manual_clock_moves_only_when_advanced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clock_advance_outlasting_the_request_timeout_is_waited_for() {
     let app = spawn_app().await;
-    // The clock is read on a connection the server closes after it
-    // (`Connection: close`), so the advance goes on a new one: a
-    // connection kept alive through the stall the server would close on
-    // waking, its keep-alive long past.
-    let bearer = format!("Bearer {}", app.admin_token);
-    let r = app
-        .send_raw(
-            reqwest::Method::GET,
-            "/admin/v1/clock",
-            &[("authorization", &bearer), ("connection", "close")],
-            None,
-        )
-        .await;
-    r.assert_status(200);
-    let t0: chrono::DateTime<chrono::Utc> = r.body["now"].as_str().unwrap().parse().unwrap();
+    let t0 = app.now().await;
     let pid = app.child.as_ref().expect("running").id().to_string();
     let signal = |name: &str| {
         let ok = Command::new("kill")
@@ -227,6 +213,10 @@ async fn a_clock_advance_outlasting_the_request_timeout_is_waited_for() {
             .success();
         assert!(ok, "kill {name} {pid}");
     };
+    // The advance goes on a new connection (the client reopens one idle
+    // past IDLE_CONNECTION_REUSE): one kept alive through the stall the
+    // server would close on waking, its keep-alive long past.
+    tokio::time::sleep(IDLE_CONNECTION_REUSE + Duration::from_millis(500)).await;
     signal("-STOP");
     let stall = REQUEST_TIMEOUT + Duration::from_secs(5);
     let (r, ()) = tokio::join!(app.advance(60), async {
