@@ -1,5 +1,5 @@
 //! Resident memory per recent version of the idempotency key index
-//! (storage/src/key_index.rs), for the map shape it used before and the
+//! (storage/src/key_index/), for the map shape it used before and the
 //! packed one it uses now (docs/performance.md, "Recent versions packed"):
 //! 65,536 keys of 60 bytes, one 8-byte value each, as the index holds
 //! them between two flushes.

@@ -49,9 +49,9 @@
 //! written before this index (in the shared tree, in key order) into a
 //! first run.
 
-use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+mod recent;
+
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, Weak};
@@ -64,6 +64,7 @@ use redb::{
 use crate::bloom::Bloom;
 use crate::prefix_end;
 use crate::tables::{Def, Table, WriteTable, PHYSICAL};
+use recent::Recent;
 
 /// The table kept log-structured.
 pub(crate) const TABLE: Table = Table::IdempotencyKeys;
@@ -79,8 +80,7 @@ const STATE_KEY: &[u8] = b"state";
 const RUN_PREFIX: &str = "idempotency_keys.run.";
 
 /// Recent versions that are frozen and written as a run: ~64k saves
-/// (about 12 MB in memory: [`KeyVersions`], and 1.2 MB of their keys'
-/// hashes, `Recent::hashes`; with the frozen ones and a
+/// (about 12 MB in memory, [`Recent`]; with the frozen ones and a
 /// long merge's backlog, the index holds ~25-30 MB at 1M keys:
 /// docs/performance.md, "Recent versions packed").
 pub(crate) const FLUSH_AT: usize = 65_536;
@@ -107,147 +107,6 @@ fn run_def(name: &str) -> TableDefinition<'_, &'static [u8], &'static [u8]> {
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
-}
-
-/// A write of one commit: its number and the value (`None`: a delete).
-type Version = (u64, Option<Box<[u8]>>);
-
-/// One key's versions in commit order. A key mostly has one (a second
-/// comes only when a key is written again before its flush), kept inline:
-/// with the key in a boxed slice, a version costs two allocations (key and
-/// value) and one map entry: 188 bytes of resident memory per version
-/// for 60-byte keys, where a `Vec` of versions took 332
-/// (docs/performance.md, "Recent versions packed").
-enum KeyVersions {
-    One(Version),
-    Many(Vec<Version>),
-}
-
-impl KeyVersions {
-    fn as_slice(&self) -> &[Version] {
-        match self {
-            KeyVersions::One(v) => std::slice::from_ref(v),
-            KeyVersions::Many(vs) => vs,
-        }
-    }
-
-    fn push(&mut self, version: Version) {
-        match self {
-            KeyVersions::Many(vs) => vs.push(version),
-            KeyVersions::One(first) => {
-                let first = std::mem::take(first);
-                *self = KeyVersions::Many(vec![first, version]);
-            }
-        }
-    }
-}
-
-/// Versions by key, each key's in commit order.
-#[derive(Default)]
-struct Recent {
-    rows: BTreeMap<Box<[u8]>, KeyVersions>,
-    versions: usize,
-    /// The hash ([`crate::bloom::hash`]) of every key in `rows`. Most
-    /// lookups are of a key no version holds (every new Idempotency-Key),
-    /// and a search of `rows` for one reads a boxed key from memory at
-    /// each of its ~17 comparisons (1.8 us per lookup at 64k keys, 2.3% of
-    /// a flow's samples); a key whose hash is not here is answered by one
-    /// probe (docs/performance.md, "Absent keys answered by their hash").
-    hashes: HashSet<u64, BuildHasherDefault<Prehashed>>,
-}
-
-/// The hasher of [`Recent::hashes`]: its keys are hashes already.
-#[derive(Default)]
-struct Prehashed(u64);
-
-impl Hasher for Prehashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `u64`s are hashed (`write_u64`); anything else folds in.
-        for b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-impl Recent {
-    /// One search of the map: keys are mostly new (clients' random
-    /// Idempotency-Keys), so the key is boxed up front.
-    fn push(&mut self, key: &[u8], version: Version) {
-        self.hashes.insert(crate::bloom::hash(key));
-        match self.rows.entry(key.into()) {
-            Entry::Occupied(mut versions) => versions.get_mut().push(version),
-            Entry::Vacant(slot) => {
-                slot.insert(KeyVersions::One(version));
-            }
-        }
-        self.versions += 1;
-    }
-
-    /// The latest version of `key` among commits up to `visible`: `None`
-    /// when there is none, `Some(None)` for a delete.
-    #[cfg(test)]
-    fn latest(&self, key: &[u8], visible: u64) -> Option<Option<&[u8]>> {
-        self.latest_hashed(key, crate::bloom::hash(key), visible)
-    }
-
-    /// [`Recent::latest`] of a key whose hash is `hash`.
-    fn latest_hashed(&self, key: &[u8], hash: u64, visible: u64) -> Option<Option<&[u8]>> {
-        if !self.hashes.contains(&hash) {
-            return None;
-        }
-        Self::latest_of(self.rows.get(key)?, visible)
-    }
-
-    fn latest_of(versions: &KeyVersions, visible: u64) -> Option<Option<&[u8]>> {
-        versions
-            .as_slice()
-            .iter()
-            .rev()
-            .find(|(c, _)| *c <= visible)
-            .map(|(_, v)| v.as_deref())
-    }
-
-    /// Removes the versions of commit `commit` (one that did not commit).
-    fn retract(&mut self, commit: u64) {
-        let mut removed = 0;
-        self.rows.retain(|_, versions| match versions {
-            KeyVersions::One((c, _)) => {
-                let keep = *c != commit;
-                removed += usize::from(!keep);
-                keep
-            }
-            KeyVersions::Many(vs) => {
-                let before = vs.len();
-                vs.retain(|(c, _)| *c != commit);
-                removed += before - vs.len();
-                !vs.is_empty()
-            }
-        });
-        self.versions -= removed;
-        if removed > 0 {
-            self.hashes = self.rows.keys().map(|k| crate::bloom::hash(k)).collect();
-        }
-    }
-}
-
-/// Freeing a flush's worth of versions (~130k allocations) takes
-/// milliseconds: done on a thread of its own rather than by the writer
-/// or a request that happens to drop the last view holding them.
-impl Drop for Recent {
-    fn drop(&mut self) {
-        if self.versions >= 4096 {
-            let rows = std::mem::take(&mut self.rows);
-            std::thread::spawn(move || drop(rows));
-        }
-    }
 }
 
 type Versions = Arc<RwLock<Recent>>;
@@ -286,7 +145,7 @@ impl Source {
     fn expected_rows(&self, frozen: Option<&Versions>) -> usize {
         match self {
             Source::Merge { runs } => runs.iter().map(|r| r.rows as usize).sum(),
-            Source::Frozen => frozen.map_or(0, |f| f.read().expect("frozen keys").rows.len()),
+            Source::Frozen => frozen.map_or(0, |f| f.read().expect("frozen keys").keys()),
         }
     }
 }
@@ -540,15 +399,14 @@ impl Generation {
         if lower >= upper {
             return Vec::new();
         }
-        let range = (Bound::Included(lower), Bound::Excluded(upper));
         let recent = self.recent.read().expect("recent keys");
         let frozen = self.frozen.as_ref().map(|f| f.read().expect("frozen keys"));
         let mut rows: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
         let sources = frozen.iter().map(|f| &**f).chain([&*recent]);
         // Frozen first, so the recent versions of a key replace them.
         for source in sources {
-            for (k, versions) in source.rows.range::<[u8], _>(range) {
-                if let Some(v) = Recent::latest_of(versions, visible) {
+            for (k, versions) in source.range(lower, upper) {
+                if let Some(v) = versions.latest(visible) {
                     rows.insert(k, v);
                 }
             }
@@ -760,7 +618,7 @@ impl KeyIndex {
             None => None,
             Some(b) => {
                 let expected = match &b.from {
-                    Source::Frozen => frozen.rows.len(),
+                    Source::Frozen => frozen.keys(),
                     merge => merge.expected_rows(None),
                 };
                 Some(bloom_of_run(txn, b.target, expected)?)
@@ -771,6 +629,9 @@ impl KeyIndex {
             frozen: freezing.then(|| Arc::new(RwLock::new(frozen))),
             recent: Arc::new(RwLock::new(recent)),
         };
+        if let Some(frozen) = &generation.frozen {
+            sort_aside(frozen);
+        }
         Ok(KeyIndex {
             current: RwLock::new(Arc::new(generation)),
             state: Mutex::new(state),
@@ -1059,6 +920,18 @@ impl<'txn> KeysWrite<'txn> {
                         .clone()
                         .expect("a flush has frozen versions");
                     let frozen = frozen.read().expect("frozen keys");
+                    // Frozen versions being sorted aside are waited for
+                    // only by a settle, or once the recent versions have
+                    // filled an eighth of a flush (a sort that never
+                    // finished is then done here).
+                    let flush_at = self.index.flush_at.load(Ordering::Relaxed);
+                    if !frozen.sorted()
+                        && !settle
+                        && frozen.keys() > SORT_IN_PLACE
+                        && generation.recent.read().expect("recent keys").versions < flush_at / 8
+                    {
+                        break;
+                    }
                     build_from_frozen(txn, build, &frozen, filter, budget)?
                 }
                 Source::Merge { runs } => build_by_merging(txn, build, &runs, filter, budget)?,
@@ -1108,6 +981,27 @@ impl Drop for KeysWrite<'_> {
             });
         }
     }
+}
+
+/// Frozen versions of more keys than this are put in key order on a
+/// thread of their own ([`sort_aside`]); fewer are sorted by the first
+/// step of their build (4,096 keys in well under a millisecond).
+const SORT_IN_PLACE: usize = 4096;
+
+/// Puts frozen versions in key order on a thread of its own, so the
+/// writer's steps find them sorted (a flush's 65,536 keys take ~10-30 ms,
+/// docs/performance.md, "Recent versions by hash").
+fn sort_aside(frozen: &Versions) {
+    if frozen.read().expect("frozen keys").keys() <= SORT_IN_PLACE {
+        return;
+    }
+    let frozen = frozen.clone();
+    // If no thread starts, the build sorts them itself (`step_with`).
+    let _ = std::thread::Builder::new()
+        .name("key-index-sort".into())
+        .spawn(move || {
+            frozen.read().expect("frozen keys").sort();
+        });
 }
 
 /// Starts a build when one is due (a merge the runs call for, or frozen
@@ -1160,6 +1054,7 @@ fn start_build(
         frozen: Some(generation.recent.clone()),
         recent: Arc::new(RwLock::new(Recent::default())),
     });
+    sort_aside(generation.frozen.as_ref().expect("frozen above"));
     true
 }
 
@@ -1174,26 +1069,21 @@ fn build_from_frozen(
 ) -> Result<(bool, usize), String> {
     let name = run_name(build.target);
     let mut run = txn.open_table(run_def(&name)).map_err(err)?;
-    let lower = match &build.after {
-        Some(k) => Bound::Excluded(k.as_slice()),
-        None => Bound::Unbounded,
-    };
     let mut used = 0;
     let mut last = None;
     let mut done = true;
-    for (key, versions) in frozen.rows.range::<[u8], _>((lower, Bound::Unbounded)) {
+    for (key, versions) in frozen.after(build.after.as_deref()) {
         if used == budget {
             done = false;
             break;
         }
         used += 1;
         last = Some(key);
-        let value = Recent::latest_of(versions, u64::MAX).expect("a key has versions");
+        let value = versions.latest(u64::MAX).expect("a key has versions");
         if value.is_none() && !build.keep_tombstones {
             continue;
         }
-        run.insert(&key[..], run_value(value).as_slice())
-            .map_err(err)?;
+        run.insert(key, run_value(value).as_slice()).map_err(err)?;
         bloom.insert(key);
         build.rows += 1;
     }
@@ -1695,6 +1585,47 @@ mod tests {
         assert_reads(&store, &model, space, "emptied");
     }
 
+    #[test]
+    fn a_flush_too_large_to_sort_in_place_is_sorted_aside_and_written_as_a_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let flush_at = SORT_IN_PLACE + 904;
+        index(&store).set_pace(flush_at, 64, 4);
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        // Nearly every key new, so the frozen versions hold more keys than
+        // are sorted in place.
+        let space = 16 * flush_at as u64;
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let (mut froze, mut waited, mut done) = (false, 0, false);
+        for step in 0..200 {
+            let mut batch = Batch::new();
+            for _ in 0..100 {
+                let key = format!("k{:03}", rng.below(space)).into_bytes();
+                let value = format!("v{step}").into_bytes();
+                model.insert(key.clone(), value.clone());
+                batch.put_raw(TABLE, key, value);
+            }
+            store.apply(&batch).unwrap();
+            let building = index(&store).state.lock().unwrap().building.clone();
+            match building {
+                Some(b) if b.from == Source::Frozen => {
+                    froze = true;
+                    waited += usize::from(b.after.is_none());
+                }
+                None if froze => {
+                    done = true;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        assert!(done, "the flush finished (steps without a row: {waited})");
+        let (runs, _) = shape(store.redb().unwrap());
+        assert_eq!(runs.len(), 1, "one run: {runs:?}");
+        assert!(runs[0] as usize > SORT_IN_PLACE, "{runs:?}");
+        assert_reads(&store, &model, space, "after the flush");
+    }
+
     fn run_trees(db: &Database) -> usize {
         let txn = db.begin_read().unwrap();
         txn.list_tables()
@@ -1994,37 +1925,6 @@ mod tests {
         );
         assert_eq!(read.get(Table::Events, b"x").unwrap().unwrap(), b"x");
         assert_eq!(read.get(Table::Meta, b"m").unwrap().unwrap(), b"m");
-    }
-
-    #[test]
-    fn recent_versions_keep_commit_order_and_give_back_a_retracted_commit() {
-        let mut recent = Recent::default();
-        let v = |c: u64, value: Option<&[u8]>| (c, value.map(Box::from));
-        recent.push(b"a", v(1, Some(b"a1")));
-        recent.push(b"b", v(1, Some(b"b1")));
-        recent.push(b"a", v(2, None));
-        recent.push(b"a", v(3, Some(b"a3")));
-        recent.push(b"c", v(3, Some(b"c3")));
-        assert_eq!(recent.versions, 5);
-        assert_eq!(recent.latest(b"a", 1), Some(Some(&b"a1"[..])));
-        assert_eq!(recent.latest(b"a", 2), Some(None));
-        assert_eq!(recent.latest(b"a", 9), Some(Some(&b"a3"[..])));
-        assert_eq!(recent.latest(b"a", 0), None);
-        assert_eq!(recent.latest(b"d", 9), None);
-        // Commit 3 did not commit: a key with one version of it goes, a
-        // key with others keeps them.
-        recent.retract(3);
-        assert_eq!(recent.versions, 3);
-        assert_eq!(recent.latest(b"a", 9), Some(None));
-        assert_eq!(recent.latest(b"c", 9), None);
-        assert!(!recent.rows.contains_key(&b"c"[..]));
-        recent.retract(1);
-        assert_eq!(recent.versions, 1);
-        assert_eq!(recent.latest(b"b", 9), None);
-        assert_eq!(recent.latest(b"a", 9), Some(None));
-        recent.retract(2);
-        assert_eq!((recent.versions, recent.rows.len()), (0, 0));
-        assert!(recent.hashes.is_empty());
     }
 
     #[test]
