@@ -38,28 +38,37 @@ impl Bloom {
         }
     }
 
-    /// The word and bit of each probe of `key`.
-    fn probes(&self, key: &[u8]) -> [(usize, u64); PROBES as usize] {
+    /// The word and bit of the `i`-th probe of a key hashed `h`.
+    fn probe(&self, h: u64, i: u64) -> (usize, u64) {
         let m = self.words.len() as u64 * 64;
-        let h = hash(key);
         let (h1, h2) = (h, h.rotate_left(32) | 1);
-        std::array::from_fn(|i| {
-            let bit = h1.wrapping_add((i as u64).wrapping_mul(h2)) % m;
-            ((bit / 64) as usize, 1u64 << (bit % 64))
-        })
+        let bit = h1.wrapping_add(i.wrapping_mul(h2)) % m;
+        ((bit / 64) as usize, 1u64 << (bit % 64))
     }
 
     pub(crate) fn insert(&mut self, key: &[u8]) {
-        for (word, mask) in self.probes(key) {
+        let h = hash(key);
+        for i in 0..PROBES {
+            let (word, mask) = self.probe(h, i);
             self.words[word] |= mask;
         }
     }
 
     /// `false` only for a key never inserted.
+    #[cfg(test)]
     pub(crate) fn may_contain(&self, key: &[u8]) -> bool {
-        self.probes(key)
-            .iter()
-            .all(|(word, mask)| self.words[*word] & mask != 0)
+        self.may_contain_hashed(hash(key))
+    }
+
+    /// [`Bloom::may_contain`] of a key whose [`hash`] is `h`: a lookup
+    /// through many runs hashes its key once, and stops at the first probe
+    /// that misses (about half the time the first, for a key never
+    /// inserted).
+    pub(crate) fn may_contain_hashed(&self, h: u64) -> bool {
+        (0..PROBES).all(|i| {
+            let (word, mask) = self.probe(h, i);
+            self.words[word] & mask != 0
+        })
     }
 
     pub(crate) fn to_bytes(&self) -> Vec<u8> {
@@ -99,6 +108,27 @@ mod tests {
         let back = Bloom::from_bytes(&bloom.to_bytes()).unwrap();
         assert_eq!(back, bloom);
         assert_eq!(Bloom::from_bytes(&[1, 2, 3]), None);
+    }
+
+    /// Filters are stored: a key's probes must stay where the filters
+    /// already written put them (bit `(h1 + i * h2) mod m` for i in 0..7).
+    #[test]
+    fn the_probes_are_where_stored_filters_put_them() {
+        let mut bloom = Bloom::new(1_000);
+        let m = bloom.words.len() as u64 * 64;
+        let mut expected = vec![0u64; bloom.words.len()];
+        for i in 0..1_000u32 {
+            let key = format!("key-{i}");
+            bloom.insert(key.as_bytes());
+            let h = hash(key.as_bytes());
+            let (h1, h2) = (h, h.rotate_left(32) | 1);
+            for p in 0..7u64 {
+                let bit = h1.wrapping_add(p.wrapping_mul(h2)) % m;
+                expected[(bit / 64) as usize] |= 1 << (bit % 64);
+            }
+            assert!(bloom.may_contain_hashed(h));
+        }
+        assert_eq!(bloom.words, expected);
     }
 
     // SipHash-1-3 with keys (0, 0); the second agrees with CPython's

@@ -369,10 +369,10 @@ struct Generation {
 }
 
 impl Generation {
-    /// The latest version of `key` among commits up to `visible` in the
-    /// recent and frozen versions.
-    fn latest(&self, key: &[u8], visible: u64) -> Option<Option<Vec<u8>>> {
-        let hash = crate::bloom::hash(key);
+    /// The latest version of `key` (whose [`crate::bloom::hash`] is
+    /// `hash`) among commits up to `visible` in the recent and frozen
+    /// versions.
+    fn latest(&self, key: &[u8], hash: u64, visible: u64) -> Option<Option<Vec<u8>>> {
         if let Some(v) = self
             .recent
             .read()
@@ -825,11 +825,12 @@ impl<'txn> KeysWrite<'txn> {
         key: &[u8],
     ) -> Result<Option<Vec<u8>>, String> {
         let generation = self.generation();
-        if let Some(v) = generation.latest(key, u64::MAX) {
+        let hash = crate::bloom::hash(key);
+        if let Some(v) = generation.latest(key, hash, u64::MAX) {
             return Ok(v);
         }
         for run in &generation.runs {
-            if !run.bloom.may_contain(key) {
+            if !run.bloom.may_contain_hashed(hash) {
                 continue;
             }
             let name = run_name(run.id);
@@ -1340,11 +1341,12 @@ impl KeysRead {
         txn: &ReadTransaction,
         key: &[u8],
     ) -> Result<Option<Vec<u8>>, redb::Error> {
-        if let Some(v) = self.generation.latest(key, self.visible) {
+        let hash = crate::bloom::hash(key);
+        if let Some(v) = self.generation.latest(key, hash, self.visible) {
             return Ok(v);
         }
         for i in 0..self.runs.len() {
-            if !self.generation.runs[i].bloom.may_contain(key) {
+            if !self.generation.runs[i].bloom.may_contain_hashed(hash) {
                 continue;
             }
             if let Some(v) = self.run(txn, i)?.get(key)? {
