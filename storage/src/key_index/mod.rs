@@ -990,8 +990,9 @@ impl Drop for KeysWrite<'_> {
 const SORT_IN_PLACE: usize = 4096;
 
 /// Puts frozen versions in key order on a thread of its own, so the
-/// writer's steps find them sorted (a flush's 65,536 keys take ~10-30 ms,
-/// docs/performance.md, "Recent versions by hash").
+/// writer's steps find them sorted (a flush's 65,536 keys, about a
+/// million key comparisons: docs/performance.md, "Recent versions by
+/// hash").
 fn sort_aside(frozen: &Versions) {
     if frozen.read().expect("frozen keys").keys() <= SORT_IN_PLACE {
         return;
