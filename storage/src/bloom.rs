@@ -4,11 +4,12 @@
 //!
 //! Sixteen bits and seven probes per key (about 0.07% false positives;
 //! filters written before with ten bits a key, about 0.8%, read on with
-//! the same probes: a filter's size is its own); the probes are double hashing (Kirsch and Mitzenmacher) of one 64-bit
-//! SipHash-1-3 of the key with fixed keys (the `siphasher` crate: an
-//! algorithm fixed by its specification, unlike `std`'s `DefaultHasher`,
-//! which may change between Rust releases), so a filter written to the
-//! store reads back the same in any process and any build.
+//! the same probes: a filter's size is its own); the probes are double
+//! hashing (Kirsch and Mitzenmacher) of one 64-bit SipHash-1-3 of the
+//! key with fixed keys (the `siphasher` crate: an algorithm fixed by its
+//! specification, unlike `std`'s `DefaultHasher`, which may change
+//! between Rust releases), so a filter written to the store reads back
+//! the same in any process and any build.
 
 use std::hash::Hasher;
 
