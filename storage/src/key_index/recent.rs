@@ -151,9 +151,9 @@ impl Recent {
             .map(|k| (&*k.key, &k.versions))
     }
 
-    /// Puts the keys in key order, unless they are already: a flush's
-    /// 65,536 take ~10-30 ms. [`Recent::after`] waits for a sort under
-    /// way on another thread.
+    /// Puts the keys in key order, unless they are already (a flush's
+    /// 65,536, about a million key comparisons). [`Recent::after`] waits
+    /// for a sort under way on another thread.
     pub(super) fn sort(&self) -> &[u32] {
         self.order.get_or_init(|| {
             let mut order: Vec<u32> = (0..self.keys.len() as u32).collect();
