@@ -38,7 +38,13 @@ pub(crate) fn hash(key: &[u8]) -> u64 {
 impl Bloom {
     /// An empty filter sized for `keys` keys.
     pub(crate) fn new(keys: usize) -> Self {
-        let bits = (keys.max(1) * BITS_PER_KEY).max(64);
+        Bloom::sized(keys, BITS_PER_KEY)
+    }
+
+    /// An empty filter of `bits_per_key` bits for each of `keys` keys
+    /// (at least 64).
+    fn sized(keys: usize, bits_per_key: usize) -> Self {
+        let bits = (keys.max(1) * bits_per_key).max(64);
         Bloom {
             words: vec![0; bits.div_ceil(64)],
         }
@@ -139,9 +145,7 @@ mod tests {
     #[test]
     fn a_filter_stored_at_ten_bits_a_key_finds_its_keys() {
         let keys: Vec<String> = (0..1_000u32).map(|i| format!("key-{i}")).collect();
-        let mut old = Bloom {
-            words: vec![0; (1_000 * 10usize).div_ceil(64)],
-        };
+        let mut old = Bloom::sized(1_000, 10);
         for key in &keys {
             old.insert(key.as_bytes());
         }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::helpers::{spawn_app, Resp, CLOCK_ADVANCE_TIMEOUT, REQUEST_TIMEOUT};
+use crate::helpers::{spawn_app, REQUEST_TIMEOUT};
 
 #[tokio::test]
 async fn the_first_start_creates_a_demo_merchant_whose_key_works_and_later_starts_do_not_print_it()
@@ -217,20 +217,14 @@ async fn a_clock_advance_outlasting_the_request_timeout_is_waited_for() {
     // pool): one kept alive from the request before, through the stall,
     // the server would close on waking, its keep-alive long past.
     let own_connection = reqwest::Client::new();
-    let advance = own_connection
-        .post(format!("{}/admin/v1/clock/advance", app.base))
-        .bearer_auth(&app.admin_token)
-        .timeout(CLOCK_ADVANCE_TIMEOUT)
-        .json(&json!({"seconds": 60}));
     signal("-STOP");
     // How long the server stays stopped: past the suite's request timeout.
     let stall = REQUEST_TIMEOUT + Duration::from_secs(5);
-    let (r, ()) = tokio::join!(Resp::read(advance), async {
+    let (r, ()) = tokio::join!(app.advance_on(&own_connection, 60), async {
         tokio::time::sleep(stall).await;
         signal("-CONT");
     });
-    r.assert_status(200);
-    assert_eq!(r.body["object"], "clock");
+    assert_eq!(r["object"], "clock");
     assert_eq!(app.now().await, t0 + chrono::Duration::seconds(60));
 }
 

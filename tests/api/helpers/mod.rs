@@ -398,10 +398,23 @@ impl TestApp {
         idem: Option<&str>,
         body: Option<&Value>,
     ) -> Resp {
+        self.send_on(&self.client, method, path, bearer, idem, body)
+            .await
+    }
+
+    /// [`TestApp::send`] through `client` (another client: its own
+    /// connections).
+    pub async fn send_on(
+        &self,
+        client: &reqwest::Client,
+        method: reqwest::Method,
+        path: &str,
+        bearer: Option<&str>,
+        idem: Option<&str>,
+        body: Option<&Value>,
+    ) -> Resp {
         let advance = method == reqwest::Method::POST && path == "/admin/v1/clock/advance";
-        let mut req = self
-            .client
-            .request(method, format!("{}{}", self.base, path));
+        let mut req = client.request(method, format!("{}{}", self.base, path));
         if advance {
             req = req.timeout(CLOCK_ADVANCE_TIMEOUT);
         }
@@ -504,8 +517,20 @@ impl TestApp {
     }
 
     pub async fn advance(&self, seconds: i64) -> Value {
+        self.advance_on(&self.client, seconds).await
+    }
+
+    /// [`TestApp::advance`] through `client`.
+    pub async fn advance_on(&self, client: &reqwest::Client, seconds: i64) -> Value {
         let r = self
-            .admin_post("/admin/v1/clock/advance", json!({"seconds": seconds}))
+            .send_on(
+                client,
+                reqwest::Method::POST,
+                "/admin/v1/clock/advance",
+                Some(&self.admin_token),
+                None,
+                Some(&json!({"seconds": seconds})),
+            )
             .await;
         r.assert_status(200);
         r.body
