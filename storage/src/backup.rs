@@ -556,9 +556,12 @@ impl Restoring {
     pub fn finish(mut self) -> Result<Summary, BackupError> {
         let store = self.store.take().expect("finished once");
         let db = match store.engine {
-            crate::Engine::Redb { db, snapshot, .. } => {
+            crate::Engine::Redb {
+                db, snapshot, keys, ..
+            } => {
                 // No read transaction may outlive the database's close.
                 snapshot.release();
+                keys.stop_reading_ahead();
                 db
             }
             crate::Engine::Postgres(_) => unreachable!("a restore writes a redb file"),

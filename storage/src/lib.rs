@@ -222,12 +222,14 @@ pub(crate) enum Engine {
         /// before `db`: it is dropped first, so no read transaction of it
         /// outlives the database.
         snapshot: Arc<trees::LatestSnapshot>,
+        /// The log-structured idempotency key index ([`key_index`]).
+        /// Declared before `db` too: its merge's read-ahead thread is
+        /// stopped and waited for before the database closes.
+        keys: Arc<key_index::KeyIndex>,
         db: Arc<Database>,
         path: PathBuf,
         /// Whether this open had to rebuild redb's allocator state.
         repaired: bool,
-        /// The log-structured idempotency key index ([`key_index`]).
-        keys: Arc<key_index::KeyIndex>,
     },
     Postgres(Arc<pg::PgStore>),
 }
@@ -422,13 +424,15 @@ impl Store {
         trees::open_all(&txn)?;
         let keys = key_index::KeyIndex::open(&txn).map_err(StoreError::Redb)?;
         txn.commit()?;
+        let db = Arc::new(db);
+        keys.attach(&db);
         Ok(Store {
             engine: Engine::Redb {
                 snapshot: Default::default(),
-                db: Arc::new(db),
+                keys: Arc::new(keys),
+                db,
                 path,
                 repaired: repair.load(Ordering::Relaxed),
-                keys: Arc::new(keys),
             },
         })
     }

@@ -49,6 +49,7 @@
 //! written before this index (in the shared tree, in key order) into a
 //! first run.
 
+mod ahead;
 mod recent;
 
 use std::collections::BTreeMap;
@@ -57,13 +58,16 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, Weak};
 
 use redb::{
-    Database, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
-    TableHandle, WriteTransaction,
+    AccessGuard, Database, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
+    TableDefinition, TableHandle, WriteTransaction,
 };
 
 use crate::bloom::Bloom;
 use crate::prefix_end;
 use crate::tables::{Def, Table, WriteTable, PHYSICAL};
+use ahead::ReadAhead;
+#[cfg(test)]
+use ahead::CHUNK_ROWS;
 use recent::Recent;
 
 /// The table kept log-structured.
@@ -432,6 +436,12 @@ pub(crate) struct KeyIndex {
     retired: Mutex<Vec<(Weak<RunRef>, u64)>>,
     /// The Bloom filter of the run being built, so far.
     building_bloom: Mutex<Option<Bloom>>,
+    /// The database, for the merges' read-ahead ([`KeyIndex::attach`]).
+    db: OnceLock<Weak<Database>>,
+    /// The read-ahead of the merge under way, if one is.
+    ahead: Mutex<Option<ReadAhead>>,
+    /// Rows merges have taken from their read-ahead.
+    rows_read_ahead: Arc<AtomicU64>,
     /// The last commit number whose commit has finished.
     committed: AtomicU64,
     /// How many write transactions have committed since the open (any
@@ -639,6 +649,9 @@ impl KeyIndex {
             free: Condvar::new(),
             retired: Mutex::new(Vec::new()),
             building_bloom: Mutex::new(building_bloom),
+            db: OnceLock::new(),
+            ahead: Mutex::new(None),
+            rows_read_ahead: Arc::default(),
             committed: AtomicU64::new(last),
             commits: AtomicU64::new(0),
             next_commit: AtomicU64::new(last + 1),
@@ -648,6 +661,47 @@ impl KeyIndex {
             #[cfg(test)]
             between_loads: Mutex::new(None),
         })
+    }
+
+    /// Gives the index its database once open, so merges can read their
+    /// runs ahead of the writer ([`ahead`]); without it they read them on
+    /// the writer thread.
+    pub(crate) fn attach(&self, db: &Arc<Database>) {
+        let _ = self.db.set(Arc::downgrade(db));
+    }
+
+    /// Stops the read-ahead of a merge, if one is under way, and waits for
+    /// its thread: before a database is closed or taken apart.
+    pub(crate) fn stop_reading_ahead(&self) {
+        drop(self.ahead.lock().expect("read-ahead").take());
+    }
+
+    /// Starts reading ahead the merge `state` has under way, unless one
+    /// for it is running.
+    fn read_ahead(&self, state: &State) {
+        let Some(Build {
+            target,
+            from: Source::Merge { runs },
+            after,
+            ..
+        }) = &state.building
+        else {
+            return;
+        };
+        let Some(db) = self.db.get() else { return };
+        let mut ahead = self.ahead.lock().expect("read-ahead");
+        if ahead.as_ref().is_some_and(|a| a.target() == *target) {
+            return;
+        }
+        // One for an earlier build is stopped first.
+        drop(ahead.take());
+        *ahead = ReadAhead::start(
+            db.clone(),
+            *target,
+            runs,
+            after.clone(),
+            self.rows_read_ahead.clone(),
+        );
     }
 
     /// Sets how many recent versions are frozen into a run, and the rows
@@ -892,6 +946,7 @@ impl<'txn> KeysWrite<'txn> {
         let before = state.clone();
         delete_retired(txn, &mut state, &self.index)?;
         let mut bloom = self.index.building_bloom.lock().expect("building bloom");
+        let mut ahead = self.index.ahead.lock().expect("read-ahead");
         self.stepped = true;
         loop {
             if state.building.is_none()
@@ -935,13 +990,17 @@ impl<'txn> KeysWrite<'txn> {
                     }
                     build_from_frozen(txn, build, &frozen, filter, budget)?
                 }
-                Source::Merge { runs } => build_by_merging(txn, build, &runs, filter, budget)?,
+                Source::Merge { runs } => {
+                    build_by_merging(txn, build, &runs, filter, budget, ahead.as_mut())?
+                }
             };
             budget = budget.saturating_sub(used);
             if !done {
                 break;
             }
             let filter = bloom.take().expect("made above");
+            // A merge's read-ahead has nothing more to read.
+            drop(ahead.take());
             generation = complete_build(txn, &mut state, &generation, &self.index, filter)?;
         }
         if state != before {
@@ -1095,48 +1154,46 @@ fn build_from_frozen(
     Ok((done, used))
 }
 
-/// Merges up to `budget` rows of `runs` (newest first) after the build's
-/// last key (the newest run holding a key wins); returns whether all are
-/// used up, and the rows looked at.
-fn build_by_merging(
-    txn: &WriteTransaction,
-    build: &mut Build,
-    runs: &[Run],
-    bloom: &mut Bloom,
-    budget: usize,
-) -> Result<(bool, usize), String> {
-    let names: Vec<String> = runs.iter().map(|r| run_name(r.id)).collect();
-    let tables = names
-        .iter()
-        .map(|name| txn.open_table(run_def(name)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err)?;
-    let name = run_name(build.target);
-    let mut out = txn.open_table(run_def(&name)).map_err(err)?;
-    let after = build.after.clone();
-    let lower = match &after {
-        Some(k) => Bound::Excluded(k.as_slice()),
-        None => Bound::Unbounded,
-    };
-    let mut sources = tables
-        .iter()
-        .map(|t| t.range::<&[u8]>((lower, Bound::Unbounded)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err)?;
-    // Each run's next row.
-    let mut heads = sources
-        .iter_mut()
-        .map(|s| s.next().transpose())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err)?;
-    let mut used = 0;
-    let mut last = None;
-    let done = loop {
-        // The smallest next key; of runs holding it, the newest (first).
+/// A run's next row, as a merge reads it.
+type Head<'a> = Option<(
+    AccessGuard<'a, &'static [u8]>,
+    AccessGuard<'a, &'static [u8]>,
+)>;
+
+/// Runs (newest first) merged in key order from a key on: each key once,
+/// with the newest run's row for it.
+struct Merged<'a> {
+    sources: Vec<redb::Range<'a, &'static [u8], &'static [u8]>>,
+    /// Each run's next row.
+    heads: Vec<Head<'a>>,
+}
+
+impl<'a> Merged<'a> {
+    /// The rows of `runs` with keys after `after` (`None`: all).
+    fn after<T: ReadableTable<&'static [u8], &'static [u8]>>(
+        runs: &'a [T],
+        after: Option<&[u8]>,
+    ) -> Result<Merged<'a>, redb::StorageError> {
+        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut sources = runs
+            .iter()
+            .map(|t| t.range::<&[u8]>((lower, Bound::Unbounded)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let heads = sources
+            .iter_mut()
+            .map(|s| s.next().transpose())
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Merged { sources, heads })
+    }
+
+    /// The run whose next row comes next: the one with the smallest next
+    /// key, and of runs holding it the newest (the first); `None` when
+    /// every run is used up.
+    fn pick(&self) -> Option<usize> {
         let mut pick: Option<usize> = None;
-        for (i, head) in heads.iter().enumerate() {
+        for (i, head) in self.heads.iter().enumerate() {
             let Some((key, _)) = head else { continue };
-            let smaller = match pick.and_then(|p| heads[p].as_ref()) {
+            let smaller = match pick.and_then(|p| self.heads[p].as_ref()) {
                 Some((least, _)) => key.value() < least.value(),
                 None => true,
             };
@@ -1144,27 +1201,97 @@ fn build_by_merging(
                 pick = Some(i);
             }
         }
-        let Some(p) = pick else { break true };
+        pick
+    }
+
+    /// Whether every run is used up.
+    fn used_up(&self) -> bool {
+        self.heads.iter().all(Option::is_none)
+    }
+
+    /// The next row (older runs' versions of its key passed over).
+    fn next(&mut self) -> Result<Head<'a>, redb::StorageError> {
+        let Some(p) = self.pick() else {
+            return Ok(None);
+        };
+        let (key, value) = self.heads[p].take().expect("picked");
+        for i in p + 1..self.heads.len() {
+            if self.heads[i]
+                .as_ref()
+                .is_some_and(|(k, _)| k.value() == key.value())
+            {
+                self.heads[i] = self.sources[i].next().transpose()?;
+            }
+        }
+        self.heads[p] = self.sources[p].next().transpose()?;
+        Ok(Some((key, value)))
+    }
+}
+
+/// Merges up to `budget` rows of `runs` (newest first) after the build's
+/// last key (the newest run holding a key wins); returns whether all are
+/// used up, and the rows looked at. Rows the merge's read-ahead has ready
+/// are taken from it; the runs are read here only where it has none.
+fn build_by_merging(
+    txn: &WriteTransaction,
+    build: &mut Build,
+    runs: &[Run],
+    bloom: &mut Bloom,
+    budget: usize,
+    ahead: Option<&mut ReadAhead>,
+) -> Result<(bool, usize), String> {
+    let name = run_name(build.target);
+    let mut out = txn.open_table(run_def(&name)).map_err(err)?;
+    let mut used = 0;
+    let mut keep = |key: &[u8], value: &[u8], build: &mut Build| {
+        if build.keep_tombstones || parse_run_value(value).is_some() {
+            out.insert(key, value).map_err(err)?;
+            bloom.insert(key);
+            build.rows += 1;
+        }
+        Ok::<_, String>(())
+    };
+    if let Some(ahead) = ahead.filter(|a| a.target() == build.target) {
+        while used < budget {
+            let (chunk, rows) = match ahead.covered(build.after.as_deref(), budget - used) {
+                ahead::Covered::Rows(chunk, rows) => (chunk, rows),
+                ahead::Covered::End => return Ok((true, used)),
+                ahead::Covered::Not => break,
+            };
+            let last = rows.end - 1;
+            let rows_len = rows.len();
+            for i in rows {
+                let (key, value) = chunk.row(i);
+                keep(key, value, build)?;
+                used += 1;
+            }
+            build.after = Some(chunk.row(last).0.to_vec());
+            ahead.took(rows_len);
+        }
+        if used == budget {
+            // The runs are not read at all (not even their first pages).
+            return Ok((false, used));
+        }
+    }
+    let names: Vec<String> = runs.iter().map(|r| run_name(r.id)).collect();
+    let tables = names
+        .iter()
+        .map(|name| txn.open_table(run_def(name)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
+    let after = build.after.clone();
+    let mut merged = Merged::after(&tables, after.as_deref()).map_err(err)?;
+    let mut last = None;
+    let done = loop {
+        if merged.used_up() {
+            break true;
+        }
         if used == budget {
             break false;
         }
         used += 1;
-        let (key, value) = heads[p].take().expect("picked");
-        // Older runs' versions of the key are passed over.
-        for i in p + 1..heads.len() {
-            if heads[i]
-                .as_ref()
-                .is_some_and(|(k, _)| k.value() == key.value())
-            {
-                heads[i] = sources[i].next().transpose().map_err(err)?;
-            }
-        }
-        heads[p] = sources[p].next().transpose().map_err(err)?;
-        if build.keep_tombstones || parse_run_value(value.value()).is_some() {
-            out.insert(key.value(), value.value()).map_err(err)?;
-            bloom.insert(key.value());
-            build.rows += 1;
-        }
+        let (key, value) = merged.next().map_err(err)?.expect("not used up");
+        keep(key.value(), value.value(), build)?;
         last = Some(key);
     };
     if let Some(key) = last {
@@ -1283,6 +1410,7 @@ impl Published {
     pub(crate) fn done(mut self) {
         self.stepped = false;
         if let Some((view, state)) = self.next.take() {
+            self.index.read_ahead(&state);
             *self.index.state.lock().expect("key index state") = state;
             *self.index.current.write().expect("key index") = view;
         }
@@ -1781,6 +1909,122 @@ mod tests {
         let read = store.read().unwrap();
         assert_eq!(read.get(TABLE, b"lost").unwrap(), None);
         assert_eq!(read.get(TABLE, b"kept").unwrap().unwrap(), b"1");
+    }
+
+    /// Whether a merge is under way.
+    fn merging(store: &Store) -> bool {
+        let state = index(store).state.lock().unwrap();
+        matches!(
+            state.building.as_ref().map(|b| &b.from),
+            Some(Source::Merge { .. })
+        )
+    }
+
+    /// Waits until the merge under way's read-ahead has its chunks ready;
+    /// whether one is running.
+    fn wait_for_read_ahead(store: &Store) -> bool {
+        let ahead = index(store).ahead.lock().unwrap();
+        ahead.as_ref().inspect(|a| a.wait_ready()).is_some()
+    }
+
+    fn rows_read_ahead(store: &Store) -> u64 {
+        index(store).rows_read_ahead.load(Ordering::Relaxed)
+    }
+
+    /// Writes 100 random puts and deletes of keys below `space`.
+    fn write_some(
+        store: &Store,
+        model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+        rng: &mut Rng,
+        step: u64,
+        space: u64,
+    ) {
+        let mut batch = Batch::new();
+        for _ in 0..100 {
+            let key = format!("k{:03}", rng.below(space)).into_bytes();
+            if rng.below(5) == 0 {
+                model.remove(&key);
+                batch.delete(TABLE, key);
+            } else {
+                let value = format!("v{step}").into_bytes();
+                model.insert(key.clone(), value.clone());
+                batch.put_raw(TABLE, key, value);
+            }
+        }
+        store.apply(&batch).unwrap();
+    }
+
+    #[test]
+    fn a_merge_takes_the_rows_its_read_ahead_has_ready_and_writes_every_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // Merges of four runs of ~1,400 keys: more than a chunk.
+        index(&store).set_pace(1500, 16, 1);
+        let mut model = BTreeMap::new();
+        let mut rng = Rng(0x51_7cc1_b727_220a);
+        let space = 9000;
+        let mut waited = 0;
+        for step in 0..200 {
+            write_some(&store, &mut model, &mut rng, step, space);
+            if merging(&store) && wait_for_read_ahead(&store) {
+                waited += 1;
+            }
+        }
+        assert!(waited > 0, "no merge was read ahead");
+        let taken = rows_read_ahead(&store);
+        assert!(
+            taken > CHUNK_ROWS as u64,
+            "{taken} rows taken from read-ahead"
+        );
+        assert_reads(&store, &model, space, "after merges read ahead");
+        index(&store).settle(store.redb().unwrap()).unwrap();
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_reads(&store, &model, space, "settled and reopened");
+    }
+
+    /// A step of `budget` rows in a write transaction that never commits.
+    fn abandon_a_step(store: &Store, budget: usize) {
+        let (db, keys) = store.redb_with_keys().unwrap();
+        let txn = db.begin_write().unwrap();
+        let published = {
+            let mut write = KeysWrite::new(keys.clone());
+            write.step_with(&txn, budget, false).unwrap();
+            write.commit()
+        };
+        txn.abort().unwrap();
+        drop(published);
+    }
+
+    #[test]
+    fn a_step_that_never_commits_leaves_its_merge_behind_the_read_ahead_and_the_run_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // Merges of four runs of ~2,500 keys: over two chunks.
+        index(&store).set_pace(3000, 16, 1);
+        let mut model = BTreeMap::new();
+        let mut rng = Rng(0x2f_0b5e_91d3_4a77);
+        let space = 20_000;
+        let mut abandoned = 0;
+        for step in 0..300 {
+            write_some(&store, &mut model, &mut rng, step, space);
+            if merging(&store) && wait_for_read_ahead(&store) {
+                // The abandoned step takes a chunk's worth of rows, into
+                // the next chunk; the build stays where the last commit
+                // left it, behind the chunk now first.
+                let before = rows_read_ahead(&store);
+                abandon_a_step(&store, CHUNK_ROWS);
+                if rows_read_ahead(&store) > before {
+                    abandoned += 1;
+                }
+            }
+        }
+        assert!(abandoned > 0, "no abandoned step took rows read ahead");
+        assert_reads(&store, &model, space, "after abandoned steps");
+        index(&store).settle(store.redb().unwrap()).unwrap();
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_reads(&store, &model, space, "settled and reopened");
     }
 
     fn put(store: &Store, key: &[u8]) {
