@@ -6,7 +6,9 @@
 # store and server. Prints each slice's rate, latencies and the store file's
 # size after it, the server's CPU time and bytes written (/proc/PID/stat and
 # /proc/PID/io: less sensitive to other load on a shared machine than the
-# rate) per create in each slice, then the last slice against the first.
+# rate) per create in each slice, and the store writer thread's CPU time
+# per create (the writer sets the pace), then the last slice against the
+# first.
 #
 #   scripts/growth_bench.sh [SLICES] [PER_SLICE] [CONNECTIONS] [BIN_DIR]
 #
@@ -34,9 +36,12 @@ bench_server_start "$BIN" "$DATA/store" "$DATA"
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DATA"' EXIT
 KEY=$(bench_merchant "Growth Ltd")
 : >"$DATA/slices"
-# The server's CPU time (clock ticks, user + system) and bytes written so far.
+# The server's CPU time (clock ticks, user + system), bytes written, and
+# the store writer thread's CPU time so far (the writer sets the pace).
 usage() {
-  echo "$(sed 's/.*) //' /proc/$PID/stat | awk '{print $12 + $13}') $(awk '/^write_bytes/ {print $2}' /proc/$PID/io)"
+  local writer
+  writer=$(grep -l '^kobo-store-writ$' /proc/$PID/task/*/comm | head -1)
+  echo "$(sed 's/.*) //' /proc/$PID/stat | awk '{print $12 + $13}') $(awk '/^write_bytes/ {print $2}' /proc/$PID/io) $(sed 's/.*) //' "${writer%comm}stat" | awk '{print $12 + $13}')"
 }
 for s in $(seq "$SLICES"); do
   before=$(usage)
@@ -52,15 +57,16 @@ import json, sys
 path, per, conns = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 rows = []
 for l in open(path):
-    j, cpu0, w0, cpu1, w1, hz, size = l.rsplit(" ", 6)
+    j, cpu0, w0, wr0, cpu1, w1, wr1, hz, size = l.rsplit(" ", 8)
     r = json.loads(j)
     cpu_us = (int(cpu1) - int(cpu0)) / int(hz) * 1e6 / per
+    writer_us = (int(wr1) - int(wr0)) / int(hz) * 1e6 / per
     written = (int(w1) - int(w0)) / per
-    rows.append((r, cpu_us, written, int(size)))
-print(f"\n| intents in the store | creates/s @ {conns} | p50 ms | p99 ms | p99.9 ms | max ms | errors | server CPU us/create | written KB/create | store file |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-for i, (r, cpu, written, size) in enumerate(rows):
-    print(f"| {i*per:,} - {(i+1)*per:,} | {r['ops_per_sec']:,.0f} | {r['p50_ms']} | {r['p99_ms']} | {r['p999_ms']} | {r['max_ms']} | {r['errors']} | {cpu:.0f} | {written/1e3:.1f} | {size/1e6:,.0f} MB |")
-(a, ca, wa, _), (b, cb, wb, _) = rows[0], rows[-1]
-print(f"\nlast slice / first slice: creates/s {b['ops_per_sec']:,.0f} / {a['ops_per_sec']:,.0f} = {b['ops_per_sec']/a['ops_per_sec']:.3f}; p99 {a['p99_ms']} -> {b['p99_ms']} ms; server CPU per create {ca:.0f} -> {cb:.0f} us ({cb/ca:.3f}); written per create {wa/1e3:.1f} -> {wb/1e3:.1f} KB")
+    rows.append((r, cpu_us, writer_us, written, int(size)))
+print(f"\n| intents in the store | creates/s @ {conns} | p50 ms | p99 ms | p99.9 ms | max ms | errors | server CPU us/create | writer thread us/create | written KB/create | store file |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for i, (r, cpu, writer, written, size) in enumerate(rows):
+    print(f"| {i*per:,} - {(i+1)*per:,} | {r['ops_per_sec']:,.0f} | {r['p50_ms']} | {r['p99_ms']} | {r['p999_ms']} | {r['max_ms']} | {r['errors']} | {cpu:.0f} | {writer:.1f} | {written/1e3:.1f} | {size/1e6:,.0f} MB |")
+(a, ca, wra, wa, _), (b, cb, wrb, wb, _) = rows[0], rows[-1]
+print(f"\nlast slice / first slice: creates/s {b['ops_per_sec']:,.0f} / {a['ops_per_sec']:,.0f} = {b['ops_per_sec']/a['ops_per_sec']:.3f}; p99 {a['p99_ms']} -> {b['p99_ms']} ms; server CPU per create {ca:.0f} -> {cb:.0f} us ({cb/ca:.3f}); writer thread per create {wra:.1f} -> {wrb:.1f} us ({wrb/wra:.3f}); written per create {wa/1e3:.1f} -> {wb/1e3:.1f} KB")
 PY
