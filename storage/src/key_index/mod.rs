@@ -1954,33 +1954,52 @@ mod tests {
         store.apply(&batch).unwrap();
     }
 
-    #[test]
-    fn a_merge_takes_the_rows_its_read_ahead_has_ready_and_writes_every_one() {
+    /// Random writes in runs of `flush_at` versions, built 16 rows a step
+    /// plus one per write, for `steps` commits; after each commit that
+    /// leaves a merge under way, once its read-ahead has its chunks ready,
+    /// `merging` runs. Then every read of the table is checked, as it
+    /// stands, once settled, and reopened; returns how many times
+    /// `merging` returned `true`.
+    fn merges_read_ahead(
+        flush_at: usize,
+        space: u64,
+        steps: u64,
+        seed: u64,
+        mut merging_step: impl FnMut(&Store) -> bool,
+    ) -> usize {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        // Merges of four runs of ~1,400 keys: more than a chunk.
-        index(&store).set_pace(1500, 16, 1);
+        index(&store).set_pace(flush_at, 16, 1);
         let mut model = BTreeMap::new();
-        let mut rng = Rng(0x51_7cc1_b727_220a);
-        let space = 9000;
-        let mut waited = 0;
-        for step in 0..200 {
+        let mut rng = Rng(seed);
+        let mut counted = 0;
+        for step in 0..steps {
             write_some(&store, &mut model, &mut rng, step, space);
-            if merging(&store) && wait_for_read_ahead(&store) {
-                waited += 1;
+            if merging(&store) && wait_for_read_ahead(&store) && merging_step(&store) {
+                counted += 1;
             }
         }
-        assert!(waited > 0, "no merge was read ahead");
-        let taken = rows_read_ahead(&store);
-        assert!(
-            taken > CHUNK_ROWS as u64,
-            "{taken} rows taken from read-ahead"
-        );
         assert_reads(&store, &model, space, "after merges read ahead");
         index(&store).settle(store.redb().unwrap()).unwrap();
         drop(store);
         let store = Store::open(dir.path()).unwrap();
         assert_reads(&store, &model, space, "settled and reopened");
+        counted
+    }
+
+    #[test]
+    fn a_merge_takes_the_rows_its_read_ahead_has_ready_and_writes_every_one() {
+        // Merges of four runs of ~1,400 keys: more than a chunk.
+        let mut taken = 0;
+        let waited = merges_read_ahead(1500, 9000, 200, 0x51_7cc1_b727_220a, |store| {
+            taken = rows_read_ahead(store);
+            true
+        });
+        assert!(waited > 0, "no merge was read ahead");
+        assert!(
+            taken > CHUNK_ROWS as u64,
+            "{taken} rows taken from read-ahead"
+        );
     }
 
     /// A step of `budget` rows in a write transaction that never commits.
@@ -1998,33 +2017,16 @@ mod tests {
 
     #[test]
     fn a_step_that_never_commits_leaves_its_merge_behind_the_read_ahead_and_the_run_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
         // Merges of four runs of ~2,500 keys: over two chunks.
-        index(&store).set_pace(3000, 16, 1);
-        let mut model = BTreeMap::new();
-        let mut rng = Rng(0x2f_0b5e_91d3_4a77);
-        let space = 20_000;
-        let mut abandoned = 0;
-        for step in 0..300 {
-            write_some(&store, &mut model, &mut rng, step, space);
-            if merging(&store) && wait_for_read_ahead(&store) {
-                // The abandoned step takes a chunk's worth of rows, into
-                // the next chunk; the build stays where the last commit
-                // left it, behind the chunk now first.
-                let before = rows_read_ahead(&store);
-                abandon_a_step(&store, CHUNK_ROWS);
-                if rows_read_ahead(&store) > before {
-                    abandoned += 1;
-                }
-            }
-        }
+        let abandoned = merges_read_ahead(3000, 20_000, 300, 0x2f_0b5e_91d3_4a77, |store| {
+            // The abandoned step takes a chunk's worth of rows, into the
+            // next chunk; the build stays where the last commit left it,
+            // behind the chunk now first.
+            let before = rows_read_ahead(store);
+            abandon_a_step(store, CHUNK_ROWS);
+            rows_read_ahead(store) > before
+        });
         assert!(abandoned > 0, "no abandoned step took rows read ahead");
-        assert_reads(&store, &model, space, "after abandoned steps");
-        index(&store).settle(store.redb().unwrap()).unwrap();
-        drop(store);
-        let store = Store::open(dir.path()).unwrap();
-        assert_reads(&store, &model, space, "settled and reopened");
     }
 
     fn put(store: &Store, key: &[u8]) {
