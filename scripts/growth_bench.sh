@@ -38,10 +38,13 @@ KEY=$(bench_merchant "Growth Ltd")
 : >"$DATA/slices"
 # The server's CPU time (clock ticks, user + system), bytes written, and
 # the store writer thread's CPU time so far (the writer sets the pace).
+ticks() { # user + system clock ticks in a /proc stat file
+  sed 's/.*) //' "$1" | awk '{print $12 + $13}'
+}
 usage() {
   local writer
   writer=$(grep -l '^kobo-store-writ$' /proc/$PID/task/*/comm | head -1)
-  echo "$(sed 's/.*) //' /proc/$PID/stat | awk '{print $12 + $13}') $(awk '/^write_bytes/ {print $2}' /proc/$PID/io) $(sed 's/.*) //' "${writer%comm}stat" | awk '{print $12 + $13}')"
+  echo "$(ticks /proc/$PID/stat) $(awk '/^write_bytes/ {print $2}' /proc/$PID/io) $(ticks "${writer%comm}stat")"
 }
 for s in $(seq "$SLICES"); do
   before=$(usage)

@@ -678,7 +678,7 @@ impl KeyIndex {
 
     /// Starts reading ahead the merge `state` has under way, unless one
     /// for it is running.
-    fn read_ahead(&self, state: &State) {
+    fn start_reading_ahead(&self, state: &State) {
         let Some(Build {
             target,
             from: Source::Merge { runs },
@@ -1410,7 +1410,7 @@ impl Published {
     pub(crate) fn done(mut self) {
         self.stepped = false;
         if let Some((view, state)) = self.next.take() {
-            self.index.read_ahead(&state);
+            self.index.start_reading_ahead(&state);
             *self.index.state.lock().expect("key index state") = state;
             *self.index.current.write().expect("key index") = view;
         }
@@ -1599,6 +1599,26 @@ mod tests {
         }
     }
 
+    /// Writes `key` (a put of `value`, or a delete when `None`) into
+    /// `batch` and the model alike.
+    fn write_both(
+        batch: &mut Batch,
+        model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+    ) {
+        match value {
+            None => {
+                model.remove(&key);
+                batch.delete(TABLE, key);
+            }
+            Some(value) => {
+                model.insert(key.clone(), value.clone());
+                batch.put_raw(TABLE, key, value);
+            }
+        }
+    }
+
     /// Every read of the table through the store: each key of the model's
     /// key space by `get`, and the whole table by scans both ways and by a
     /// prefix scan.
@@ -1657,14 +1677,8 @@ mod tests {
             let mut batch = Batch::new();
             for _ in 0..=rng.below(3) {
                 let key = format!("k{:03}", rng.below(space)).into_bytes();
-                if rng.below(4) == 0 {
-                    model.remove(&key);
-                    batch.delete(TABLE, key);
-                } else {
-                    let value = format!("v{step}").into_bytes();
-                    model.insert(key.clone(), value.clone());
-                    batch.put_raw(TABLE, key, value);
-                }
+                let value = (rng.below(4) != 0).then(|| format!("v{step}").into_bytes());
+                write_both(&mut batch, &mut model, key, value);
             }
             // Another table's row in the same commit.
             batch.put_raw(Table::Meta, b"step".to_vec(), vec![1]);
@@ -1942,14 +1956,8 @@ mod tests {
         let mut batch = Batch::new();
         for _ in 0..100 {
             let key = format!("k{:03}", rng.below(space)).into_bytes();
-            if rng.below(5) == 0 {
-                model.remove(&key);
-                batch.delete(TABLE, key);
-            } else {
-                let value = format!("v{step}").into_bytes();
-                model.insert(key.clone(), value.clone());
-                batch.put_raw(TABLE, key, value);
-            }
+            let value = (rng.below(5) != 0).then(|| format!("v{step}").into_bytes());
+            write_both(&mut batch, model, key, value);
         }
         store.apply(&batch).unwrap();
     }
@@ -1957,9 +1965,9 @@ mod tests {
     /// Random writes in runs of `flush_at` versions, built 16 rows a step
     /// plus one per write, for `steps` commits; after each commit that
     /// leaves a merge under way, once its read-ahead has its chunks ready,
-    /// `merging` runs. Then every read of the table is checked, as it
+    /// `merging_step` runs. Then every read of the table is checked, as it
     /// stands, once settled, and reopened; returns how many times
-    /// `merging` returned `true`.
+    /// `merging_step` returned `true`.
     fn merges_read_ahead(
         flush_at: usize,
         space: u64,
@@ -2301,14 +2309,8 @@ mod tests {
             for k in first..first + size {
                 let key = format!("k{k:03}").into_bytes();
                 // The second run of three deletes a key the older runs hold.
-                if run == 11 && k == 2 {
-                    model.remove(&key);
-                    b.delete(TABLE, key);
-                } else {
-                    let value = format!("v{run}").into_bytes();
-                    model.insert(key.clone(), value.clone());
-                    b.put_raw(TABLE, key, value);
-                }
+                let value = (run != 11 || k != 2).then(|| format!("v{run}").into_bytes());
+                write_both(&mut b, &mut model, key, value);
             }
             store.apply(&b).unwrap();
             index(&store).settle(store.redb().unwrap()).unwrap();
